@@ -1,0 +1,33 @@
+#include "sidecar/admin/health.h"
+
+namespace streamcar::admin {
+
+Watchdog::Loop* Watchdog::Register(const std::string& name, Millis limit) {
+  auto loop = std::make_unique<Loop>();
+  loop->name_ = name;
+  loop->limit_ = limit;
+  loop->Beat();
+  std::lock_guard lock(mutex_);
+  loops_.push_back(std::move(loop));
+  return loops_.back().get();
+}
+
+std::string Watchdog::FindWedged() const {
+  const int64_t now = SteadyClock::now().time_since_epoch().count();
+  std::lock_guard lock(mutex_);
+  for (const auto& loop : loops_) {
+    if (loop->retired_) continue;
+    const auto silent = std::chrono::nanoseconds(now - loop->last_ns_.load(std::memory_order_relaxed));
+    if (silent > loop->limit_) return loop->name_;
+  }
+  return {};
+}
+
+std::string Readiness::WhyNotReady(bool redis_up) const {
+  if (shutting_down_) return "shutting down";
+  if (!redis_up) return "redis not connected";
+  if (!groups_ready_) return "consumer groups not ensured yet";
+  return {};
+}
+
+}  // namespace streamcar::admin

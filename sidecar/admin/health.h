@@ -1,0 +1,56 @@
+#pragma once
+// Liveness and readiness (SPEC section 5). Every loop of the process registers with the watchdog
+// and beats; /healthz fails once one has been silent longer than its own limit. Readiness is
+// Redis connected + every group ensured + not shutting down. Thread-safe.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+
+namespace streamcar::admin {
+
+class Watchdog {
+ public:
+  class Loop {
+   public:
+    void Beat() { last_ns_.store(SteadyClock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+    // Beats stop being checked (the loop ended on purpose).
+    void Retire() { retired_ = true; }
+
+   private:
+    friend class Watchdog;
+    std::string name_;
+    Millis limit_{0};
+    std::atomic<int64_t> last_ns_{0};
+    std::atomic<bool> retired_{false};
+  };
+
+  // A loop that must beat at least every `limit`. The pointer lives as long as the Watchdog.
+  Loop* Register(const std::string& name, Millis limit);
+  // Empty when all loops are alive; otherwise the name of a wedged one.
+  std::string FindWedged() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+};
+
+class Readiness {
+ public:
+  void SetGroupsReady(bool ready) { groups_ready_ = ready; }
+  void SetShuttingDown() { shutting_down_ = true; }
+  bool shutting_down() const { return shutting_down_; }
+  // Why not ready ("" when ready); `redis_up` comes from the sessions' shared health.
+  std::string WhyNotReady(bool redis_up) const;
+
+ private:
+  std::atomic<bool> groups_ready_{false};
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace streamcar::admin

@@ -1,0 +1,145 @@
+#include "sidecar/admin/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+namespace streamcar::admin {
+namespace {
+
+const prometheus::Histogram::BucketBoundaries kDurationBuckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+const prometheus::Histogram::BucketBoundaries kEndToEndBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600};
+
+}  // namespace
+
+prometheus::Counter* SubscriptionMetrics::Delivered(std::string_view outcome) const {
+  if (outcome == "success") return delivered_success;
+  if (outcome == "retry") return delivered_retry;
+  if (outcome == "reject") return delivered_reject;
+  if (outcome == "timeout") return delivered_timeout;
+  if (outcome == "error") return delivered_error;
+  return nullptr;
+}
+
+prometheus::Counter* SubscriptionMetrics::DeadLettered(std::string_view reason) const {
+  if (reason == "max_attempts") return dead_max_attempts;
+  if (reason == "rejected") return dead_rejected;
+  if (reason == "dropped") return dead_dropped;
+  if (reason == "invalid") return dead_invalid;
+  return nullptr;
+}
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  deliveries_ = &prometheus::BuildCounter()
+                     .Name("streamcar_deliveries_total")
+                     .Help("Deliveries to the handler by outcome")
+                     .Register(r);
+  acked_ = &prometheus::BuildCounter()
+                .Name("streamcar_acked_total")
+                .Help("Entries acknowledged (XACK) after success or dead-lettering")
+                .Register(r);
+  dead_lettered_ = &prometheus::BuildCounter()
+                        .Name("streamcar_dead_lettered_total")
+                        .Help("Entries written to the dead-letter stream, by reason")
+                        .Register(r);
+  claimed_ = &prometheus::BuildCounter()
+                  .Name("streamcar_claimed_total")
+                  .Help("Pending entries taken over: own PEL drain at start, or XAUTOCLAIM of a peer's")
+                  .Register(r);
+  deleted_ = &prometheus::BuildCounter()
+                  .Name("streamcar_deleted_entries_total")
+                  .Help("Pending entries whose payload was gone (trimmed or deleted), acknowledged")
+                  .Register(r);
+  unknown_ids_ = &prometheus::BuildCounter()
+                      .Name("streamcar_batch_unknown_ids_total")
+                      .Help("Ids in a batch answer's failures that were not in the batch")
+                      .Register(r);
+  trimmed_ = &prometheus::BuildCounter()
+                  .Name("streamcar_trimmed_total")
+                  .Help("Entries removed by the retention beat")
+                  .Register(r);
+  duration_ = &prometheus::BuildHistogram()
+                   .Name("streamcar_delivery_duration_seconds")
+                   .Help("Time of one POST to the handler")
+                   .Register(r);
+  end_to_end_ = &prometheus::BuildHistogram()
+                     .Name("streamcar_end_to_end_seconds")
+                     .Help("From the entry id's time to its acknowledgement")
+                     .Register(r);
+  inflight_ = &prometheus::BuildGauge()
+                   .Name("streamcar_inflight")
+                   .Help("Entries held by this sidecar: being delivered or waiting for a retry")
+                   .Register(r);
+  pending_ = &prometheus::BuildGauge()
+                  .Name("streamcar_pending")
+                  .Help("Pending entries of the group (XPENDING), all consumers")
+                  .Register(r);
+  lag_ = &prometheus::BuildGauge()
+              .Name("streamcar_lag")
+              .Help("Entries of the stream not yet read by the group")
+              .Register(r);
+  handler_up_ = &prometheus::BuildGauge()
+                     .Name("streamcar_handler_up")
+                     .Help("1 while the handler accepts connections (and health_url answers 2xx)")
+                     .Register(r);
+  redis_up_ = &prometheus::BuildGauge()
+                   .Name("streamcar_redis_up")
+                   .Help("1 while every Redis connection of the sidecar is up")
+                   .Register(r)
+                   .Add({});
+}
+
+Metrics::~Metrics() = default;
+
+SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
+  std::lock_guard lock(mutex_);
+  auto& slot = subscriptions_[subscription];
+  if (slot) return *slot;
+  slot = std::make_unique<SubscriptionMetrics>();
+  auto& m = *slot;
+  const prometheus::Labels base = {{"subscription", subscription}};
+  auto with = [&](const char* key, const char* value) {
+    prometheus::Labels labels = base;
+    labels[key] = value;
+    return labels;
+  };
+  m.delivered_success = &deliveries_->Add(with("outcome", "success"));
+  m.delivered_retry = &deliveries_->Add(with("outcome", "retry"));
+  m.delivered_reject = &deliveries_->Add(with("outcome", "reject"));
+  m.delivered_timeout = &deliveries_->Add(with("outcome", "timeout"));
+  m.delivered_error = &deliveries_->Add(with("outcome", "error"));
+  m.acked = &acked_->Add(base);
+  m.dead_max_attempts = &dead_lettered_->Add(with("reason", "max_attempts"));
+  m.dead_rejected = &dead_lettered_->Add(with("reason", "rejected"));
+  m.dead_dropped = &dead_lettered_->Add(with("reason", "dropped"));
+  m.dead_invalid = &dead_lettered_->Add(with("reason", "invalid"));
+  m.claimed_drain = &claimed_->Add(with("source", "drain"));
+  m.claimed_autoclaim = &claimed_->Add(with("source", "autoclaim"));
+  m.deleted_entries = &deleted_->Add(base);
+  m.batch_unknown_ids = &unknown_ids_->Add(base);
+  m.delivery_duration = &duration_->Add(base, kDurationBuckets);
+  m.end_to_end = &end_to_end_->Add(base, kEndToEndBuckets);
+  m.inflight = &inflight_->Add(base);
+  m.pending = &pending_->Add(base);
+  m.lag = &lag_->Add(base);
+  m.handler_up = &handler_up_->Add(base);
+  m.handler_up->Set(1);
+  return m;
+}
+
+prometheus::Counter& Metrics::Trimmed(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return trimmed_->Add({{"stream", stream}});
+}
+
+std::string Metrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace streamcar::admin

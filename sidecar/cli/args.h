@@ -1,0 +1,34 @@
+#pragma once
+// The command line of SPEC section 1, parsed into a plain struct. Parsing never exits: errors come
+// back as text, and main() turns them into exit code 2.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace streamcar::cli {
+
+enum class CommandKind { kRun, kCheck, kStatus, kDlqList, kDlqReplay, kVersion };
+
+struct Arguments {
+  CommandKind command = CommandKind::kRun;
+  std::string config_path;  // resolved: -c, else $STREAMCAR_CONFIG, else the default path
+  bool help = false;        // print the command's help and exit 0
+  bool command_given = false;  // false: no command word (run by default; --help is general)
+  bool json = false;
+  std::string subscription;
+  std::optional<long> count;
+  std::vector<std::string> ids;
+  bool dry_run = false;
+};
+
+inline constexpr const char* kDefaultConfigPath = "/etc/streamcar/streamcar.yaml";
+
+// Parses argv (without argv[0]). On error returns nullopt and sets *error to one line.
+std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, std::string* error);
+
+// The --help text of a command.
+std::string HelpText(CommandKind command);
+std::string GeneralHelp();
+
+}  // namespace streamcar::cli

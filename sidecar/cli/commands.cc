@@ -1,0 +1,59 @@
+#include "sidecar/cli/commands.h"
+
+#include <iostream>
+
+#include "sidecar/common/log.h"
+#include "sidecar/common/version.h"
+#include "sidecar/config/loader.h"
+#include "sidecar/consumer/engine.h"
+
+namespace streamcar::cli {
+
+int Dispatch(const Arguments& args) {
+  if (args.help) {
+    std::cout << (args.command_given ? HelpText(args.command) : GeneralHelp());
+    return 0;
+  }
+  switch (args.command) {
+    case CommandKind::kRun:
+      return RunCommand(args);
+    case CommandKind::kCheck:
+      return CheckCommand(args);
+    case CommandKind::kVersion:
+      return VersionCommand();
+    case CommandKind::kStatus:
+      return StatusCommand(args);
+    case CommandKind::kDlqList:
+      return DlqListCommand(args);
+    case CommandKind::kDlqReplay:
+      return DlqReplayCommand(args);
+  }
+  return 2;
+}
+
+int CheckCommand(const Arguments& args) {
+  auto config = config::LoadConfigFile(args.config_path);
+  if (!config.ok()) {
+    std::cerr << "streamcar: " << config.status().message() << "\n";
+    return 2;
+  }
+  std::cout << config::EmitEffectiveYaml(*config);
+  return 0;
+}
+
+int RunCommand(const Arguments& args) {
+  SetLogLevelFromEnv();
+  auto config = config::LoadConfigFile(args.config_path);
+  if (!config.ok()) {
+    std::cerr << "streamcar: " << config.status().message() << "\n";
+    return 2;
+  }
+  return consumer::RunEngine(*config);
+}
+
+int VersionCommand() {
+  std::cout << "streamcar " << kVersion << "\n";
+  return 0;
+}
+
+}  // namespace streamcar::cli

@@ -1,0 +1,221 @@
+// `streamcar dlq list` and `streamcar dlq replay` (SPEC 1 and 3.3): read the dead letters of one
+// subscription, and move them back onto the source stream once the handler is fixed.
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <iomanip>
+#include <iostream>
+#include <set>
+
+#include "sidecar/cli/cli_support.h"
+#include "sidecar/cli/commands.h"
+#include "sidecar/common/text.h"
+#include "sidecar/redis/stream_ops.h"
+
+namespace streamcar::cli {
+namespace {
+
+// The metadata fields streamcar appends to a dead letter (SPEC 3.3).
+const std::set<std::string, std::less<>> kMetaFields = {
+    "streamcar.stream", "streamcar.id",     "streamcar.group", "streamcar.attempts",
+    "streamcar.reason", "streamcar.status", "streamcar.error", "streamcar.time"};
+
+// Dead letters are read in pages of this many entries.
+constexpr int64_t kPage = 500;
+
+struct DeadLetter {
+  StreamEntry entry;  // the dead letter itself: its id, original fields and metadata
+  std::string Meta(std::string_view key) const {
+    // The metadata is appended last: search from the end, so an original field with the same
+    // name cannot shadow it.
+    for (auto it = entry.fields.rbegin(); it != entry.fields.rend(); ++it) {
+      if (it->first == key) return it->second;
+    }
+    return {};
+  }
+  // The original fields, without the metadata streamcar appended.
+  std::vector<std::pair<std::string, std::string>> Original() const {
+    auto fields = entry.fields;
+    size_t meta = 0;
+    while (meta < fields.size() && kMetaFields.contains(fields[fields.size() - 1 - meta].first)) ++meta;
+    fields.resize(fields.size() - meta);
+    return fields;
+  }
+};
+
+// The dead letters of `sub` (a DLQ stream may be shared by several groups of one stream), oldest
+// first; at most `limit`, and only `ids` when given.
+StatusOr<std::vector<DeadLetter>> ReadDeadLetters(redis::Connection& redis,
+                                                  const config::Subscription& sub, size_t limit,
+                                                  const std::vector<std::string>& ids) {
+  std::vector<DeadLetter> found;
+  if (!ids.empty()) {
+    for (const auto& id : ids) {
+      auto reply = redis.Run(redis::Command("XRANGE").Arg(sub.dead_letter.stream).Arg(id).Arg(id));
+      if (!reply.ok()) return reply.status();
+      auto entries = redis::StreamOps::ParseEntries(reply->view());
+      if (entries.empty()) {
+        return Status(StatusCode::kInvalid, "no dead letter " + id + " in " + sub.dead_letter.stream);
+      }
+      DeadLetter letter{std::move(entries.front())};
+      if (letter.Meta("streamcar.stream") != sub.stream || letter.Meta("streamcar.group") != sub.group) {
+        return Status(StatusCode::kInvalid, "dead letter " + id + " belongs to stream \"" +
+                                                letter.Meta("streamcar.stream") + "\" group \"" +
+                                                letter.Meta("streamcar.group") + "\", not to " +
+                                                sub.name);
+      }
+      found.push_back(std::move(letter));
+    }
+    return found;
+  }
+  std::string start = "-";
+  while (found.size() < limit) {
+    auto reply = redis.Run(redis::Command("XRANGE")
+                               .Arg(sub.dead_letter.stream)
+                               .Arg(start)
+                               .Arg("+")
+                               .Arg("COUNT")
+                               .Arg(kPage));
+    if (!reply.ok()) return reply.status();
+    auto entries = redis::StreamOps::ParseEntries(reply->view());
+    if (entries.empty()) break;
+    start = "(" + entries.back().id;
+    for (auto& entry : entries) {
+      DeadLetter letter{std::move(entry)};
+      if (letter.Meta("streamcar.stream") != sub.stream || letter.Meta("streamcar.group") != sub.group) continue;
+      found.push_back(std::move(letter));
+      if (found.size() >= limit) break;
+    }
+    if (static_cast<int64_t>(entries.size()) < kPage) break;
+  }
+  return found;
+}
+
+std::string OneLine(std::string text, size_t limit) {
+  for (auto& c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
+  return text;
+}
+
+}  // namespace
+
+int DlqListCommand(const Arguments& args) {
+  int exit_code = 0;
+  auto config = LoadOrReport(args, &exit_code);
+  if (!config) return exit_code;
+  const auto* sub = FindSubscriptionOrReport(*config, args.subscription, &exit_code);
+  if (sub == nullptr) return exit_code;
+  auto redis = ConnectOrReport(*config, &exit_code);
+  if (!redis) return exit_code;
+  auto letters = ReadDeadLetters(*redis, *sub, static_cast<size_t>(args.count.value_or(100)), {});
+  if (!letters.ok()) {
+    std::cerr << "streamcar: cannot read " << sub->dead_letter.stream << ": "
+              << letters.status().message() << "\n";
+    return 1;
+  }
+  if (args.json) {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+    auto str = [&](const std::string& s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); };
+    w.StartObject();
+    w.Key("subscription"); str(sub->name);
+    w.Key("dead_letter_stream"); str(sub->dead_letter.stream);
+    w.Key("dead_letters");
+    w.StartArray();
+    for (const auto& letter : *letters) {
+      w.StartObject();
+      w.Key("id"); str(letter.entry.id);
+      w.Key("original_id"); str(letter.Meta("streamcar.id"));
+      w.Key("reason"); str(letter.Meta("streamcar.reason"));
+      w.Key("status"); str(letter.Meta("streamcar.status"));
+      w.Key("error"); str(letter.Meta("streamcar.error"));
+      w.Key("attempts"); w.Int64(std::atoll(letter.Meta("streamcar.attempts").c_str()));
+      w.Key("time_ms"); w.Int64(std::atoll(letter.Meta("streamcar.time").c_str()));
+      w.Key("fields");
+      w.StartObject();
+      for (const auto& [field, value] : letter.Original()) {
+        str(field);
+        str(IsValidUtf8(value) ? value : "(binary, " + std::to_string(value.size()) + " bytes)");
+      }
+      w.EndObject();
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    std::cout << buffer.GetString() << "\n";
+    return 0;
+  }
+  if (letters->empty()) {
+    std::cout << "no dead letters for " << sub->name << " in " << sub->dead_letter.stream << "\n";
+    return 0;
+  }
+  std::cout << std::left << std::setw(22) << "ID" << std::setw(22) << "ORIGINAL ID" << std::setw(14)
+            << "REASON" << std::setw(9) << "STATUS" << std::setw(9) << "ATTEMPTS" << std::setw(26)
+            << "TIME" << "ERROR\n";
+  for (const auto& letter : *letters) {
+    std::cout << std::setw(22) << letter.entry.id << std::setw(22) << letter.Meta("streamcar.id")
+              << std::setw(14) << letter.Meta("streamcar.reason") << std::setw(9)
+              << letter.Meta("streamcar.status") << std::setw(9) << letter.Meta("streamcar.attempts")
+              << std::setw(26) << Rfc3339Millis(std::atoll(letter.Meta("streamcar.time").c_str()))
+              << OneLine(letter.Meta("streamcar.error"), 80) << "\n";
+  }
+  return 0;
+}
+
+int DlqReplayCommand(const Arguments& args) {
+  int exit_code = 0;
+  auto config = LoadOrReport(args, &exit_code);
+  if (!config) return exit_code;
+  const auto* sub = FindSubscriptionOrReport(*config, args.subscription, &exit_code);
+  if (sub == nullptr) return exit_code;
+  auto redis = ConnectOrReport(*config, &exit_code);
+  if (!redis) return exit_code;
+  const size_t limit = args.count ? static_cast<size_t>(*args.count) : SIZE_MAX;
+  auto letters = ReadDeadLetters(*redis, *sub, limit, args.ids);
+  if (!letters.ok()) {
+    std::cerr << "streamcar: " << letters.status().message() << "\n";
+    return letters.status().code() == StatusCode::kInvalid ? 2 : 1;
+  }
+  if (args.count && letters->size() > limit) letters->resize(limit);
+  size_t replayed = 0;
+  for (const auto& letter : *letters) {
+    if (args.dry_run) {
+      std::cout << "would replay " << letter.entry.id << " (original " << letter.Meta("streamcar.id")
+                << ", " << letter.Meta("streamcar.reason") << ") onto " << sub->stream << "\n";
+      continue;
+    }
+    redis::Command add("XADD");
+    add.Arg(sub->stream).Arg("*");
+    for (const auto& [field, value] : letter.Original()) add.Arg(field).Arg(value);
+    // One MULTI/EXEC per entry: the copy and the deletion happen together or not at all.
+    auto replies = redis->RunPipeline({redis::Command("MULTI"), add,
+                                       redis::Command("XDEL").Arg(sub->dead_letter.stream).Arg(letter.entry.id),
+                                       redis::Command("EXEC")});
+    if (!replies.ok()) {
+      std::cerr << "streamcar: replay stopped after " << replayed << " entries: "
+                << replies.status().message() << "\n";
+      return 1;
+    }
+    auto exec = (*replies)[3].view();
+    if (!exec.IsArray() || exec[0].IsError() || exec[1].IsError()) {
+      std::string error = exec.IsArray() ? std::string(exec[0].IsError() ? exec[0].Str() : exec[1].Str())
+                                         : std::string(exec.Str());
+      std::cerr << "streamcar: replay of " << letter.entry.id << " failed: " << error << "\n";
+      return 1;
+    }
+    std::cout << "replayed " << letter.entry.id << " (original " << letter.Meta("streamcar.id")
+              << ") as " << exec[0].Str() << " on " << sub->stream << "\n";
+    ++replayed;
+  }
+  if (args.dry_run) {
+    std::cout << letters->size() << " dead letters would be replayed (dry run: nothing changed)\n";
+  } else {
+    std::cout << replayed << " dead letters replayed onto " << sub->stream << "\n";
+  }
+  return 0;
+}
+
+}  // namespace streamcar::cli

@@ -1,0 +1,20 @@
+// streamcar: a Kubernetes sidecar that delivers a Redis/Valkey stream consumer group to an HTTP
+// handler. See SPEC.md for the contract and README.md for the tour.
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "sidecar/cli/args.h"
+#include "sidecar/cli/commands.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string error;
+  auto parsed = streamcar::cli::ParseArguments(args, &error);
+  if (!parsed) {
+    std::cerr << "streamcar: " << error << " (see streamcar --help)\n";
+    return 2;
+  }
+  return streamcar::cli::Dispatch(*parsed);
+}

@@ -1,0 +1,257 @@
+// `streamcar status`: what Redis says about each subscription, whether or not a sidecar runs.
+
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "sidecar/cli/cli_support.h"
+#include "sidecar/cli/commands.h"
+#include "sidecar/common/clock.h"
+#include "sidecar/common/text.h"
+
+namespace streamcar::cli {
+namespace {
+
+// The lag fallback counts at most this many entries (XRANGE) when Redis reports none.
+constexpr int64_t kLagCountCap = 100'000;
+
+struct ConsumerStatus {
+  std::string name;
+  int64_t pending = 0;
+  int64_t idle_ms = 0;
+};
+
+struct SubscriptionStatus {
+  std::string name, stream, group, dlq_stream;
+  std::string error;  // set when the stream key is unusable (e.g. WRONGTYPE)
+  bool stream_exists = false;
+  int64_t length = 0;
+  std::string first_id, last_id;
+  bool group_exists = false;
+  int64_t pending = 0;
+  std::string oldest_pending_id;
+  int64_t oldest_pending_idle_ms = 0;
+  std::optional<int64_t> lag;
+  bool lag_exact = true;  // false: Redis reported no lag; the value is our estimate
+  std::string last_delivered_id;
+  std::vector<ConsumerStatus> consumers;
+  int64_t dlq_length = 0;
+};
+
+// A flat [key, value, key, value...] reply's value for `key`.
+redis::ReplyView Field(const redis::ReplyView& map, std::string_view key) {
+  for (size_t i = 0; i + 1 < map.Size(); i += 2) {
+    if (map[i].Str() == key) return map[i + 1];
+  }
+  return redis::ReplyView(nullptr);
+}
+
+int64_t IdAgeMs(const std::string& id, int64_t now_ms) {
+  auto parsed = ParseEntryId(id);
+  return parsed ? now_ms - static_cast<int64_t>(parsed->ms) : 0;
+}
+
+SubscriptionStatus Inspect(redis::Connection& redis, const config::Subscription& sub) {
+  SubscriptionStatus status;
+  status.name = sub.name;
+  status.stream = sub.stream;
+  status.group = sub.group;
+  status.dlq_stream = sub.dead_letter.stream;
+  auto stream = redis.Run(redis::Command("XINFO").Arg("STREAM").Arg(sub.stream));
+  if (!stream.ok()) {
+    if (stream.status().message().find("no such key") == std::string::npos) {
+      status.error = stream.status().message();
+    }
+    return status;
+  }
+  status.stream_exists = true;
+  const auto info = stream->view();
+  status.length = Field(info, "length").Integer();
+  if (auto first = Field(info, "first-entry"); first.IsArray()) status.first_id = first[0].Str();
+  if (auto last = Field(info, "last-entry"); last.IsArray()) status.last_id = last[0].Str();
+
+  auto dlq = redis.Run(redis::Command("XLEN").Arg(sub.dead_letter.stream));
+  if (dlq.ok()) status.dlq_length = dlq->view().Integer();
+
+  auto groups = redis.Run(redis::Command("XINFO").Arg("GROUPS").Arg(sub.stream));
+  if (!groups.ok()) return status;
+  for (size_t i = 0; i < groups->view().Size(); ++i) {
+    auto group = groups->view()[i];
+    if (Field(group, "name").Str() != sub.group) continue;
+    status.group_exists = true;
+    status.pending = Field(group, "pending").Integer();
+    status.last_delivered_id = Field(group, "last-delivered-id").Str();
+    if (auto lag = Field(group, "lag"); lag.IsInteger()) status.lag = lag.Integer();
+  }
+  if (!status.group_exists) return status;
+  if (!status.lag) {
+    // Redis cannot tell (entries were deleted in the unread range, or an old server): count
+    // what lies after the group's last delivered id, up to a cap.
+    status.lag_exact = false;
+    auto after = redis.Run(redis::Command("XRANGE")
+                               .Arg(sub.stream)
+                               .Arg("(" + status.last_delivered_id)
+                               .Arg("+")
+                               .Arg("COUNT")
+                               .Arg(kLagCountCap));
+    if (after.ok()) status.lag = static_cast<int64_t>(after->view().Size());
+  }
+  auto oldest = redis.Run(
+      redis::Command("XPENDING").Arg(sub.stream).Arg(sub.group).Arg("-").Arg("+").Arg(int64_t{1}));
+  if (oldest.ok() && oldest->view().Size() > 0) {
+    status.oldest_pending_id = oldest->view()[0][0].Str();
+    status.oldest_pending_idle_ms = oldest->view()[0][2].Integer();
+  }
+  auto consumers = redis.Run(redis::Command("XINFO").Arg("CONSUMERS").Arg(sub.stream).Arg(sub.group));
+  if (consumers.ok()) {
+    for (size_t i = 0; i < consumers->view().Size(); ++i) {
+      auto c = consumers->view()[i];
+      status.consumers.push_back({std::string(Field(c, "name").Str()), Field(c, "pending").Integer(),
+                                  Field(c, "idle").Integer()});
+    }
+  }
+  return status;
+}
+
+void WriteJson(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buffer);
+  auto str = [&](const std::string& s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); };
+  auto id_or_null = [&](const std::string& id) {
+    if (id.empty()) {
+      w.Null();
+    } else {
+      str(id);
+    }
+  };
+  auto age_or_null = [&](const std::string& id) {
+    if (id.empty()) {
+      w.Null();
+    } else {
+      w.Int64(IdAgeMs(id, now_ms));
+    }
+  };
+  w.StartObject();
+  w.Key("time_ms");
+  w.Int64(now_ms);
+  w.Key("subscriptions");
+  w.StartArray();
+  for (const auto& s : all) {
+    w.StartObject();
+    w.Key("name"); str(s.name);
+    w.Key("stream"); str(s.stream);
+    w.Key("group"); str(s.group);
+    w.Key("error");
+    if (s.error.empty()) { w.Null(); } else { str(s.error); }
+    w.Key("stream_exists"); w.Bool(s.stream_exists);
+    w.Key("length"); w.Int64(s.length);
+    w.Key("first_id"); id_or_null(s.first_id);
+    w.Key("first_age_ms"); age_or_null(s.first_id);
+    w.Key("last_id"); id_or_null(s.last_id);
+    w.Key("last_age_ms"); age_or_null(s.last_id);
+    w.Key("group_exists"); w.Bool(s.group_exists);
+    w.Key("pending"); w.Int64(s.pending);
+    w.Key("oldest_pending_id"); id_or_null(s.oldest_pending_id);
+    w.Key("oldest_pending_age_ms"); age_or_null(s.oldest_pending_id);
+    w.Key("oldest_pending_idle_ms");
+    if (s.oldest_pending_id.empty()) { w.Null(); } else { w.Int64(s.oldest_pending_idle_ms); }
+    w.Key("lag");
+    if (s.lag) { w.Int64(*s.lag); } else { w.Null(); }
+    w.Key("lag_exact"); w.Bool(s.lag_exact);
+    w.Key("last_delivered_id"); id_or_null(s.last_delivered_id);
+    w.Key("consumers");
+    w.StartArray();
+    for (const auto& c : s.consumers) {
+      w.StartObject();
+      w.Key("name"); str(c.name);
+      w.Key("pending"); w.Int64(c.pending);
+      w.Key("idle_ms"); w.Int64(c.idle_ms);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("dead_letter");
+    w.StartObject();
+    w.Key("stream"); str(s.dlq_stream);
+    w.Key("length"); w.Int64(s.dlq_length);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  std::cout << buffer.GetString() << "\n";
+}
+
+void WriteTable(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
+  for (const auto& s : all) {
+    std::cout << s.name << "  (stream " << s.stream << ", group " << s.group << ")\n";
+    if (!s.error.empty()) {
+      std::cout << "  error:    " << s.error << "\n\n";
+      continue;
+    }
+    if (!s.stream_exists) {
+      std::cout << "  stream:   does not exist yet\n\n";
+      continue;
+    }
+    std::cout << "  stream:   " << s.length << " entries";
+    if (!s.first_id.empty()) {
+      std::cout << ", first " << s.first_id << " (" << AgeOf(IdAgeMs(s.first_id, now_ms))
+                << " old), last " << s.last_id << " (" << AgeOf(IdAgeMs(s.last_id, now_ms))
+                << " old)";
+    }
+    std::cout << "\n";
+    if (!s.group_exists) {
+      std::cout << "  group:    does not exist yet (created by the first `streamcar run`)\n";
+    } else {
+      std::cout << "  pending:  " << s.pending;
+      if (!s.oldest_pending_id.empty()) {
+        std::cout << ", oldest " << s.oldest_pending_id << " ("
+                  << AgeOf(IdAgeMs(s.oldest_pending_id, now_ms)) << " old, idle "
+                  << AgeOf(s.oldest_pending_idle_ms) << ")";
+      }
+      std::cout << "\n  lag:      ";
+      if (s.lag) {
+        std::cout << *s.lag;
+        if (!s.lag_exact) std::cout << " (estimated: Redis reports no lag for this group)";
+      } else {
+        std::cout << "unknown";
+      }
+      std::cout << "\n  consumers:";
+      if (s.consumers.empty()) std::cout << " none";
+      std::cout << "\n";
+      for (const auto& c : s.consumers) {
+        std::printf("    %-32s pending %-8lld idle %s\n", c.name.c_str(),
+                    static_cast<long long>(c.pending), AgeOf(c.idle_ms).c_str());
+        std::fflush(stdout);
+      }
+    }
+    std::cout << "  dead letters: " << s.dlq_length << " in " << s.dlq_stream << "\n\n";
+  }
+}
+
+}  // namespace
+
+int StatusCommand(const Arguments& args) {
+  int exit_code = 0;
+  auto config = LoadOrReport(args, &exit_code);
+  if (!config) return exit_code;
+  auto redis = ConnectOrReport(*config, &exit_code);
+  if (!redis) return exit_code;
+  std::vector<SubscriptionStatus> all;
+  for (const auto& sub : config->subscriptions) all.push_back(Inspect(*redis, sub));
+  if (redis->broken()) {
+    std::cerr << "streamcar: lost the connection to Redis while reading status\n";
+    return 1;
+  }
+  const int64_t now_ms = SystemClock::Instance().WallMillis();
+  if (args.json) {
+    WriteJson(all, now_ms);
+  } else {
+    WriteTable(all, now_ms);
+  }
+  return 0;
+}
+
+}  // namespace streamcar::cli

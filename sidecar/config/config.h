@@ -1,0 +1,114 @@
+#pragma once
+// The configuration of SPEC section 2 as plain structs, with every default filled in. Only
+// loader.cc knows YAML; everything else reads these structs.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+
+namespace streamcar::config {
+
+struct TlsConfig {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::string server_name;
+  bool verify = true;
+};
+
+struct RedisConfig {
+  std::string url = "redis://127.0.0.1:6379/0";
+  std::string username;
+  std::string password;
+  Millis connect_timeout{2000};
+  Millis command_timeout{5000};
+  TlsConfig tls;
+};
+
+enum class Format { kJson, kRaw, kCloudEvents };
+const char* FormatName(Format format);
+
+struct HandlerConfig {
+  std::string url;
+  Millis timeout{10000};
+  int concurrency = 16;
+  int batch_size = 1;
+  Format format = Format::kJson;
+  std::string raw_field = "data";
+  std::map<std::string, std::string> headers;
+  std::string health_url;
+  std::vector<int> reject_statuses = {400, 413, 415, 422};
+};
+
+struct RetryConfig {
+  int max_attempts = 5;  // 0: retry forever
+  Millis initial_backoff{1000};
+  Millis max_backoff{60000};
+  double multiplier = 2.0;
+  double jitter = 0.2;
+};
+
+struct DeadLetterConfig {
+  std::string stream;  // filled with "<stream>:dlq" when empty
+  int64_t max_len = 0;
+};
+
+struct ClaimConfig {
+  Millis min_idle{60000};
+  Millis interval{10000};
+  int count = 100;
+};
+
+struct OrderingConfig {
+  std::string key_field;
+};
+
+struct AckConfig {
+  bool delete_entries = false;  // "ack.delete" in YAML
+};
+
+struct RetentionConfig {
+  int64_t max_len = 0;
+  Millis max_age{0};
+  Millis interval{60000};
+  bool enabled() const { return max_len > 0 || max_age.count() > 0; }
+};
+
+struct Subscription {
+  std::string stream;
+  std::string group;
+  std::string start;  // "new" | "beginning" | an entry id
+  std::string name;   // filled with "<stream>/<group>" when empty
+  HandlerConfig handler;
+  RetryConfig retry;
+  DeadLetterConfig dead_letter;
+  ClaimConfig claim;
+  OrderingConfig ordering;
+  AckConfig ack;
+  RetentionConfig retention;
+
+  // The id for XGROUP CREATE: "$", "0" or the declared id.
+  std::string StartId() const;
+};
+
+struct AdminConfig {
+  std::string listen = "0.0.0.0:9464";  // empty: no admin server
+};
+
+struct ShutdownConfig {
+  Millis drain_timeout{25000};
+};
+
+struct Config {
+  std::string source_file;  // where it was loaded from, for messages
+  int version = 1;
+  RedisConfig redis;
+  std::string consumer_name;  // filled with the host name when empty
+  AdminConfig admin;
+  ShutdownConfig shutdown;
+  std::vector<Subscription> subscriptions;
+};
+
+}  // namespace streamcar::config

@@ -1,0 +1,23 @@
+#pragma once
+// Loading and printing the configuration file. This is the only code that includes yaml-cpp.
+
+#include <string>
+#include <string_view>
+
+#include "sidecar/common/status.h"
+#include "sidecar/config/config.h"
+#include "sidecar/config/expand.h"
+
+namespace streamcar::config {
+
+// Loads, expands, merges `defaults` into each subscription, fills defaults and validates.
+// Errors are kInvalid with one line: "<file>:<line>: <key path>: <what is wrong>".
+StatusOr<Config> LoadConfigFile(const std::string& path, const EnvLookup& env = ProcessEnv());
+StatusOr<Config> LoadConfigText(std::string_view yaml, const std::string& source_name,
+                                const EnvLookup& env = ProcessEnv());
+
+// The effective configuration as YAML, as `streamcar check` prints it: every default filled in,
+// variables expanded, the password (and any password in the URL) shown as "***".
+std::string EmitEffectiveYaml(const Config& config);
+
+}  // namespace streamcar::config

@@ -1,0 +1,94 @@
+#include "sidecar/config/validate.h"
+
+#include <set>
+#include <utility>
+
+#include "sidecar/config/redis_url.h"
+
+namespace streamcar::config {
+
+std::string CheckHttpUrl(const std::string& url) {
+  std::string_view rest;
+  if (url.starts_with("http://")) {
+    rest = std::string_view(url).substr(7);
+  } else if (url.starts_with("https://")) {
+    rest = std::string_view(url).substr(8);
+  } else {
+    return "must be an http:// or https:// URL (got \"" + url + "\")";
+  }
+  auto host_end = rest.find_first_of("/?#");
+  auto authority = rest.substr(0, host_end);
+  if (authority.empty() || authority.starts_with(":")) return "URL \"" + url + "\" has no host";
+  if (authority.find('@') != std::string_view::npos) {
+    return "URL \"" + url + "\" must not carry credentials; use handler.headers";
+  }
+  return {};
+}
+
+void ValidateConfig(const Config& config, const ProblemSink& problem) {
+  if (config.subscriptions.empty()) {
+    problem("subscriptions", "at least one subscription is required");
+    return;
+  }
+  std::set<std::pair<std::string, std::string>> stream_groups;
+  std::set<std::string> names;
+  for (size_t i = 0; i < config.subscriptions.size(); ++i) {
+    const auto& sub = config.subscriptions[i];
+    const std::string path = "subscriptions[" + std::to_string(i) + "]";
+    if (!stream_groups.insert({sub.stream, sub.group}).second) {
+      problem(path, "stream \"" + sub.stream + "\" with group \"" + sub.group +
+                        "\" is already subscribed by an earlier subscription");
+      return;
+    }
+    if (!names.insert(sub.name).second) {
+      problem(path + ".name", "name \"" + sub.name + "\" is used by an earlier subscription");
+      return;
+    }
+    if (sub.handler.url.empty()) {
+      problem(path + ".handler.url", "required (set it here or in defaults.handler.url)");
+      return;
+    }
+    if (auto why = CheckHttpUrl(sub.handler.url); !why.empty()) {
+      problem(path + ".handler.url", why);
+      return;
+    }
+    if (!sub.handler.health_url.empty()) {
+      if (auto why = CheckHttpUrl(sub.handler.health_url); !why.empty()) {
+        problem(path + ".handler.health_url", why);
+        return;
+      }
+    }
+    if (sub.handler.batch_size > 1 && sub.handler.format != Format::kJson) {
+      problem(path + ".handler.batch_size",
+              "batch delivery (batch_size > 1) needs format: json (format is " +
+                  std::string(FormatName(sub.handler.format)) + ")");
+      return;
+    }
+    if (sub.handler.format == Format::kRaw && sub.handler.raw_field.empty()) {
+      problem(path + ".handler.raw_field", "required with format: raw");
+      return;
+    }
+    if (sub.retry.max_backoff < sub.retry.initial_backoff) {
+      problem(path + ".retry.max_backoff", "must not be below retry.initial_backoff");
+      return;
+    }
+    if (sub.dead_letter.stream == sub.stream) {
+      problem(path + ".dead_letter.stream", "must differ from the subscription's stream");
+      return;
+    }
+  }
+  std::string error;
+  auto endpoint = ParseRedisUrl(config.redis.url, &error);
+  if (!endpoint) {
+    problem("redis.url", error);
+    return;
+  }
+  const auto& tls = config.redis.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    problem(tls.cert_file.empty() ? "redis.tls.cert_file" : "redis.tls.key_file",
+            "cert_file and key_file go together (mutual TLS needs both)");
+    return;
+  }
+}
+
+}  // namespace streamcar::config

@@ -1,0 +1,22 @@
+#pragma once
+// Rules of SPEC section 2 that span several keys or need the whole file. Single-key rules
+// (ranges, enums, units) are applied while loading, where the key's line is known.
+
+#include <functional>
+#include <string>
+
+#include "sidecar/config/config.h"
+
+namespace streamcar::config {
+
+// Reports one problem: the key path and what is wrong. Returns nothing; the caller decides how to
+// attach a file and line.
+using ProblemSink = std::function<void(const std::string& path, const std::string& message)>;
+
+// Checks the assembled configuration; calls `problem` for the first rule broken and stops.
+void ValidateConfig(const Config& config, const ProblemSink& problem);
+
+// Checks a handler URL ("http://host[:port]/path"); returns an empty string when valid.
+std::string CheckHttpUrl(const std::string& url);
+
+}  // namespace streamcar::config

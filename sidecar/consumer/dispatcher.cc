@@ -1,0 +1,250 @@
+#include "sidecar/consumer/dispatcher.h"
+
+#include <algorithm>
+
+namespace streamcar::consumer {
+
+Dispatcher::Dispatcher(size_t capacity, std::string key_field)
+    : capacity_(capacity), key_field_(std::move(key_field)) {}
+
+size_t Dispatcher::Room() const {
+  std::lock_guard lock(mutex_);
+  return held_.size() >= capacity_ ? 0 : capacity_ - held_.size();
+}
+
+size_t Dispatcher::Held() const {
+  std::lock_guard lock(mutex_);
+  return held_.size();
+}
+
+size_t Dispatcher::in_flight() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_;
+}
+
+bool Dispatcher::Paused(SteadyTime now) const {
+  return health_paused_ || now < handler_paused_until_;
+}
+
+size_t Dispatcher::WaitForRoom(Millis timeout) {
+  std::unique_lock lock(mutex_);
+  const auto deadline = SteadyClock::now() + timeout;
+  while (true) {
+    if (stopped_) return 0;
+    const auto now = SteadyClock::now();
+    // While the handler is down, reading more would only pile entries up in memory.
+    if (held_.size() < capacity_ && !Paused(now)) return capacity_ - held_.size();
+    if (now >= deadline) return 0;
+    auto until = deadline;
+    if (!health_paused_ && now < handler_paused_until_) until = std::min(until, handler_paused_until_);
+    room_cv_.wait_until(lock, until);
+  }
+}
+
+void Dispatcher::MakeReady(HeldEntry* entry, bool front) {
+  entry->state = HeldEntry::State::kQueued;
+  if (front) {
+    ready_.push_front(entry);
+  } else {
+    ready_.push_back(entry);
+  }
+}
+
+size_t Dispatcher::Admit(std::vector<StreamEntry> entries) {
+  size_t admitted = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const auto now = SteadyClock::now();
+    for (auto& entry : entries) {
+      if (held_.contains(entry.id)) continue;
+      auto held = std::make_unique<HeldEntry>();
+      held->admitted_at = now;
+      if (!key_field_.empty()) {
+        if (const std::string* key = entry.Find(key_field_)) held->key = *key;
+      }
+      held->entry = std::move(entry);
+      HeldEntry* raw = held.get();
+      held_.emplace(raw->entry.id, std::move(held));
+      ++admitted;
+      if (raw->key) {
+        auto [lane, inserted] = lanes_.try_emplace(*raw->key);
+        if (!inserted) {
+          raw->state = HeldEntry::State::kBlocked;
+          lane->second.waiting.push_back(raw);
+          continue;
+        }
+      }
+      MakeReady(raw, false);
+    }
+  }
+  work_cv_.notify_all();
+  return admitted;
+}
+
+std::vector<HeldEntry*> Dispatcher::TakeWork(size_t max, Millis timeout) {
+  std::vector<HeldEntry*> work;
+  std::unique_lock lock(mutex_);
+  const auto deadline = SteadyClock::now() + timeout;
+  while (true) {
+    if (stopped_) return work;
+    const auto now = SteadyClock::now();
+    if (!ready_.empty() && !Paused(now)) break;
+    if (now >= deadline) return work;
+    auto until = deadline;
+    if (!health_paused_ && now < handler_paused_until_) until = std::min(until, handler_paused_until_);
+    work_cv_.wait_until(lock, until);
+  }
+  const size_t n = std::min(max, ready_.size());
+  work.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    HeldEntry* entry = ready_.front();
+    ready_.pop_front();
+    entry->state = HeldEntry::State::kInFlight;
+    work.push_back(entry);
+  }
+  in_flight_ += n;
+  // More work left: let another worker take it.
+  if (!ready_.empty()) work_cv_.notify_one();
+  return work;
+}
+
+void Dispatcher::HoldForHandler(const std::vector<HeldEntry*>& entries, Millis pause) {
+  {
+    std::lock_guard lock(mutex_);
+    // Back to the front in their original order.
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) MakeReady(*it, true);
+    in_flight_ -= entries.size();
+    handler_paused_until_ = std::max(handler_paused_until_, SteadyClock::now() + pause);
+  }
+  work_cv_.notify_all();
+}
+
+void Dispatcher::HandlerAnswered() {
+  {
+    std::lock_guard lock(mutex_);
+    if (handler_paused_until_ == SteadyTime{}) return;
+    handler_paused_until_ = SteadyTime{};
+  }
+  work_cv_.notify_all();
+  room_cv_.notify_all();
+}
+
+bool Dispatcher::handler_paused() const {
+  std::lock_guard lock(mutex_);
+  return Paused(SteadyClock::now());
+}
+
+void Dispatcher::SetHealthPaused(bool paused) {
+  {
+    std::lock_guard lock(mutex_);
+    health_paused_ = paused;
+  }
+  work_cv_.notify_all();
+  room_cv_.notify_all();
+}
+
+void Dispatcher::MarkSettling(HeldEntry* entry) {
+  std::lock_guard lock(mutex_);
+  if (entry->state == HeldEntry::State::kInFlight) --in_flight_;
+  entry->state = HeldEntry::State::kSettling;
+}
+
+void Dispatcher::ScheduleRetry(HeldEntry* entry, SteadyTime at) {
+  std::lock_guard lock(mutex_);
+  if (entry->state == HeldEntry::State::kInFlight) --in_flight_;
+  entry->state = HeldEntry::State::kWaitingRetry;
+  entry->retry_at = at;
+  retries_.emplace(at, entry);
+}
+
+std::vector<HeldEntry*> Dispatcher::TakeDueRetries(SteadyTime now) {
+  std::vector<HeldEntry*> due;
+  std::lock_guard lock(mutex_);
+  while (!retries_.empty() && retries_.begin()->first <= now) {
+    HeldEntry* entry = retries_.begin()->second;
+    retries_.erase(retries_.begin());
+    entry->state = HeldEntry::State::kSettling;
+    due.push_back(entry);
+  }
+  return due;
+}
+
+std::optional<SteadyTime> Dispatcher::NextRetryAt() const {
+  std::lock_guard lock(mutex_);
+  if (retries_.empty()) return std::nullopt;
+  return retries_.begin()->first;
+}
+
+void Dispatcher::Requeue(HeldEntry* entry) {
+  {
+    std::lock_guard lock(mutex_);
+    MakeReady(entry, true);
+  }
+  work_cv_.notify_one();
+}
+
+void Dispatcher::Release(HeldEntry* entry) {
+  {
+    std::lock_guard lock(mutex_);
+    if (entry->state == HeldEntry::State::kInFlight) --in_flight_;
+    if (entry->state == HeldEntry::State::kWaitingRetry) {
+      for (auto it = retries_.lower_bound(entry->retry_at); it != retries_.end() && it->first == entry->retry_at; ++it) {
+        if (it->second == entry) {
+          retries_.erase(it);
+          break;
+        }
+      }
+    }
+    if (entry->state == HeldEntry::State::kQueued) {
+      ready_.erase(std::remove(ready_.begin(), ready_.end(), entry), ready_.end());
+    }
+    if (entry->key) {
+      auto lane = lanes_.find(*entry->key);
+      if (lane != lanes_.end()) {
+        auto& waiting = lane->second.waiting;
+        auto self = std::find(waiting.begin(), waiting.end(), entry);
+        if (self != waiting.end()) {
+          waiting.erase(self);  // released while still blocked: the lane's head is still out
+        } else if (waiting.empty()) {
+          lanes_.erase(lane);
+        } else {
+          HeldEntry* next = waiting.front();
+          waiting.pop_front();
+          MakeReady(next, false);
+        }
+      }
+    }
+    held_.erase(entry->entry.id);  // destroys *entry
+  }
+  work_cv_.notify_one();
+  room_cv_.notify_all();
+}
+
+std::vector<std::string> Dispatcher::HeldIds() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> ids;
+  ids.reserve(held_.size());
+  for (const auto& [id, entry] : held_) ids.push_back(id);
+  return ids;
+}
+
+void Dispatcher::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+  }
+  work_cv_.notify_all();
+  room_cv_.notify_all();
+}
+
+bool Dispatcher::stopped() const {
+  std::lock_guard lock(mutex_);
+  return stopped_;
+}
+
+void Dispatcher::Wake() {
+  work_cv_.notify_all();
+  room_cv_.notify_all();
+}
+
+}  // namespace streamcar::consumer

@@ -1,0 +1,108 @@
+#pragma once
+// The in-memory owner of every entry this sidecar holds for one subscription: queued, in flight,
+// waiting for a retry, or blocked behind an earlier entry with the same ordering key. It bounds
+// what the reader may fetch (backpressure), hands work to the delivery workers, keeps per-key FIFO
+// order (SPEC 3.5) and pauses delivery while the handler is down. Thread-safe: the reader, the
+// workers and the settler all call it; one mutex guards it all.
+//
+// Lifetime: a HeldEntry* stays valid from Admit until Release; only the settler releases.
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/redis/entry.h"
+
+namespace streamcar::consumer {
+
+struct HeldEntry {
+  enum class State { kQueued, kBlocked, kInFlight, kWaitingRetry, kSettling };
+  StreamEntry entry;
+  std::optional<std::string> key;  // ordering key, when ordering is on and the entry has the field
+  State state = State::kQueued;
+  SteadyTime retry_at{};
+  SteadyTime admitted_at{};
+};
+
+class Dispatcher {
+ public:
+  // `capacity`: the most entries held at once. `key_field`: "" for no ordering.
+  Dispatcher(size_t capacity, std::string key_field);
+
+  // Room for this many more entries (what the reader may ask Redis for).
+  size_t Room() const;
+  size_t Held() const;
+  // Waits until there is room and delivery is not paused, or `timeout` passes, or Stop().
+  // Returns the room (0 on timeout or stop).
+  size_t WaitForRoom(Millis timeout);
+
+  // New entries from a read or a claim. Ids already held are ignored (returned count excludes
+  // them). Entries with a busy ordering key wait behind it.
+  size_t Admit(std::vector<StreamEntry> entries);
+
+  // For a delivery worker: up to `max` entries ready to deliver, marked in flight. Waits up to
+  // `timeout`; empty on timeout, on Stop(), or while delivery is paused.
+  std::vector<HeldEntry*> TakeWork(size_t max, Millis timeout);
+
+  // The handler refused the connection: the entries go back to the front of the queue (no
+  // attempt was spent) and delivery pauses for `pause`.
+  void HoldForHandler(const std::vector<HeldEntry*>& entries, Millis pause);
+  // The handler answered: lift a handler pause.
+  void HandlerAnswered();
+  bool handler_paused() const;
+  // health_url says the handler is unhealthy (true) or healthy again (false).
+  void SetHealthPaused(bool paused);
+
+  // The settler took the outcome of these entries (ack or dead-letter pending).
+  void MarkSettling(HeldEntry* entry);
+  // Waits for a retry at `at`; the entry keeps its ordering key busy meanwhile.
+  void ScheduleRetry(HeldEntry* entry, SteadyTime at);
+  // Retries due at `now`, marked settling (the settler claims them, then Requeue or Release).
+  std::vector<HeldEntry*> TakeDueRetries(SteadyTime now);
+  std::optional<SteadyTime> NextRetryAt() const;
+  // After the retry claim: back to the front of the queue with its new attempt count.
+  void Requeue(HeldEntry* entry);
+  // Done with the entry (acknowledged, dead-lettered, or no longer ours): frees its room and
+  // lets the next entry with its key go.
+  void Release(HeldEntry* entry);
+
+  // Every held id, for the lease keepalive.
+  std::vector<std::string> HeldIds() const;
+
+  // No more work is handed out; TakeWork and WaitForRoom return at once.
+  void Stop();
+  bool stopped() const;
+  // Wakes TakeWork/WaitForRoom callers (e.g. after the pause lifted).
+  void Wake();
+  size_t in_flight() const;
+
+ private:
+  struct KeyLane {
+    std::deque<HeldEntry*> waiting;  // blocked behind the one entry of this key that is out
+  };
+  bool Paused(SteadyTime now) const;
+  void MakeReady(HeldEntry* entry, bool front);
+
+  const size_t capacity_;
+  const std::string key_field_;
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable room_cv_;
+  std::unordered_map<std::string, std::unique_ptr<HeldEntry>> held_;
+  std::deque<HeldEntry*> ready_;
+  std::unordered_map<std::string, KeyLane> lanes_;  // present while a key has an entry out
+  std::multimap<SteadyTime, HeldEntry*> retries_;
+  SteadyTime handler_paused_until_{};
+  bool health_paused_ = false;
+  bool stopped_ = false;
+  size_t in_flight_ = 0;
+};
+
+}  // namespace streamcar::consumer

@@ -1,0 +1,162 @@
+#include "sidecar/consumer/engine.h"
+
+#include <prometheus/gauge.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include "sidecar/admin/admin_server.h"
+#include "sidecar/admin/health.h"
+#include "sidecar/admin/metrics.h"
+#include "sidecar/common/log.h"
+#include "sidecar/common/version.h"
+#include "sidecar/consumer/subscription.h"
+
+namespace streamcar::consumer {
+namespace {
+
+// The first fatal error reported by any thread.
+class FatalLatch {
+ public:
+  void Report(const Status& status) {
+    std::lock_guard lock(mutex_);
+    if (!status_) status_ = status;
+  }
+  std::optional<Status> Get() const {
+    std::lock_guard lock(mutex_);
+    return status_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<Status> status_;
+};
+
+redis::ConnectionOptions RedisOptionsOf(const config::Config& config) {
+  redis::ConnectionOptions options;
+  std::string error;
+  options.endpoint = *config::ParseRedisUrl(config.redis.url, &error);  // validated at load
+  options.username = !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
+  options.password = !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
+  options.connect_timeout = config.redis.connect_timeout;
+  options.command_timeout = config.redis.command_timeout;
+  return options;
+}
+
+}  // namespace
+
+int RunEngine(const config::Config& config) {
+  // Signals are taken synchronously by this thread only; every thread created below inherits
+  // the mask, so no loop is ever interrupted in the middle of a request.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const auto redis_options = RedisOptionsOf(config);
+  if (redis_options.endpoint.kind == config::RedisEndpoint::Kind::kTls) {
+    LogError("fatal: rediss:// (TLS) is not supported by this build yet",
+             {{"redis", redis_options.endpoint.Describe()}});
+    return 1;
+  }
+
+  admin::Metrics metrics;
+  admin::Watchdog watchdog;
+  admin::Readiness readiness;
+  redis::RedisHealth redis_health;
+  FatalLatch fatal;
+  std::atomic<size_t> groups_ready{0};
+
+  admin::AdminServer admin_server({
+      [&] { return watchdog.FindWedged(); },
+      [&] { return readiness.WhyNotReady(redis_health.up()); },
+      [&] {
+        metrics.redis_up().Set(redis_health.up() ? 1 : 0);
+        return metrics.Serialize();
+      },
+  });
+  if (!config.admin.listen.empty()) {
+    if (Status s = admin_server.Start(config.admin.listen); !s.ok()) {
+      LogError("fatal: " + s.message(), {{"listen", config.admin.listen}});
+      return 1;
+    }
+  }
+
+  SubscriptionDeps deps;
+  deps.redis = redis_options;
+  deps.redis_health = &redis_health;
+  deps.metrics = &metrics;
+  deps.watchdog = &watchdog;
+  deps.consumer_name = config.consumer_name;
+  deps.group_ready = [&] {
+    if (++groups_ready == config.subscriptions.size()) readiness.SetGroupsReady(true);
+  };
+  deps.fatal = [&](const Status& status) { fatal.Report(status); };
+
+  std::vector<std::unique_ptr<SubscriptionRuntime>> runtimes;
+  for (const auto& sub : config.subscriptions) {
+    runtimes.push_back(std::make_unique<SubscriptionRuntime>(sub, deps));
+  }
+  LogInfo("streamcar started", {{"version", kVersion},
+                                {"consumer", config.consumer_name},
+                                {"redis", redis_options.endpoint.Describe()},
+                                {"subscriptions", static_cast<int64_t>(runtimes.size())},
+                                {"admin", config.admin.listen}});
+  for (auto& runtime : runtimes) runtime->Start();
+
+  // Wait for a signal or a fatal error.
+  const timespec tick{0, 100'000'000};
+  int received = 0;
+  while (true) {
+    metrics.redis_up().Set(redis_health.up() ? 1 : 0);
+    if (fatal.Get()) break;
+    int signal_number = sigtimedwait(&signals, nullptr, &tick);
+    if (signal_number == SIGTERM || signal_number == SIGINT) {
+      received = signal_number;
+      break;
+    }
+  }
+
+  readiness.SetShuttingDown();
+  const auto started = SteadyClock::now();
+  const auto drain_deadline = started + config.shutdown.drain_timeout;
+  if (received != 0) {
+    LogInfo("shutdown: draining in-flight deliveries",
+            {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
+             {"drain_timeout_ms", static_cast<int64_t>(config.shutdown.drain_timeout.count())}});
+  }
+  for (auto& runtime : runtimes) runtime->StopIntake();
+  bool all_finished = true;
+  for (auto& runtime : runtimes) all_finished = runtime->WaitForDeliveries(drain_deadline) && all_finished;
+  // Settling gets what is left of the drain time, and at least a moment to flush acks.
+  const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + Millis(2000));
+  for (auto& runtime : runtimes) runtime->FinishSettling(settle_deadline);
+  admin_server.Stop();
+
+  size_t left_pending = 0;
+  for (auto& runtime : runtimes) left_pending += runtime->held();
+  const int exit_code = fatal.Get() ? 1 : 0;
+  if (auto status = fatal.Get()) {
+    LogError("fatal: " + status->message(), {{"exit_code", 1}});
+  } else {
+    LogInfo("shutdown complete", {{"left_pending", static_cast<int64_t>(left_pending)},
+                                  {"drained", all_finished},
+                                  {"took_ms", static_cast<int64_t>(std::chrono::duration_cast<Millis>(
+                                                                       SteadyClock::now() - started)
+                                                                       .count())}});
+  }
+  if (!all_finished) {
+    // Requests still running past the deadline: their entries stay pending in Redis. The workers
+    // cannot be joined, so leave without running destructors.
+    std::fflush(stderr);
+    std::_Exit(exit_code);
+  }
+  return exit_code;
+}
+
+}  // namespace streamcar::consumer

@@ -1,0 +1,14 @@
+#pragma once
+// `streamcar run`: composes the subscriptions, the admin server and the signal handling, and
+// orders the shutdown of SPEC 4.5: readiness off, no new reads, in-flight requests finish (up to
+// shutdown.drain_timeout), their outcomes are settled, exit 0. A fatal error (WRONGTYPE, refused
+// credentials) ends the process with exit 1 after the same settling.
+
+#include "sidecar/config/config.h"
+
+namespace streamcar::consumer {
+
+// Runs until SIGTERM/SIGINT or a fatal error; returns the process exit code.
+int RunEngine(const config::Config& config);
+
+}  // namespace streamcar::consumer

@@ -1,0 +1,64 @@
+#pragma once
+// The reader of one subscription: owns the subscription's blocking Redis connection (a blocking
+// read never shares its connection: DESIGN.md). It ensures the group, drains this consumer's own
+// pending entries from 0 with an advancing cursor (recovers self), then reads new entries with
+// '>' and BLOCK, never asking for more than the dispatcher has room for.
+
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "sidecar/admin/health.h"
+#include "sidecar/admin/metrics.h"
+#include "sidecar/common/stop_signal.h"
+#include "sidecar/config/config.h"
+#include "sidecar/consumer/dispatcher.h"
+#include "sidecar/consumer/settler.h"
+#include "sidecar/redis/stream_ops.h"
+
+namespace streamcar::consumer {
+
+struct ReaderCallbacks {
+  std::function<void()> group_ready;        // the group exists (readiness)
+  std::function<void(Status)> fatal;        // retrying cannot fix it: exit 1
+};
+
+class Reader {
+ public:
+  Reader(const config::Subscription& subscription, redis::StreamOps ops,
+         std::unique_ptr<redis::Session> session, Dispatcher* dispatcher, Settler* settler,
+         admin::SubscriptionMetrics* metrics, admin::Watchdog::Loop* loop,
+         ReaderCallbacks callbacks);
+  ~Reader();
+
+  void Start();
+  // No new reads; returns once the thread ended (at most one BLOCK period).
+  void StopAndJoin();
+
+  // How long one XREADGROUP waits for new entries.
+  static constexpr Millis kBlock{1000};
+
+ private:
+  void Run();
+  bool Setup();
+  bool DrainOwnPending();
+  void ReadNew();
+  // Handles a failed read: reconnects, re-creates a lost group. False when the reader must end.
+  bool Recover(const Status& status);
+  // Entries from a read: deleted ones acknowledged, exhausted ones dead-lettered, the rest held.
+  size_t Route(std::vector<StreamEntry> entries);
+
+  const config::Subscription& sub_;
+  redis::StreamOps ops_;
+  std::unique_ptr<redis::Session> session_;
+  Dispatcher* dispatcher_;
+  Settler* settler_;
+  admin::SubscriptionMetrics* metrics_;
+  admin::Watchdog::Loop* loop_;
+  ReaderCallbacks callbacks_;
+  delivery::OutcomePolicy policy_;
+  StopSignal stop_;
+  std::thread thread_;
+};
+
+}  // namespace streamcar::consumer

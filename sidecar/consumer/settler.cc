@@ -1,0 +1,428 @@
+#include "sidecar/consumer/settler.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sidecar/common/backoff.h"
+#include "sidecar/common/log.h"
+#include "sidecar/common/text.h"
+
+namespace streamcar::consumer {
+namespace {
+
+// Commands carry at most this many ids, so one call never stalls Redis.
+constexpr size_t kIdsPerCommand = 1000;
+constexpr Millis kGaugeInterval{5000};
+// The lag fallback counts at most this many entries when Redis cannot say (XINFO lag is nil).
+constexpr int64_t kLagCountCap = 100'000;
+
+template <typename F>
+void ForChunks(const std::vector<std::string>& ids, F&& emit) {
+  for (size_t begin = 0; begin < ids.size(); begin += kIdsPerCommand) {
+    const size_t end = std::min(ids.size(), begin + kIdsPerCommand);
+    emit(std::vector<std::string>(ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                                  ids.begin() + static_cast<std::ptrdiff_t>(end)));
+  }
+}
+
+delivery::OutcomePolicy PolicyOf(const config::Subscription& sub) {
+  delivery::OutcomePolicy policy;
+  policy.max_attempts = sub.retry.max_attempts;
+  return policy;
+}
+
+}  // namespace
+
+Settler::Settler(const config::Subscription& subscription, redis::StreamOps ops,
+                 std::unique_ptr<redis::Session> session, Dispatcher* dispatcher,
+                 admin::SubscriptionMetrics* metrics, admin::Watchdog::Loop* loop,
+                 std::function<void(Status)> on_fatal)
+    : sub_(subscription),
+      ops_(std::move(ops)),
+      session_(std::move(session)),
+      dispatcher_(dispatcher),
+      metrics_(metrics),
+      loop_(loop),
+      on_fatal_(std::move(on_fatal)),
+      policy_(PolicyOf(subscription)) {}
+
+Settler::~Settler() {
+  if (thread_.joinable()) FinishAndJoin(SteadyClock::now());
+}
+
+void Settler::Start() {
+  const auto now = SteadyClock::now();
+  next_keepalive_ = now + sub_.claim.min_idle / 3;
+  next_gauges_ = now;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Settler::EnableAutoClaim() {
+  {
+    std::lock_guard lock(mutex_);
+    autoclaim_enabled_ = true;
+    next_autoclaim_ = SteadyClock::now() + sub_.claim.interval;
+  }
+  cv_.notify_one();
+}
+
+void Settler::Submit(std::vector<Outcome> outcomes) {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& outcome : outcomes) inbox_.push_back(std::move(outcome));
+  }
+  cv_.notify_one();
+}
+
+void Settler::DirectAckDeleted(std::vector<std::string> ids) {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& id : ids) inbox_direct_acks_.push_back(std::move(id));
+  }
+  cv_.notify_one();
+}
+
+void Settler::DirectDeadLetter(StreamEntry entry, redis::DeadLetterMeta meta) {
+  {
+    std::lock_guard lock(mutex_);
+    DeadJob job;
+    job.direct_entry = std::move(entry);
+    job.meta = std::move(meta);
+    inbox_direct_dead_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void Settler::FinishAndJoin(SteadyTime deadline) {
+  {
+    std::lock_guard lock(mutex_);
+    finishing_ = true;
+    finish_deadline_ = deadline;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+SteadyTime Settler::NextWake(SteadyTime now) const {
+  SteadyTime wake = std::min({next_keepalive_, next_gauges_, now + Millis(1000)});
+  if (autoclaim_enabled_) wake = std::min(wake, next_autoclaim_);
+  if (auto retry = dispatcher_->NextRetryAt()) wake = std::min(wake, *retry);
+  return wake;
+}
+
+void Settler::TakeInputs(SteadyTime now) {
+  std::vector<Outcome> outcomes;
+  {
+    std::unique_lock lock(mutex_);
+    const bool has_backlog = !acks_.empty() || !dead_.empty() || !direct_acks_.empty();
+    if (!has_backlog) {
+      cv_.wait_until(lock, NextWake(now), [this] {
+        return !inbox_.empty() || !inbox_direct_acks_.empty() || !inbox_direct_dead_.empty() ||
+               finishing_;
+      });
+    }
+    outcomes.swap(inbox_);
+    for (auto& id : inbox_direct_acks_) direct_acks_.push_back(std::move(id));
+    inbox_direct_acks_.clear();
+    for (auto& job : inbox_direct_dead_) dead_.push_back(std::move(job));
+    inbox_direct_dead_.clear();
+  }
+  const auto after = SteadyClock::now();
+  for (auto& outcome : outcomes) {
+    auto& decision = outcome.decision;
+    switch (decision.action) {
+      case delivery::Action::kAck:
+        dispatcher_->MarkSettling(outcome.entry);
+        acks_.push_back(outcome.entry);
+        break;
+      case delivery::Action::kRetry:
+        dispatcher_->ScheduleRetry(outcome.entry, after + decision.delay);
+        break;
+      case delivery::Action::kDeadLetter: {
+        dispatcher_->MarkSettling(outcome.entry);
+        DeadJob job;
+        job.held = outcome.entry;
+        job.meta.reason = decision.reason;
+        job.meta.status = decision.status_text;
+        job.meta.error = decision.error;
+        job.meta.attempts = outcome.entry->entry.attempts;
+        job.meta.time_ms = SystemClock::Instance().WallMillis();
+        dead_.push_back(std::move(job));
+        break;
+      }
+      case delivery::Action::kHold:
+        break;  // workers keep held entries themselves; never submitted
+    }
+  }
+}
+
+void Settler::AppendAckCommands(const std::vector<std::string>& ids,
+                                std::vector<redis::Command>* out) const {
+  ForChunks(ids, [&](std::vector<std::string> chunk) {
+    switch (ack_mode_.load()) {
+      case AckMode::kAckOnly:
+        out->push_back(ops_.Ack(chunk));
+        break;
+      case AckMode::kAckDel:
+        out->push_back(ops_.AckDelete(chunk));
+        break;
+      case AckMode::kAckThenDelete:
+        out->push_back(redis::Command("MULTI"));
+        out->push_back(ops_.Ack(chunk));
+        out->push_back(ops_.Delete(chunk));
+        out->push_back(redis::Command("EXEC"));
+        break;
+    }
+  });
+}
+
+bool Settler::Flush(SteadyTime now) {
+  const bool keepalive_due = now >= next_keepalive_;
+  std::vector<std::string> ack_ids;
+  ack_ids.reserve(acks_.size() + direct_acks_.size());
+  for (auto* entry : acks_) ack_ids.push_back(entry->entry.id);
+  for (const auto& id : direct_acks_) ack_ids.push_back(id);
+
+  std::vector<redis::Command> commands;
+  AppendAckCommands(ack_ids, &commands);
+  const size_t ack_commands = commands.size();
+
+  std::vector<size_t> dead_exec_index;
+  for (const auto& job : dead_) {
+    commands.push_back(redis::Command("MULTI"));
+    commands.push_back(ops_.DeadLetterAdd(sub_.dead_letter.stream, sub_.dead_letter.max_len,
+                                          job.entry(), job.meta));
+    AppendAckCommands({job.entry().id}, &commands);
+    // A nested MULTI is not allowed: the kAckThenDelete form already opened one.
+    if (ack_mode_.load() == AckMode::kAckThenDelete) {
+      commands.pop_back();                                // its EXEC
+      commands.erase(commands.end() - 3);                 // its MULTI
+    }
+    commands.push_back(redis::Command("EXEC"));
+    dead_exec_index.push_back(commands.size() - 1);
+  }
+
+  std::vector<std::string> claim_ids;
+  for (auto* entry : claims_) claim_ids.push_back(entry->entry.id);
+  const size_t claim_begin = commands.size();
+  ForChunks(claim_ids, [&](std::vector<std::string> chunk) { commands.push_back(ops_.ClaimForRetry(chunk)); });
+  const size_t claim_end = commands.size();
+
+  if (keepalive_due) {
+    ForChunks(dispatcher_->HeldIds(),
+              [&](std::vector<std::string> chunk) { commands.push_back(ops_.KeepAlive(chunk)); });
+  }
+  if (commands.empty()) {
+    if (keepalive_due) next_keepalive_ = now + sub_.claim.min_idle / 3;
+    return true;
+  }
+
+  Millis retry_in{0};
+  if (Status s = session_->ConnectOnce(&retry_in); !s.ok()) {
+    if (s.code() == StatusCode::kFatal) on_fatal_(s);
+    return false;
+  }
+  auto replies = session_->RunPipeline(commands);
+  if (!replies.ok()) {
+    LogWarn("redis write failed; will retry after reconnect",
+            {{"subscription", sub_.name}, {"error", replies.status().message()}});
+    return false;
+  }
+
+  // Acknowledgements.
+  for (size_t i = 0; i < ack_commands; ++i) {
+    if ((*replies)[i].IsError()) {
+      LogError("acknowledgement failed", {{"subscription", sub_.name},
+                                          {"error", (*replies)[i].view().Str()}});
+    }
+  }
+  const int64_t now_ms = SystemClock::Instance().WallMillis();
+  for (auto* entry : acks_) {
+    if (auto id = ParseEntryId(entry->entry.id)) {
+      metrics_->end_to_end->Observe(static_cast<double>(now_ms - static_cast<int64_t>(id->ms)) / 1000.0);
+    }
+    dispatcher_->Release(entry);
+  }
+  metrics_->acked->Increment(static_cast<double>(ack_ids.size()));
+  acks_.clear();
+  direct_acks_.clear();
+
+  // Dead letters: each its own MULTI/EXEC.
+  for (size_t k = 0; k < dead_.size(); ++k) {
+    auto& job = dead_[k];
+    redis::ReplyView exec = (*replies)[dead_exec_index[k]].view();
+    bool written = exec.IsArray();
+    for (size_t e = 0; written && e < exec.Size(); ++e) written = !exec[e].IsError();
+    if (written) {
+      LogWarn("entry dead-lettered", {{"subscription", sub_.name},
+                                      {"id", job.entry().id},
+                                      {"reason", job.meta.reason},
+                                      {"attempts", job.meta.attempts},
+                                      {"status", job.meta.status}});
+      if (auto* counter = metrics_->DeadLettered(job.meta.reason)) counter->Increment();
+      metrics_->acked->Increment();
+    } else {
+      // Not written (the DLQ key has the wrong type, ...): the entry stays pending in Redis and
+      // comes back through a reclaim; nothing is lost.
+      std::string error = exec.IsArray() ? "" : std::string(exec.Str());
+      for (size_t e = 0; e < exec.Size(); ++e) {
+        if (exec[e].IsError()) error = std::string(exec[e].Str());
+      }
+      LogError("cannot write dead letter; the entry stays pending",
+               {{"subscription", sub_.name}, {"id", job.entry().id},
+                {"dead_letter_stream", sub_.dead_letter.stream}, {"error", error}});
+    }
+    if (job.held != nullptr) dispatcher_->Release(job.held);
+  }
+  dead_.clear();
+
+  // Retry claims: what came back counts one more delivery; what did not is gone.
+  std::set<std::string> returned;
+  std::map<std::string, bool> returned_deleted;
+  for (size_t i = claim_begin; i < claim_end; ++i) {
+    if ((*replies)[i].IsError()) {
+      LogError("retry claim failed", {{"subscription", sub_.name}, {"error", (*replies)[i].view().Str()}});
+      continue;
+    }
+    for (auto& entry : redis::StreamOps::ParseEntries((*replies)[i].view())) {
+      returned_deleted[entry.id] = entry.deleted;
+    }
+  }
+  for (auto* entry : claims_) {
+    auto it = returned_deleted.find(entry->entry.id);
+    if (it != returned_deleted.end() && !it->second) {
+      entry->entry.attempts += 1;
+      dispatcher_->Requeue(entry);
+      continue;
+    }
+    // Deleted or trimmed while waiting, or no longer pending: acknowledge (harmless if already
+    // gone from the PEL) and count it; it is not POSTed again.
+    metrics_->deleted_entries->Increment();
+    direct_acks_.push_back(entry->entry.id);
+    dispatcher_->Release(entry);
+  }
+  claims_.clear();
+  if (keepalive_due) next_keepalive_ = now + sub_.claim.min_idle / 3;
+  return true;
+}
+
+void Settler::RunAutoClaim() {
+  const auto& policy = policy_;
+  while (true) {
+    const size_t room = dispatcher_->Room();
+    if (room == 0) return;  // keep the cursor: continue on the next beat
+    const int count = static_cast<int>(std::min<size_t>(room, static_cast<size_t>(sub_.claim.count)));
+    auto result = ops_.AutoClaim(*session_, sub_.claim.min_idle, autoclaim_cursor_, count);
+    if (!result.ok()) {
+      if (!result.status().IsServerError("NOGROUP")) {
+        LogWarn("reclaim beat failed", {{"subscription", sub_.name}, {"error", result.status().message()}});
+      }
+      return;
+    }
+    if (!result->deleted_ids.empty()) {
+      metrics_->deleted_entries->Increment(static_cast<double>(result->deleted_ids.size()));
+      for (auto& id : result->deleted_ids) direct_acks_.push_back(std::move(id));
+    }
+    std::vector<StreamEntry> deliverable;
+    for (auto& entry : result->entries) {
+      if (delivery::ExhaustedOnArrival(policy, entry.attempts)) {
+        DeadJob job;
+        job.meta = {"max_attempts", "none",
+                    "delivered " + std::to_string(entry.attempts - 1) +
+                        " times without an outcome (a consumer stopped during each)",
+                    entry.attempts, SystemClock::Instance().WallMillis()};
+        job.direct_entry = std::move(entry);
+        dead_.push_back(std::move(job));
+        continue;
+      }
+      deliverable.push_back(std::move(entry));
+    }
+    if (!deliverable.empty()) {
+      LogInfo("reclaimed idle entries", {{"subscription", sub_.name},
+                                         {"count", static_cast<int64_t>(deliverable.size())}});
+    }
+    const size_t admitted = dispatcher_->Admit(std::move(deliverable));
+    metrics_->claimed_autoclaim->Increment(static_cast<double>(admitted));
+    autoclaim_cursor_ = result->next_cursor;
+    if (autoclaim_cursor_ == "0-0") return;
+  }
+}
+
+void Settler::RefreshGauges() {
+  auto info = ops_.Info(*session_);
+  if (!info.ok()) return;  // NOGROUP before the reader re-creates the group, or an outage
+  metrics_->pending->Set(static_cast<double>(info->pending));
+  if (info->lag) {
+    metrics_->lag->Set(static_cast<double>(*info->lag));
+  } else if (!info->last_delivered_id.empty()) {
+    auto count = ops_.CountAfter(*session_, info->last_delivered_id, kLagCountCap);
+    if (count.ok()) metrics_->lag->Set(static_cast<double>(*count));
+  }
+}
+
+void Settler::Run() {
+  int failures = 0;
+  while (true) {
+    loop_->Beat();
+    auto now = SteadyClock::now();
+    TakeInputs(now);
+    now = SteadyClock::now();
+    bool finishing = false;
+    bool autoclaim = false;
+    SteadyTime deadline{};
+    {
+      std::lock_guard lock(mutex_);
+      finishing = finishing_;
+      deadline = finish_deadline_;
+      autoclaim = autoclaim_enabled_;
+    }
+    if (finishing) {
+      // A retry claim counts a delivery; at shutdown none follows, so none is claimed. The
+      // entries stay pending for this consumer's restart or a peer.
+      claims_.clear();
+    } else {
+      for (auto* entry : dispatcher_->TakeDueRetries(now)) claims_.push_back(entry);
+    }
+    const bool flushed = Flush(now);
+    if (flushed && session_->connected()) {
+      failures = 0;
+      if (!finishing && autoclaim && now >= next_autoclaim_) {
+        RunAutoClaim();
+        next_autoclaim_ = SteadyClock::now() + sub_.claim.interval;
+      }
+      if (now >= next_gauges_) {
+        RefreshGauges();
+        next_gauges_ = SteadyClock::now() + kGaugeInterval;
+      }
+    }
+    metrics_->inflight->Set(static_cast<double>(dispatcher_->Held()));
+
+    if (finishing) {
+      std::lock_guard lock(mutex_);
+      const bool idle = acks_.empty() && dead_.empty() && direct_acks_.empty() && inbox_.empty() &&
+                        inbox_direct_acks_.empty() && inbox_direct_dead_.empty();
+      if (idle) return;
+      if (SteadyClock::now() >= deadline) {
+        LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
+                {{"subscription", sub_.name},
+                 {"acks", static_cast<int64_t>(acks_.size() + direct_acks_.size())},
+                 {"dead_letters", static_cast<int64_t>(dead_.size())}});
+        return;
+      }
+    }
+    if (!flushed) {
+      // Redis is away: wait a capped, jittered step, but wake early for shutdown.
+      const Millis delay = ReconnectDelay(failures++, Millis(100), Millis(5000), UnitRandom());
+      std::unique_lock lock(mutex_);
+      auto until = SteadyClock::now() + delay;
+      if (finishing_) until = std::min(until, finish_deadline_);
+      cv_.wait_until(lock, until);
+    }
+  }
+}
+
+}  // namespace streamcar::consumer

@@ -1,0 +1,179 @@
+#include "sidecar/consumer/worker.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+
+#include <unordered_map>
+
+#include "sidecar/common/backoff.h"
+#include "sidecar/common/log.h"
+#include "sidecar/delivery/response_parser.h"
+
+namespace streamcar::consumer {
+
+delivery::OutcomePolicy OutcomePolicyOf(const config::Subscription& subscription) {
+  delivery::OutcomePolicy policy;
+  policy.backoff.initial = subscription.retry.initial_backoff;
+  policy.backoff.max = subscription.retry.max_backoff;
+  policy.backoff.multiplier = subscription.retry.multiplier;
+  policy.backoff.jitter = subscription.retry.jitter;
+  policy.max_attempts = subscription.retry.max_attempts;
+  policy.reject_statuses = subscription.handler.reject_statuses;
+  return policy;
+}
+
+Worker::Worker(const config::Subscription& subscription, Dispatcher* dispatcher, Settler* settler,
+               admin::SubscriptionMetrics* metrics, admin::Watchdog::Loop* loop)
+    : sub_(subscription),
+      dispatcher_(dispatcher),
+      settler_(settler),
+      metrics_(metrics),
+      loop_(loop),
+      policy_(OutcomePolicyOf(subscription)),
+      context_{subscription.stream, subscription.group, &subscription.handler},
+      deliverer_(subscription.handler.url, subscription.handler.timeout) {}
+
+Worker::~Worker() { Join(); }
+
+void Worker::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Worker::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::Run() {
+  const size_t batch = static_cast<size_t>(sub_.handler.batch_size);
+  while (true) {
+    loop_->Beat();
+    auto work = dispatcher_->TakeWork(batch, Millis(1000));
+    if (work.empty()) {
+      if (dispatcher_->stopped()) break;
+      continue;
+    }
+    if (batch == 1) {
+      DeliverOne(work.front());
+    } else {
+      DeliverBatch(work);
+    }
+  }
+  loop_->Retire();
+}
+
+void Worker::Count(const delivery::Decision& decision) {
+  if (auto* counter = metrics_->Delivered(decision.metric)) counter->Increment();
+}
+
+void Worker::HandlerRefused(const std::vector<HeldEntry*>& entries, const std::string& error) {
+  const Millis pause = ReconnectDelay(refused_streak_++, Millis(100), Millis(2000), UnitRandom());
+  metrics_->handler_up->Set(0);
+  LogWarn("handler refused the connection; delivery paused, no attempt spent",
+          {{"subscription", sub_.name}, {"url", sub_.handler.url}, {"error", error},
+           {"retry_in_ms", static_cast<int64_t>(pause.count())}});
+  dispatcher_->HoldForHandler(entries, pause);
+}
+
+void Worker::HandlerAnswered() {
+  if (refused_streak_ > 0 || dispatcher_->handler_paused()) {
+    LogInfo("handler is answering again", {{"subscription", sub_.name}});
+  }
+  refused_streak_ = 0;
+  metrics_->handler_up->Set(1);
+  dispatcher_->HandlerAnswered();
+}
+
+void Worker::DeliverOne(HeldEntry* held) {
+  std::string why;
+  if (!delivery::EncodeEntry(context_, held->entry, &request_, &why)) {
+    delivery::Decision decision;
+    decision.action = delivery::Action::kDeadLetter;
+    decision.reason = "invalid";
+    decision.status_text = "none";
+    decision.error = why;
+    settler_->Submit({{held, std::move(decision)}});
+    return;
+  }
+  const auto started = SteadyClock::now();
+  delivery::HandlerResponse response = deliverer_.Post(request_);
+  if (response.kind == delivery::HandlerResponse::Kind::kRefused) {
+    HandlerRefused({held}, response.error);
+    return;
+  }
+  metrics_->delivery_duration->Observe(
+      std::chrono::duration<double>(SteadyClock::now() - started).count());
+  HandlerAnswered();
+  auto decision = delivery::Decide(policy_, response, held->entry.attempts,
+                                   SystemClock::Instance().WallMillis(), UnitRandom());
+  Count(decision);
+  if (decision.action == delivery::Action::kRetry) {
+    LogDebug("delivery failed; will retry", {{"subscription", sub_.name},
+                                             {"id", held->entry.id},
+                                             {"attempts", held->entry.attempts},
+                                             {"status", decision.status_text},
+                                             {"retry_in_ms", static_cast<int64_t>(decision.delay.count())}});
+  }
+  settler_->Submit({{held, std::move(decision)}});
+}
+
+void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
+  std::vector<const StreamEntry*> batch;
+  batch.reserve(entries.size());
+  for (auto* held : entries) batch.push_back(&held->entry);
+  delivery::EncodeBatch(context_, batch, &request_);
+  const auto started = SteadyClock::now();
+  delivery::HandlerResponse response = deliverer_.Post(request_);
+  if (response.kind == delivery::HandlerResponse::Kind::kRefused) {
+    HandlerRefused(entries, response.error);
+    return;
+  }
+  metrics_->delivery_duration->Observe(
+      std::chrono::duration<double>(SteadyClock::now() - started).count());
+  HandlerAnswered();
+
+  std::vector<Outcome> outcomes;
+  outcomes.reserve(entries.size());
+  const bool success_status = response.kind == delivery::HandlerResponse::Kind::kAnswered &&
+                              response.status >= 200 && response.status < 300;
+  if (!success_status) {
+    // Anything but a 2xx applies SPEC 3.2 to every entry of the batch.
+    const int64_t now_ms = SystemClock::Instance().WallMillis();
+    for (auto* held : entries) {
+      auto decision = delivery::Decide(policy_, response, held->entry.attempts, now_ms, UnitRandom());
+      Count(decision);
+      outcomes.push_back({held, std::move(decision)});
+    }
+    settler_->Submit(std::move(outcomes));
+    return;
+  }
+  const auto answer = delivery::ParseBatchAnswer(response.body);
+  std::unordered_map<std::string_view, const delivery::BatchFailure*> failures;
+  for (const auto& failure : answer.failures) failures[failure.id] = &failure;
+  size_t matched = 0;
+  for (auto* held : entries) {
+    delivery::Decision decision;
+    auto it = failures.find(held->entry.id);
+    if (it == failures.end()) {
+      decision.action = delivery::Action::kAck;
+      decision.metric = "success";
+    } else {
+      ++matched;
+      decision = delivery::DecideBatchFailure(
+          policy_, it->second->verdict == delivery::BodyVerdict::kDrop, it->second->error,
+          held->entry.attempts, UnitRandom());
+      decision.status_text = std::to_string(response.status);
+    }
+    Count(decision);
+    outcomes.push_back({held, std::move(decision)});
+  }
+  const size_t unknown = failures.size() - matched + static_cast<size_t>(answer.malformed);
+  if (unknown > 0) {
+    metrics_->batch_unknown_ids->Increment(static_cast<double>(unknown));
+    LogWarn("batch answer named ids that were not in the batch; ignored",
+            {{"subscription", sub_.name}, {"count", static_cast<int64_t>(unknown)}});
+  }
+  settler_->Submit(std::move(outcomes));
+}
+
+}  // namespace streamcar::consumer

@@ -1,0 +1,39 @@
+#pragma once
+// The HTTP requests of SPEC sections 3.1 and 3.4, built from stream entries. Pure code: no
+// sockets, so every byte of the contract is unit-tested.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sidecar/config/config.h"
+#include "sidecar/redis/entry.h"
+
+namespace streamcar::delivery {
+
+struct HttpRequest {
+  std::string content_type;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type
+};
+
+struct EncodeContext {
+  std::string stream;
+  std::string group;
+  const config::HandlerConfig* handler = nullptr;
+};
+
+// One entry per request. Returns false (and sets *why) when the entry cannot be expressed in the
+// configured format: raw without its raw_field. Such an entry is dead-lettered as "invalid".
+bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpRequest* request,
+                 std::string* why);
+
+// Many entries per request (json only): {"stream","group","entries":[{"id","attempts","payload"}]}.
+void EncodeBatch(const EncodeContext& context, const std::vector<const StreamEntry*>& entries,
+                 HttpRequest* request);
+
+// The json envelope of one entry, as in the "json" format body.
+std::string EncodeJsonEnvelope(const std::string& stream, const std::string& group,
+                               const StreamEntry& entry);
+
+}  // namespace streamcar::delivery

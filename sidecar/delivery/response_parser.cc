@@ -1,0 +1,83 @@
+#include "sidecar/delivery/response_parser.h"
+
+#include <rapidjson/document.h>
+
+#include <cctype>
+
+namespace streamcar::delivery {
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The verdict named by a JSON string value; kSuccess for anything else.
+BodyVerdict VerdictOf(const rapidjson::Value& value) {
+  if (!value.IsString()) return BodyVerdict::kSuccess;
+  std::string_view text(value.GetString(), value.GetStringLength());
+  if (EqualsIgnoreCase(text, "RETRY")) return BodyVerdict::kRetry;
+  if (EqualsIgnoreCase(text, "DROP")) return BodyVerdict::kDrop;
+  return BodyVerdict::kSuccess;
+}
+
+bool LooksLikeObject(std::string_view body) {
+  for (char c : body) {
+    if (std::isspace(static_cast<unsigned char>(c))) continue;
+    return c == '{';
+  }
+  return false;
+}
+
+}  // namespace
+
+BodyVerdict ParseEntryVerdict(std::string_view body) {
+  if (!LooksLikeObject(body)) return BodyVerdict::kSuccess;  // cheap exit for the common case
+  rapidjson::Document document;
+  document.Parse(body.data(), body.size());
+  if (document.HasParseError() || !document.IsObject()) return BodyVerdict::kSuccess;
+  auto status = document.FindMember("status");
+  if (status == document.MemberEnd()) return BodyVerdict::kSuccess;
+  return VerdictOf(status->value);
+}
+
+BatchAnswer ParseBatchAnswer(std::string_view body) {
+  BatchAnswer answer;
+  if (!LooksLikeObject(body)) return answer;
+  rapidjson::Document document;
+  document.Parse(body.data(), body.size());
+  if (document.HasParseError() || !document.IsObject()) return answer;
+  auto failures = document.FindMember("failures");
+  if (failures == document.MemberEnd() || !failures->value.IsArray()) return answer;
+  answer.has_failures = true;
+  for (const auto& item : failures->value.GetArray()) {
+    if (!item.IsObject()) {
+      ++answer.malformed;
+      continue;
+    }
+    auto id = item.FindMember("id");
+    auto status = item.FindMember("status");
+    if (id == item.MemberEnd() || !id->value.IsString()) {
+      ++answer.malformed;
+      continue;
+    }
+    BatchFailure failure;
+    failure.id.assign(id->value.GetString(), id->value.GetStringLength());
+    // A listed entry without a readable status is a failure all the same: retry it.
+    failure.verdict = status == item.MemberEnd() ? BodyVerdict::kRetry : VerdictOf(status->value);
+    if (failure.verdict == BodyVerdict::kSuccess) failure.verdict = BodyVerdict::kRetry;
+    auto error = item.FindMember("error");
+    if (error != item.MemberEnd() && error->value.IsString()) {
+      failure.error.assign(error->value.GetString(), error->value.GetStringLength());
+    }
+    answer.failures.push_back(std::move(failure));
+  }
+  return answer;
+}
+
+}  // namespace streamcar::delivery

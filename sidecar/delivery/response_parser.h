@@ -1,0 +1,30 @@
+#pragma once
+// Reading what the handler answered with a 2xx: {"status":"RETRY"|"DROP"} for one entry
+// (SPEC 3.2) and {"failures":[...]} for a batch (SPEC 3.4). Pure functions over the body text.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace streamcar::delivery {
+
+enum class BodyVerdict { kSuccess, kRetry, kDrop };
+
+// For one entry: RETRY or DROP (any case) in a top-level "status"; anything else is success.
+BodyVerdict ParseEntryVerdict(std::string_view body);
+
+struct BatchFailure {
+  std::string id;
+  BodyVerdict verdict = BodyVerdict::kRetry;
+  std::string error;
+};
+
+struct BatchAnswer {
+  bool has_failures = false;  // false: every entry succeeded
+  std::vector<BatchFailure> failures;
+  int malformed = 0;  // failure items we could not read (no id, unknown status): counted, skipped
+};
+
+BatchAnswer ParseBatchAnswer(std::string_view body);
+
+}  // namespace streamcar::delivery

@@ -1,0 +1,65 @@
+#pragma once
+// One connection to Redis: connect, AUTH, SELECT, then commands and pipelines with deadlines.
+// Not thread-safe: exactly one owning thread. After an I/O error or a timeout the connection is
+// broken (the reply stream is out of step) and must be replaced; see Session.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+#include "sidecar/config/redis_url.h"
+#include "sidecar/redis/reply.h"
+#include "sidecar/redis/transport.h"
+
+struct redisReader;
+
+namespace streamcar::redis {
+
+struct ConnectionOptions {
+  config::RedisEndpoint endpoint;
+  std::string username;  // AUTH user (ACL); empty: default user
+  std::string password;  // empty: no AUTH
+  Millis connect_timeout{2000};
+  Millis command_timeout{5000};
+  std::string client_name;  // CLIENT SETNAME, so operators can see us in CLIENT LIST
+};
+
+class Connection {
+ public:
+  // Connects and authenticates. A refused password or a server that requires one is kFatal.
+  static StatusOr<std::unique_ptr<Connection>> Open(const ConnectionOptions& options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs one command within the command timeout; an error reply becomes kServerError carrying
+  // the server's message ("WRONGTYPE Operation against a key...").
+  StatusOr<Reply> Run(const Command& command);
+  // Runs a command that may block server-side for up to `server_block` (XREADGROUP BLOCK): the
+  // socket deadline is set above it (DESIGN.md trap 5).
+  StatusOr<Reply> RunBlocking(const Command& command, Millis server_block);
+  // Sends all commands in one write and reads all replies. Error replies stay replies (inside a
+  // MULTI/EXEC they are expected); only I/O problems fail the whole call.
+  StatusOr<std::vector<Reply>> RunPipeline(const std::vector<Command>& commands);
+
+  bool broken() const { return broken_; }
+
+ private:
+  Connection(std::unique_ptr<Transport> transport, Millis command_timeout);
+  StatusOr<Reply> ReadReply(SteadyTime deadline);
+  StatusOr<Reply> RunUntil(const Command& command, SteadyTime deadline);
+  Status Fail(Status status);
+
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<redisReader, void (*)(redisReader*)> reader_;
+  Millis command_timeout_;
+  bool broken_ = false;
+  std::string write_buffer_;
+};
+
+// kServerError with the reply's text when `reply` is an error reply.
+Status ErrorOf(const ReplyView& reply);
+
+}  // namespace streamcar::redis

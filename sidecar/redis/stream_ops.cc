@@ -1,0 +1,252 @@
+#include "sidecar/redis/stream_ops.h"
+
+namespace streamcar::redis {
+namespace {
+
+std::string ToStringId(std::string_view id) { return std::string(id); }
+
+}  // namespace
+
+Status StreamOps::EnsureGroup(Session& session, const std::string& start_id) const {
+  auto reply = session.Run(
+      Command("XGROUP").Arg("CREATE").Arg(stream_).Arg(group_).Arg(start_id).Arg("MKSTREAM"));
+  if (reply.ok() || reply.status().IsServerError("BUSYGROUP")) return Status::Ok();
+  if (reply.status().IsServerError("WRONGTYPE")) {
+    return Status(StatusCode::kFatal, "key \"" + stream_ +
+                                          "\" exists and is not a stream (WRONGTYPE); streamcar "
+                                          "leaves it untouched: fix the key or the configuration");
+  }
+  if (reply.status().code() == StatusCode::kServerError) {
+    return Status(StatusCode::kServerError, "cannot create group \"" + group_ + "\" on stream \"" +
+                                                stream_ + "\": " + reply.status().message());
+  }
+  return reply.status();
+}
+
+std::vector<StreamEntry> StreamOps::ParseEntries(const ReplyView& list) {
+  std::vector<StreamEntry> entries;
+  entries.reserve(list.Size());
+  for (size_t i = 0; i < list.Size(); ++i) {
+    ReplyView item = list[i];
+    if (!item.IsArray() || item.Size() < 1) continue;  // Redis 6.2 XCLAIM: nil for a deleted id
+    StreamEntry entry;
+    entry.id = ToStringId(item[0].Str());
+    ReplyView fields = item[1];
+    if (fields.IsNil() || !fields.IsArray()) {
+      entry.deleted = true;
+    } else {
+      entry.fields.reserve(fields.Size() / 2);
+      for (size_t k = 0; k + 1 < fields.Size(); k += 2) {
+        entry.fields.emplace_back(std::string(fields[k].Str()), std::string(fields[k + 1].Str()));
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+StatusOr<std::map<std::string, int>> StreamOps::DeliveryCounts(Session& session,
+                                                               const std::string& first,
+                                                               const std::string& last,
+                                                               int count) const {
+  auto reply = session.Run(Command("XPENDING")
+                               .Arg(stream_)
+                               .Arg(group_)
+                               .Arg(first)
+                               .Arg(last)
+                               .Arg(int64_t{count})
+                               .Arg(consumer_));
+  if (!reply.ok()) return reply.status();
+  std::map<std::string, int> counts;
+  ReplyView list = reply->view();
+  for (size_t i = 0; i < list.Size(); ++i) {
+    ReplyView row = list[i];
+    counts[std::string(row[0].Str())] = static_cast<int>(row[3].Integer());
+  }
+  return counts;
+}
+
+Status StreamOps::FillAttempts(Session& session, std::vector<StreamEntry>* entries) const {
+  if (entries->empty()) return Status::Ok();
+  auto counts = DeliveryCounts(session, entries->front().id, entries->back().id,
+                               static_cast<int>(entries->size()) + 1024);
+  if (!counts.ok()) return counts.status();
+  for (auto& entry : *entries) {
+    auto it = counts->find(entry.id);
+    // Not in our PEL any more (acknowledged or claimed meanwhile): keep the best lower bound.
+    entry.attempts = it != counts->end() ? it->second : 1;
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<StreamEntry>> StreamOps::ReadOwnPending(Session& session,
+                                                             const std::string& cursor,
+                                                             int count) const {
+  auto reply = session.Run(Command("XREADGROUP")
+                               .Arg("GROUP")
+                               .Arg(group_)
+                               .Arg(consumer_)
+                               .Arg("COUNT")
+                               .Arg(int64_t{count})
+                               .Arg("STREAMS")
+                               .Arg(stream_)
+                               .Arg(cursor));
+  if (!reply.ok()) return reply.status();
+  std::vector<StreamEntry> entries;
+  if (reply->IsNil()) return entries;
+  entries = ParseEntries(reply->view()[0][1]);
+  if (auto s = FillAttempts(session, &entries); !s.ok()) return s;
+  return entries;
+}
+
+StatusOr<std::vector<StreamEntry>> StreamOps::ReadNew(Session& session, int count,
+                                                      Millis block) const {
+  auto reply = session.RunBlocking(Command("XREADGROUP")
+                                       .Arg("GROUP")
+                                       .Arg(group_)
+                                       .Arg(consumer_)
+                                       .Arg("COUNT")
+                                       .Arg(int64_t{count})
+                                       .Arg("BLOCK")
+                                       .Arg(static_cast<int64_t>(block.count()))
+                                       .Arg("STREAMS")
+                                       .Arg(stream_)
+                                       .Arg(">"),
+                                   block);
+  if (!reply.ok()) return reply.status();
+  if (reply->IsNil()) return std::vector<StreamEntry>{};
+  return ParseEntries(reply->view()[0][1]);
+}
+
+StatusOr<AutoClaimResult> StreamOps::AutoClaim(Session& session, Millis min_idle,
+                                               const std::string& cursor, int count) const {
+  auto reply = session.Run(Command("XAUTOCLAIM")
+                               .Arg(stream_)
+                               .Arg(group_)
+                               .Arg(consumer_)
+                               .Arg(static_cast<int64_t>(min_idle.count()))
+                               .Arg(cursor)
+                               .Arg("COUNT")
+                               .Arg(int64_t{count}));
+  if (!reply.ok()) return reply.status();
+  AutoClaimResult result;
+  ReplyView view = reply->view();
+  result.next_cursor = std::string(view[0].Str());
+  for (auto& entry : ParseEntries(view[1])) {
+    if (entry.deleted) {
+      result.deleted_ids.push_back(entry.id);  // Redis 6.2 reports them inline
+    } else {
+      result.entries.push_back(std::move(entry));
+    }
+  }
+  ReplyView deleted = view[2];  // Redis 7: the ids it removed from the PEL
+  for (size_t i = 0; i < deleted.Size(); ++i) result.deleted_ids.emplace_back(deleted[i].Str());
+  if (auto s = FillAttempts(session, &result.entries); !s.ok()) return s;
+  return result;
+}
+
+Command StreamOps::Ack(const std::vector<std::string>& ids) const {
+  Command command("XACK");
+  command.Arg(stream_).Arg(group_);
+  for (const auto& id : ids) command.Arg(id);
+  return command;
+}
+
+Command StreamOps::Delete(const std::vector<std::string>& ids) const {
+  Command command("XDEL");
+  command.Arg(stream_);
+  for (const auto& id : ids) command.Arg(id);
+  return command;
+}
+
+Command StreamOps::AckDelete(const std::vector<std::string>& ids) const {
+  Command command("XACKDEL");
+  command.Arg(stream_).Arg(group_).Arg("ACKED").Arg("IDS").Arg(static_cast<int64_t>(ids.size()));
+  for (const auto& id : ids) command.Arg(id);
+  return command;
+}
+
+Command StreamOps::ClaimForRetry(const std::vector<std::string>& ids) const {
+  Command command("XCLAIM");
+  command.Arg(stream_).Arg(group_).Arg(consumer_).Arg(int64_t{0});
+  for (const auto& id : ids) command.Arg(id);
+  return command;
+}
+
+Command StreamOps::KeepAlive(const std::vector<std::string>& ids) const {
+  Command command("XCLAIM");
+  command.Arg(stream_).Arg(group_).Arg(consumer_).Arg(int64_t{0});
+  for (const auto& id : ids) command.Arg(id);
+  command.Arg("JUSTID");
+  return command;
+}
+
+Command StreamOps::DeadLetterAdd(const std::string& dlq_stream, int64_t dlq_max_len,
+                                 const StreamEntry& entry, const DeadLetterMeta& meta) const {
+  Command command("XADD");
+  command.Arg(dlq_stream);
+  if (dlq_max_len > 0) command.Arg("MAXLEN").Arg("~").Arg(dlq_max_len);
+  command.Arg("*");
+  for (const auto& [field, value] : entry.fields) command.Arg(field).Arg(value);
+  command.Arg("streamcar.stream").Arg(stream_);
+  command.Arg("streamcar.id").Arg(entry.id);
+  command.Arg("streamcar.group").Arg(group_);
+  command.Arg("streamcar.attempts").Arg(int64_t{meta.attempts});
+  command.Arg("streamcar.reason").Arg(meta.reason);
+  command.Arg("streamcar.status").Arg(meta.status);
+  command.Arg("streamcar.error").Arg(std::string_view(meta.error).substr(0, 1024));
+  command.Arg("streamcar.time").Arg(meta.time_ms);
+  return command;
+}
+
+StatusOr<GroupInfo> StreamOps::Info(Session& session) const {
+  auto replies = session.RunPipeline(
+      {Command("XPENDING").Arg(stream_).Arg(group_), Command("XINFO").Arg("GROUPS").Arg(stream_)});
+  if (!replies.ok()) return replies.status();
+  if ((*replies)[0].IsError()) return ErrorOf((*replies)[0].view());
+  if ((*replies)[1].IsError()) return ErrorOf((*replies)[1].view());
+  GroupInfo info;
+  info.pending = (*replies)[0][0].Integer();
+  ReplyView groups = (*replies)[1].view();
+  for (size_t i = 0; i < groups.Size(); ++i) {
+    ReplyView group = groups[i];
+    std::string_view name;
+    for (size_t k = 0; k + 1 < group.Size(); k += 2) {
+      if (group[k].Str() == "name") name = group[k + 1].Str();
+    }
+    if (name != group_) continue;
+    for (size_t k = 0; k + 1 < group.Size(); k += 2) {
+      auto key = group[k].Str();
+      if (key == "lag" && group[k + 1].IsInteger()) info.lag = group[k + 1].Integer();
+      if (key == "last-delivered-id") info.last_delivered_id = std::string(group[k + 1].Str());
+    }
+  }
+  return info;
+}
+
+StatusOr<int64_t> StreamOps::CountAfter(Session& session, const std::string& last_delivered_id,
+                                        int64_t cap) const {
+  auto reply = session.Run(Command("XRANGE")
+                               .Arg(stream_)
+                               .Arg("(" + last_delivered_id)
+                               .Arg("+")
+                               .Arg("COUNT")
+                               .Arg(cap));
+  if (!reply.ok()) return reply.status();
+  return static_cast<int64_t>(reply->view().Size());
+}
+
+StatusOr<bool> StreamOps::HasAckDel(Session& session) {
+  auto reply = session.Run(Command("COMMAND").Arg("INFO").Arg("XACKDEL"));
+  if (!reply.ok()) return reply.status();
+  ReplyView first = reply->view()[0];
+  return first.IsArray() && first.Size() > 0;
+}
+
+StatusOr<int64_t> StreamOps::GroupCount(Session& session) const {
+  auto reply = session.Run(Command("XINFO").Arg("GROUPS").Arg(stream_));
+  if (!reply.ok()) return reply.status();
+  return static_cast<int64_t>(reply->view().Size());
+}
+
+}  // namespace streamcar::redis
