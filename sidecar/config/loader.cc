@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -142,9 +143,15 @@ class Decoder {
 
   void CheckKeys(const YAML::Node& node, const std::string& path,
                  const std::vector<std::string_view>& allowed) {
+    std::vector<std::string> seen;
     for (auto it : node) {
       if (!it.first.IsScalar()) Fail(it.first, path, "keys must be plain names");
       const std::string key = it.first.as<std::string>();
+      // yaml-cpp keeps the first of two equal keys silently; a second one is a mistake to report.
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        Fail(it.first, path.empty() ? key : path + "." + key, "duplicate key");
+      }
+      seen.push_back(key);
       bool known = false;
       for (auto candidate : allowed) known = known || candidate == key;
       if (known) continue;

@@ -1,0 +1,179 @@
+// The stream operations against a real redis-server: what each command really does to the PEL.
+
+#include "sidecar/redis/stream_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/support/redis_server.h"
+
+namespace streamcar::redis {
+namespace {
+
+using testing::RedisServer;
+
+class StreamOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ConnectionOptions options;
+    options.endpoint.host = "127.0.0.1";
+    options.endpoint.port = server_.port();
+    session_ = std::make_unique<Session>(options, "test", &health_);
+    StopSignal stop;
+    ASSERT_TRUE(session_->EnsureConnected(stop).ok());
+  }
+
+  std::string Add(const std::string& stream, std::vector<std::string> fields) {
+    std::vector<std::string> args = {"XADD", stream, "*"};
+    args.insert(args.end(), fields.begin(), fields.end());
+    return std::string(server_.Run(args).view().Str());
+  }
+
+  int DeliveryCount(const StreamOps& ops, const std::string& id) {
+    auto counts = ops.DeliveryCounts(*session_, id, id, 1);
+    EXPECT_TRUE(counts.ok());
+    return counts->count(id) ? counts->at(id) : -1;
+  }
+
+  RedisServer server_;
+  RedisHealth health_;
+  std::unique_ptr<Session> session_;
+};
+
+TEST_F(StreamOpsTest, EnsureGroupCreatesOnceAndKeepsPosition) {
+  StreamOps ops("orders", "billing", "c1");
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "$").ok());
+  EXPECT_EQ(server_.Run({"EXISTS", "orders"}).view().Integer(), 1);  // MKSTREAM
+  Add("orders", {"a", "1"});
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());  // BUSYGROUP is success
+  auto entries = ops.ReadNew(*session_, 10, Millis(10));
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), 1u);  // the group kept its "$" position, then saw the new entry
+}
+
+TEST_F(StreamOpsTest, WrongTypeIsFatalAndTheKeyIsLeftAlone) {
+  server_.Run({"SET", "orders", "not a stream"});
+  StreamOps ops("orders", "billing", "c1");
+  Status status = ops.EnsureGroup(*session_, "$");
+  EXPECT_EQ(status.code(), StatusCode::kFatal);
+  EXPECT_NE(status.message().find("\"orders\""), std::string::npos);
+  EXPECT_NE(status.message().find("WRONGTYPE"), std::string::npos);
+  EXPECT_EQ(server_.Run({"GET", "orders"}).view().Str(), "not a stream");
+}
+
+TEST_F(StreamOpsTest, OwnPendingDrainCountsADeliveryAndAdvances) {
+  StreamOps ops("s", "g", "c1");
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());
+  std::string a = Add("s", {"n", "1"});
+  std::string b = Add("s", {"n", "2"});
+  ASSERT_EQ(ops.ReadNew(*session_, 10, Millis(10))->size(), 2u);
+  auto first = ops.ReadOwnPending(*session_, "0", 1);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].id, a);
+  EXPECT_EQ((*first)[0].attempts, 2);  // the history read counted a delivery
+  auto second = ops.ReadOwnPending(*session_, a, 10);
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ((*second)[0].id, b);
+  EXPECT_TRUE(ops.ReadOwnPending(*session_, b, 10)->empty());
+  EXPECT_EQ(DeliveryCount(ops, a), 2);  // the advancing cursor read it once, not again
+}
+
+TEST_F(StreamOpsTest, DeletedPendingEntriesComeBackAsNil) {
+  StreamOps ops("s", "g", "c1");
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());
+  std::string a = Add("s", {"n", "1"});
+  ASSERT_EQ(ops.ReadNew(*session_, 10, Millis(10))->size(), 1u);
+  server_.Run({"XDEL", "s", a});
+  auto pending = ops.ReadOwnPending(*session_, "0", 10);
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_TRUE((*pending)[0].deleted);
+  EXPECT_TRUE((*pending)[0].fields.empty());
+}
+
+TEST_F(StreamOpsTest, KeepAliveResetsIdleWithoutCountingRetryClaimCounts) {
+  StreamOps ops("s", "g", "c1");
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());
+  std::string a = Add("s", {"n", "1"});
+  ops.ReadNew(*session_, 10, Millis(10));
+  std::this_thread::sleep_for(Millis(120));
+  ASSERT_TRUE(session_->Run(ops.KeepAlive({a})).ok());
+  auto idle = server_.Run({"XPENDING", "s", "g", "IDLE", "100", "-", "+", "10"});
+  EXPECT_EQ(idle.view().Size(), 0u);  // idle was reset
+  EXPECT_EQ(DeliveryCount(ops, a), 1);
+  auto claimed = session_->Run(ops.ClaimForRetry({a}));
+  ASSERT_TRUE(claimed.ok());
+  auto entries = StreamOps::ParseEntries(claimed->view());
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].fields[0].second, "1");
+  EXPECT_EQ(DeliveryCount(ops, a), 2);
+}
+
+TEST_F(StreamOpsTest, AutoClaimTakesIdleEntriesOfOthersWithCounts) {
+  StreamOps dead("s", "g", "dead");
+  StreamOps alive("s", "g", "alive");
+  ASSERT_TRUE(dead.EnsureGroup(*session_, "0").ok());
+  std::string a = Add("s", {"n", "1"});
+  std::string b = Add("s", {"n", "2"});
+  ASSERT_EQ(dead.ReadNew(*session_, 10, Millis(10))->size(), 2u);
+  server_.Run({"XDEL", "s", b});
+  std::this_thread::sleep_for(Millis(150));
+  auto result = alive.AutoClaim(*session_, Millis(100), "0-0", 10);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->next_cursor, "0-0");
+  ASSERT_EQ(result->entries.size(), 1u);
+  EXPECT_EQ(result->entries[0].id, a);
+  EXPECT_EQ(result->entries[0].attempts, 2);
+  ASSERT_EQ(result->deleted_ids.size(), 1u);
+  EXPECT_EQ(result->deleted_ids[0], b);
+}
+
+TEST_F(StreamOpsTest, DeadLetterTransactionWritesFieldsAndMetadata) {
+  StreamOps ops("s", "g", "c1");
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());
+  std::string a = Add("s", {"k", "v", "k", "w"});
+  auto entries = ops.ReadNew(*session_, 10, Millis(10));
+  DeadLetterMeta meta{"rejected", "422", std::string(2000, 'e'), 1, 1700000000000};
+  auto replies = session_->RunPipeline({Command("MULTI"), ops.DeadLetterAdd("s:dlq", 0, (*entries)[0], meta),
+                                        ops.Ack({a}), Command("EXEC")});
+  ASSERT_TRUE(replies.ok());
+  auto dlq = server_.Run({"XRANGE", "s:dlq", "-", "+"});
+  ASSERT_EQ(dlq.view().Size(), 1u);
+  auto fields = dlq.view()[0][1];
+  std::vector<std::string> flat;
+  for (size_t i = 0; i < fields.Size(); ++i) flat.emplace_back(fields[i].Str());
+  std::vector<std::string> expected = {"k", "v", "k", "w", "streamcar.stream", "s", "streamcar.id", a,
+                                       "streamcar.group", "g", "streamcar.attempts", "1", "streamcar.reason",
+                                       "rejected", "streamcar.status", "422", "streamcar.error",
+                                       std::string(1024, 'e'), "streamcar.time", "1700000000000"};
+  EXPECT_EQ(flat, expected);
+  EXPECT_EQ(server_.Run({"XPENDING", "s", "g"}).view()[0].Integer(), 0);
+}
+
+TEST_F(StreamOpsTest, InfoReportsPendingAndLag) {
+  StreamOps ops("s", "g", "c1");
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());
+  for (int i = 0; i < 5; ++i) Add("s", {"n", std::to_string(i)});
+  ops.ReadNew(*session_, 2, Millis(10));
+  auto info = ops.Info(*session_);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->pending, 2);
+  ASSERT_TRUE(info->lag.has_value());
+  EXPECT_EQ(*info->lag, 3);
+  auto counted = ops.CountAfter(*session_, info->last_delivered_id, 100);
+  EXPECT_EQ(*counted, 3);
+}
+
+TEST_F(StreamOpsTest, FeatureDetectionUsesCommandInfo) {
+  auto has = StreamOps::HasAckDel(*session_);
+  ASSERT_TRUE(has.ok());
+  auto info = server_.Run({"COMMAND", "INFO", "XACKDEL"});
+  EXPECT_EQ(*has, info.view()[0].IsArray());  // Redis 7.0 has none; Redis 8.2 and Valkey 9 do
+  StreamOps ops("s", "g", "c1");
+  ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());
+  EXPECT_EQ(*ops.GroupCount(*session_), 1);
+}
+
+}  // namespace
+}  // namespace streamcar::redis

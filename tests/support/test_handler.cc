@@ -1,0 +1,103 @@
+#include "tests/support/test_handler.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "tests/support/redis_server.h"
+
+namespace streamcar::testing {
+
+std::string ReceivedRequest::Header(const std::string& lower_name) const {
+  auto it = headers.find(lower_name);
+  return it == headers.end() ? "" : it->second;
+}
+
+TestHandler::TestHandler(int port) : port_(port == 0 ? FreePort() : port) {
+  behaviour_ = [](const ReceivedRequest&) { return HandlerReply{}; };
+  Listen();
+}
+
+TestHandler::~TestHandler() { Stop(); }
+
+std::string TestHandler::url(const std::string& path) const {
+  return "http://127.0.0.1:" + std::to_string(port_) + path;
+}
+
+void TestHandler::SetBehaviour(Behaviour behaviour) {
+  std::lock_guard lock(mutex_);
+  behaviour_ = std::move(behaviour);
+}
+
+void TestHandler::Listen() {
+  server_ = std::make_unique<httplib::Server>();
+  server_->set_tcp_nodelay(true);
+  server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
+  auto handle = [this](const httplib::Request& req, httplib::Response& res) {
+    ReceivedRequest received;
+    received.method = req.method;
+    received.path = req.path;
+    for (const auto& [name, value] : req.headers) {
+      std::string lower = name;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      received.headers.emplace(lower, value);
+    }
+    received.body = req.body;
+    received.at = std::chrono::steady_clock::now();
+    Behaviour behaviour;
+    {
+      std::lock_guard lock(mutex_);
+      behaviour = behaviour_;
+    }
+    HandlerReply reply = behaviour(received);
+    {
+      std::lock_guard lock(mutex_);
+      requests_.push_back(received);
+    }
+    cv_.notify_all();
+    if (reply.delay.count() > 0) std::this_thread::sleep_for(reply.delay);
+    res.status = reply.status;
+    for (const auto& [name, value] : reply.headers) res.set_header(name, value);
+    res.set_content(reply.body, "application/json");
+  };
+  server_->Post(".*", handle);
+  server_->Get(".*", handle);
+  if (!server_->bind_to_port("127.0.0.1", port_)) throw std::runtime_error("test handler cannot bind");
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void TestHandler::Stop() {
+  if (!server_) return;
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+void TestHandler::Restart() {
+  Stop();
+  Listen();
+}
+
+std::vector<ReceivedRequest> TestHandler::Requests() const {
+  std::lock_guard lock(mutex_);
+  return requests_;
+}
+
+size_t TestHandler::Count() const {
+  std::lock_guard lock(mutex_);
+  return requests_.size();
+}
+
+bool TestHandler::WaitFor(const std::function<bool(const std::vector<ReceivedRequest>&)>& predicate,
+                          std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return predicate(requests_); });
+}
+
+bool TestHandler::WaitForCount(size_t n, std::chrono::milliseconds timeout) {
+  return WaitFor([n](const auto& requests) { return requests.size() >= n; }, timeout);
+}
+
+}  // namespace streamcar::testing

@@ -1,0 +1,74 @@
+#include "sidecar/cli/args.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace streamcar::cli {
+namespace {
+
+Arguments Parse(std::vector<std::string> args) {
+  std::string error;
+  auto parsed = ParseArguments(args, &error);
+  EXPECT_TRUE(parsed.has_value()) << error;
+  return parsed.value_or(Arguments{});
+}
+
+std::string ErrorOf(std::vector<std::string> args) {
+  std::string error;
+  EXPECT_FALSE(ParseArguments(args, &error).has_value());
+  return error;
+}
+
+TEST(Args, RunIsTheDefault) {
+  ::unsetenv("STREAMCAR_CONFIG");
+  auto a = Parse({});
+  EXPECT_EQ(a.command, CommandKind::kRun);
+  EXPECT_EQ(a.config_path, "/etc/streamcar/streamcar.yaml");
+}
+
+TEST(Args, ConfigFromFlagThenEnv) {
+  ::setenv("STREAMCAR_CONFIG", "/from/env.yaml", 1);
+  EXPECT_EQ(Parse({"check"}).config_path, "/from/env.yaml");
+  EXPECT_EQ(Parse({"check", "-c", "/x.yaml"}).config_path, "/x.yaml");
+  EXPECT_EQ(Parse({"check", "--config", "/y.yaml"}).config_path, "/y.yaml");
+  EXPECT_EQ(Parse({"check", "--config=/z.yaml"}).config_path, "/z.yaml");
+  ::unsetenv("STREAMCAR_CONFIG");
+}
+
+TEST(Args, EveryCommand) {
+  EXPECT_EQ(Parse({"version"}).command, CommandKind::kVersion);
+  EXPECT_TRUE(Parse({"status", "--json"}).json);
+  auto list = Parse({"dlq", "list", "--subscription", "orders/billing", "--count", "5", "--json"});
+  EXPECT_EQ(list.command, CommandKind::kDlqList);
+  EXPECT_EQ(list.subscription, "orders/billing");
+  EXPECT_EQ(list.count, 5);
+  auto replay = Parse({"dlq", "replay", "--subscription", "s", "--id", "1-0", "--id", "2-0", "--dry-run"});
+  EXPECT_EQ(replay.command, CommandKind::kDlqReplay);
+  EXPECT_EQ(replay.ids, (std::vector<std::string>{"1-0", "2-0"}));
+  EXPECT_TRUE(replay.dry_run);
+}
+
+TEST(Args, HelpOnEveryCommand) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"run", "--help"}, {"check", "-h"}, {"status", "--help"}, {"dlq", "list", "--help"},
+           {"dlq", "replay", "--help"}, {"version", "--help"}}) {
+    EXPECT_TRUE(Parse(args).help);
+  }
+}
+
+TEST(Args, Errors) {
+  EXPECT_NE(ErrorOf({"chek"}).find("did you mean check?"), std::string::npos);
+  EXPECT_NE(ErrorOf({"run", "--json"}).find("does not apply"), std::string::npos);
+  EXPECT_NE(ErrorOf({"run", "-c"}).find("needs a file path"), std::string::npos);
+  EXPECT_NE(ErrorOf({"dlq"}).find("list or replay"), std::string::npos);
+  EXPECT_NE(ErrorOf({"dlq", "purge"}).find("unknown dlq subcommand"), std::string::npos);
+  EXPECT_NE(ErrorOf({"dlq", "list"}).find("--subscription"), std::string::npos);
+  EXPECT_NE(ErrorOf({"dlq", "list", "--subscription", "s", "--count", "0"}).find("--count"), std::string::npos);
+  EXPECT_NE(ErrorOf({"dlq", "replay", "--subscription", "s", "--id", "nope"}).find("--id"), std::string::npos);
+  EXPECT_NE(ErrorOf({"status", "--bogus"}).find("unknown option --bogus"), std::string::npos);
+  EXPECT_NE(ErrorOf({"check", "extra"}).find("unexpected argument"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace streamcar::cli

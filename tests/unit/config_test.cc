@@ -1,0 +1,402 @@
+// Every rule of SPEC section 2, and every rejected input, one test each.
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sidecar/config/loader.h"
+
+namespace streamcar::config {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> values = {}) {
+  return [values](const std::string& name) -> std::optional<std::string> {
+    auto it = values.find(name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+const char* kMinimal = R"(version: 1
+subscriptions:
+  - stream: orders
+    group: billing
+    start: new
+    handler:
+      url: http://127.0.0.1:8080/orders
+)";
+
+Config Load(const std::string& yaml, const EnvLookup& env = Env()) {
+  auto config = LoadConfigText(yaml, "test.yaml", env);
+  EXPECT_TRUE(config.ok()) << config.status().message();
+  return config.ok() ? *config : Config{};
+}
+
+std::string ErrorOf(const std::string& yaml, const EnvLookup& env = Env()) {
+  auto config = LoadConfigText(yaml, "test.yaml", env);
+  EXPECT_FALSE(config.ok()) << "accepted:\n" << yaml;
+  return config.ok() ? "" : config.status().message();
+}
+
+// The minimal file with `extra` appended under the first subscription (indented 4 spaces); when
+// `extra` brings its own handler, the minimal one is left out.
+std::string WithSub(const std::string& extra) {
+  if (extra.find("handler:") == std::string::npos) return std::string(kMinimal) + extra;
+  std::string base = kMinimal;
+  base.erase(base.find("    handler:"));
+  return base + extra;
+}
+
+TEST(Config, MinimalFileGetsEveryDefault) {
+  Config c = Load(kMinimal);
+  ASSERT_EQ(c.subscriptions.size(), 1u);
+  const auto& s = c.subscriptions[0];
+  EXPECT_EQ(c.redis.url, "redis://127.0.0.1:6379/0");
+  EXPECT_EQ(c.redis.connect_timeout, Millis(2000));
+  EXPECT_EQ(c.redis.command_timeout, Millis(5000));
+  EXPECT_EQ(c.admin.listen, "0.0.0.0:9464");
+  EXPECT_EQ(c.shutdown.drain_timeout, Millis(25000));
+  EXPECT_FALSE(c.consumer_name.empty());  // the host name
+  EXPECT_EQ(s.name, "orders/billing");
+  EXPECT_EQ(s.handler.timeout, Millis(10000));
+  EXPECT_EQ(s.handler.concurrency, 16);
+  EXPECT_EQ(s.handler.batch_size, 1);
+  EXPECT_EQ(s.handler.format, Format::kJson);
+  EXPECT_EQ(s.handler.raw_field, "data");
+  EXPECT_EQ(s.handler.reject_statuses, (std::vector<int>{400, 413, 415, 422}));
+  EXPECT_EQ(s.retry.max_attempts, 5);
+  EXPECT_EQ(s.retry.initial_backoff, Millis(1000));
+  EXPECT_EQ(s.retry.max_backoff, Millis(60000));
+  EXPECT_DOUBLE_EQ(s.retry.multiplier, 2.0);
+  EXPECT_DOUBLE_EQ(s.retry.jitter, 0.2);
+  EXPECT_EQ(s.dead_letter.stream, "orders:dlq");
+  EXPECT_EQ(s.claim.min_idle, Millis(60000));
+  EXPECT_EQ(s.claim.interval, Millis(10000));
+  EXPECT_EQ(s.claim.count, 100);
+  EXPECT_FALSE(s.ack.delete_entries);
+  EXPECT_FALSE(s.retention.enabled());
+  EXPECT_EQ(s.retention.interval, Millis(60000));
+}
+
+TEST(Config, StartMapsToGroupCreateIds) {
+  EXPECT_EQ(Load(kMinimal).subscriptions[0].StartId(), "$");
+  std::string yaml = kMinimal;
+  EXPECT_EQ(Load(yaml.replace(yaml.find("start: new"), 10, "start: beginning")).subscriptions[0].StartId(), "0");
+  yaml = kMinimal;
+  EXPECT_EQ(Load(yaml.replace(yaml.find("start: new"), 10, "start: 1700000000000-5")).subscriptions[0].StartId(),
+            "1700000000000-5");
+}
+
+TEST(Config, ExpandsVariablesInEveryScalar) {
+  Config c = Load(R"(version: 1
+redis:
+  url: redis://${REDIS_HOST}:6379/0
+  password: "${REDIS_PASSWORD}"
+consumer:
+  name: ${POD_NAME:-fallback}
+subscriptions:
+  - stream: ${STREAM}
+    group: g
+    start: new
+    handler: { url: "http://127.0.0.1:${PORT:-8080}/", concurrency: "${CONC}" }
+)",
+                  Env({{"REDIS_HOST", "redis"}, {"REDIS_PASSWORD", "s3cr:t#x"}, {"STREAM", "orders"},
+                       {"CONC", "4"}}));
+  EXPECT_EQ(c.redis.url, "redis://redis:6379/0");
+  EXPECT_EQ(c.redis.password, "s3cr:t#x");  // YAML-special characters stay data
+  EXPECT_EQ(c.consumer_name, "fallback");
+  EXPECT_EQ(c.subscriptions[0].stream, "orders");
+  EXPECT_EQ(c.subscriptions[0].handler.url, "http://127.0.0.1:8080/");
+  EXPECT_EQ(c.subscriptions[0].handler.concurrency, 4);
+}
+
+TEST(Config, UnsetVariableIsAnErrorNamingIt) {
+  std::string error = ErrorOf(R"(version: 1
+redis:
+  password: ${REDIS_PASSWORD}
+subscriptions: [{stream: s, group: g, start: new, handler: {url: "http://h/"}}]
+)");
+  EXPECT_NE(error.find("REDIS_PASSWORD"), std::string::npos) << error;
+  EXPECT_NE(error.find("test.yaml:3"), std::string::npos) << error;
+  EXPECT_NE(error.find("redis.password"), std::string::npos) << error;
+}
+
+TEST(Config, ParsesDurations) {
+  Config c = Load(WithSub("    handler: { url: \"http://h/\", timeout: 1m30s }\n"));
+  EXPECT_EQ(c.subscriptions[0].handler.timeout, Millis(90000));
+}
+
+TEST(Config, RejectsBareNumberDuration) {
+  std::string error = ErrorOf(WithSub("    claim: { min_idle: 60 }\n"));
+  EXPECT_NE(error.find("subscriptions[0].claim.min_idle"), std::string::npos) << error;
+  EXPECT_NE(error.find("no unit"), std::string::npos) << error;
+}
+
+TEST(Config, RejectsNegativeDuration) {
+  std::string error = ErrorOf(WithSub("    retry: { initial_backoff: -1s }\n"));
+  EXPECT_NE(error.find("subscriptions[0].retry.initial_backoff"), std::string::npos) << error;
+}
+
+TEST(Config, RejectsUnknownDurationUnit) {
+  std::string error = ErrorOf("version: 1\nshutdown:\n  drain_timeout: 3d\n" + std::string(kMinimal).substr(11));
+  EXPECT_NE(error.find("shutdown.drain_timeout"), std::string::npos) << error;
+  EXPECT_NE(error.find("unknown unit"), std::string::npos) << error;
+}
+
+TEST(Config, UnknownKeySuggestsTheKeyMeant) {
+  std::string error = ErrorOf(WithSub("    retry:\n      max_attemps: 3\n"));
+  EXPECT_NE(error.find("subscriptions[0].retry.max_attemps: unknown key (did you mean max_attempts?)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("test.yaml:9:"), std::string::npos) << error;
+}
+
+TEST(Config, UnknownTopLevelKeyWithoutCloseMatch) {
+  std::string error = ErrorOf(std::string(kMinimal) + "zzzzzz: 1\n");
+  EXPECT_NE(error.find("zzzzzz: unknown key"), std::string::npos) << error;
+  EXPECT_EQ(error.find("did you mean"), std::string::npos) << error;
+}
+
+TEST(Config, UnknownKeysEverywhereAreCaught) {
+  EXPECT_NE(ErrorOf("version: 1\nredis: { urll: x }\n").find("redis.urll: unknown key (did you mean url?)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", concurency: 2 }\n"))
+                .find("subscriptions[0].handler.concurency: unknown key (did you mean concurrency?)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nadmin: { lisen: x }\n").find("admin.lisen"), std::string::npos);
+}
+
+TEST(Config, MissingStartIsAnError) {
+  std::string error = ErrorOf(R"(version: 1
+subscriptions:
+  - stream: orders
+    group: billing
+    handler: { url: "http://h/" }
+)");
+  EXPECT_NE(error.find("subscriptions[0].start: required"), std::string::npos) << error;
+}
+
+TEST(Config, RejectsInvalidStart) {
+  std::string yaml = kMinimal;
+  std::string error = ErrorOf(yaml.replace(yaml.find("start: new"), 10, "start: latest"));
+  EXPECT_NE(error.find("subscriptions[0].start"), std::string::npos) << error;
+}
+
+TEST(Config, MissingStreamOrGroupIsAnError) {
+  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: [{group: g, start: new, handler: {url: \"http://h/\"}}]\n")
+                .find("subscriptions[0].stream: required"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: [{stream: s, start: new, handler: {url: \"http://h/\"}}]\n")
+                .find("subscriptions[0].group: required"),
+            std::string::npos);
+}
+
+TEST(Config, DuplicateStreamAndGroupIsAnError) {
+  std::string error = ErrorOf(std::string(kMinimal) + R"(  - stream: orders
+    group: billing
+    start: beginning
+    name: other
+    handler: { url: "http://h/" }
+)");
+  EXPECT_NE(error.find("subscriptions[1]"), std::string::npos) << error;
+  EXPECT_NE(error.find("already subscribed"), std::string::npos) << error;
+}
+
+TEST(Config, SameStreamDifferentGroupsIsFine) {
+  Config c = Load(std::string(kMinimal) + R"(  - stream: orders
+    group: shipping
+    start: new
+    handler: { url: "http://h/" }
+)");
+  EXPECT_EQ(c.subscriptions.size(), 2u);
+}
+
+TEST(Config, DefaultsMergeIntoEachSubscription) {
+  Config c = Load(R"(version: 1
+defaults:
+  handler: { url: "http://127.0.0.1:8080/", timeout: 3s, headers: { X-Team: a, X-Env: prod } }
+  retry: { max_attempts: 9 }
+subscriptions:
+  - stream: a
+    group: g
+    start: new
+    handler: { timeout: 5s, headers: { X-Team: b } }
+  - stream: b
+    group: g
+    start: new
+    retry: { max_attempts: 2 }
+)");
+  const auto& a = c.subscriptions[0];
+  const auto& b = c.subscriptions[1];
+  EXPECT_EQ(a.handler.url, "http://127.0.0.1:8080/");
+  EXPECT_EQ(a.handler.timeout, Millis(5000));
+  EXPECT_EQ(a.handler.headers.at("X-Team"), "b");
+  EXPECT_EQ(a.handler.headers.at("X-Env"), "prod");
+  EXPECT_EQ(a.retry.max_attempts, 9);
+  EXPECT_EQ(b.handler.timeout, Millis(3000));
+  EXPECT_EQ(b.retry.max_attempts, 2);
+  EXPECT_EQ(b.dead_letter.stream, "b:dlq");
+}
+
+TEST(Config, DefaultsMayNotSetIdentityKeys) {
+  std::string error = ErrorOf("version: 1\ndefaults:\n  stream: x\n" + std::string(kMinimal).substr(11));
+  EXPECT_NE(error.find("defaults.stream: not allowed in defaults"), std::string::npos) << error;
+}
+
+TEST(Config, HandlerUrlRequiredHereOrInDefaults) {
+  std::string error = ErrorOf("version: 1\nsubscriptions: [{stream: s, group: g, start: new}]\n");
+  EXPECT_NE(error.find("subscriptions[0].handler.url: required"), std::string::npos) << error;
+}
+
+TEST(Config, RejectsBadUrlSchemes) {
+  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"ftp://h/\" }\n")).find("subscriptions[0].handler.url"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", health_url: \"h:1/health\" }\n"))
+                .find("handler.health_url"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nredis: { url: \"http://r:6379\" }\n").find("redis.url"), std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nredis: { url: \"redis://r:99999\" }\n").find("invalid port"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nredis: { url: \"unix://relative.sock\" }\n").find("absolute"),
+            std::string::npos);
+}
+
+TEST(Config, AcceptsEveryRedisUrlForm) {
+  for (const char* url : {"redis://r:6380/2", "rediss://r/0", "unix:///var/run/redis.sock",
+                          "redis://user:pw@r:6379/0", "redis://[::1]:6379"}) {
+    std::string yaml = std::string("version: 1\nredis: { url: \"") + url + "\" }\n" +
+                       std::string(kMinimal).substr(11);
+    EXPECT_EQ(Load(yaml).redis.url, url);
+  }
+}
+
+TEST(Config, RangesAreChecked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"    handler: { url: \"http://h/\", concurrency: 0 }\n", "handler.concurrency"},
+      {"    handler: { url: \"http://h/\", concurrency: 1025 }\n", "handler.concurrency"},
+      {"    handler: { url: \"http://h/\", batch_size: 1001 }\n", "handler.batch_size"},
+      {"    handler: { url: \"http://h/\", timeout: 0s }\n", "handler.timeout"},
+      {"    retry: { max_attempts: -1 }\n", "retry.max_attempts"},
+      {"    retry: { multiplier: 0.5 }\n", "retry.multiplier"},
+      {"    retry: { jitter: 1.0 }\n", "retry.jitter"},
+      {"    retry: { jitter: -0.1 }\n", "retry.jitter"},
+      {"    retry: { initial_backoff: 10s, max_backoff: 1s }\n", "retry.max_backoff"},
+      {"    claim: { count: 0 }\n", "claim.count"},
+      {"    claim: { min_idle: 10ms }\n", "claim.min_idle"},
+      {"    claim: { interval: 0s }\n", "claim.interval"},
+      {"    dead_letter: { max_len: -5 }\n", "dead_letter.max_len"},
+      {"    retention: { max_len: -1 }\n", "retention.max_len"},
+      {"    retention: { interval: 0s }\n", "retention.interval"},
+      {"    handler: { url: \"http://h/\", reject_statuses: [200] }\n", "handler.reject_statuses[0]"},
+      {"    handler: { url: \"http://h/\", reject_statuses: [400, 700] }\n", "handler.reject_statuses[1]"},
+  };
+  for (const auto& [extra, key] : cases) {
+    std::string error = ErrorOf(WithSub(extra));
+    EXPECT_NE(error.find("subscriptions[0]." + key), std::string::npos) << extra << " -> " << error;
+  }
+}
+
+TEST(Config, RejectsWrongValueTypes) {
+  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", concurrency: many }\n")).find("whole number"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(WithSub("    ack: { delete: maybe }\n")).find("true or false"), std::string::npos);
+  EXPECT_NE(ErrorOf(WithSub("    retry: [1, 2]\n")).find("subscriptions[0].retry: must be a mapping"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: {stream: s}\n").find("must be a list"), std::string::npos);
+}
+
+TEST(Config, FormatIsValidatedWithASuggestion) {
+  std::string error = ErrorOf(WithSub("    handler: { url: \"http://h/\", format: jsn }\n"));
+  EXPECT_NE(error.find("subscriptions[0].handler.format"), std::string::npos) << error;
+  EXPECT_NE(error.find("did you mean json?"), std::string::npos) << error;
+}
+
+TEST(Config, BatchNeedsJson) {
+  std::string error = ErrorOf(WithSub("    handler: { url: \"http://h/\", batch_size: 10, format: raw }\n"));
+  EXPECT_NE(error.find("subscriptions[0].handler.batch_size"), std::string::npos) << error;
+}
+
+TEST(Config, ReservedHeadersCannotBeOverridden) {
+  std::string error = ErrorOf(WithSub("    handler: { url: \"http://h/\", headers: { Idempotency-Key: x } }\n"));
+  EXPECT_NE(error.find("handler.headers.Idempotency-Key"), std::string::npos) << error;
+  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", headers: { \"bad header\": x } }\n"))
+                .find("not a valid HTTP header name"),
+            std::string::npos);
+}
+
+TEST(Config, VersionMustBeOne) {
+  EXPECT_NE(ErrorOf("version: 2\n" + std::string(kMinimal).substr(11)).find("version"), std::string::npos);
+}
+
+TEST(Config, AdminListenIsValidated) {
+  EXPECT_EQ(Load("version: 1\nadmin: { listen: \"\" }\n" + std::string(kMinimal).substr(11)).admin.listen, "");
+  EXPECT_EQ(Load("version: 1\nadmin: { listen: \"[::]:9464\" }\n" + std::string(kMinimal).substr(11)).admin.listen,
+            "[::]:9464");
+  EXPECT_NE(ErrorOf("version: 1\nadmin: { listen: \"9464\" }\n" + std::string(kMinimal).substr(11)).find("admin.listen"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nadmin: { listen: \"0.0.0.0:0\" }\n" + std::string(kMinimal).substr(11))
+                .find("admin.listen"),
+            std::string::npos);
+}
+
+TEST(Config, TlsCertAndKeyGoTogether) {
+  std::string error =
+      ErrorOf("version: 1\nredis: { url: \"rediss://r/0\", tls: { cert_file: /c.pem } }\n" +
+              std::string(kMinimal).substr(11));
+  EXPECT_NE(error.find("redis.tls.key_file"), std::string::npos) << error;
+}
+
+TEST(Config, NoSubscriptionsIsAnError) {
+  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: []\n").find("at least one subscription"), std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\n").find("subscriptions: required"), std::string::npos);
+}
+
+TEST(Config, InvalidYamlReportsTheLine) {
+  std::string error = ErrorOf("version: 1\nsubscriptions:\n  - stream: [unclosed\n");
+  EXPECT_NE(error.find("test.yaml:"), std::string::npos) << error;
+  EXPECT_NE(error.find("invalid YAML"), std::string::npos) << error;
+}
+
+TEST(Config, DuplicateKeysAreAnError) {
+  std::string error = ErrorOf(WithSub("    retry: { max_attempts: 1 }\n    retry: { max_attempts: 2 }\n"));
+  EXPECT_NE(error.find("subscriptions[0].retry: duplicate key"), std::string::npos) << error;
+  EXPECT_NE(error.find("test.yaml:9"), std::string::npos) << error;
+}
+
+TEST(Config, EmptyFileIsAnError) { EXPECT_NE(ErrorOf("").find("empty"), std::string::npos); }
+
+TEST(Config, MissingFileIsAnErrorNamingIt) {
+  auto config = LoadConfigFile("/nonexistent/streamcar.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("/nonexistent/streamcar.yaml"), std::string::npos);
+}
+
+TEST(Config, DeadLetterStreamMustDifferFromSource) {
+  EXPECT_NE(ErrorOf(WithSub("    dead_letter: { stream: orders }\n")).find("dead_letter.stream"),
+            std::string::npos);
+}
+
+TEST(Config, EffectiveYamlMasksPasswordsAndRoundTrips) {
+  Config c = Load(R"(version: 1
+redis: { url: "redis://app:urlsecret@r:6379/0", password: hunter2 }
+subscriptions:
+  - stream: orders
+    group: billing
+    start: new
+    handler: { url: "http://h/", headers: { X-A: "1" } }
+    retry: { jitter: 0.1 }
+)");
+  std::string yaml = EmitEffectiveYaml(c);
+  EXPECT_EQ(yaml.find("hunter2"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("urlsecret"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("password: \"***\""), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("jitter: 0.1"), std::string::npos) << yaml;
+  // What check prints is itself a valid configuration with the same meaning.
+  Config again = Load(yaml);
+  EXPECT_EQ(again.subscriptions[0].handler.headers, c.subscriptions[0].handler.headers);
+  EXPECT_EQ(again.subscriptions[0].retry.max_backoff, c.subscriptions[0].retry.max_backoff);
+  EXPECT_EQ(again.consumer_name, c.consumer_name);
+}
+
+}  // namespace
+}  // namespace streamcar::config

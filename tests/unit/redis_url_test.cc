@@ -1,0 +1,68 @@
+#include "sidecar/config/redis_url.h"
+
+#include <gtest/gtest.h>
+
+namespace streamcar::config {
+namespace {
+
+RedisEndpoint Parse(const std::string& url) {
+  std::string error;
+  auto endpoint = ParseRedisUrl(url, &error);
+  EXPECT_TRUE(endpoint.has_value()) << url << ": " << error;
+  return endpoint.value_or(RedisEndpoint{});
+}
+
+TEST(RedisUrl, Tcp) {
+  auto e = Parse("redis://cache.local:6380/3");
+  EXPECT_EQ(e.kind, RedisEndpoint::Kind::kTcp);
+  EXPECT_EQ(e.host, "cache.local");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.db, 3);
+}
+
+TEST(RedisUrl, DefaultsPortAndDb) {
+  auto e = Parse("redis://r");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 0);
+}
+
+TEST(RedisUrl, Credentials) {
+  auto e = Parse("redis://app:p%40ss@r:6379/0");
+  EXPECT_EQ(e.username, "app");
+  EXPECT_EQ(e.password, "p%40ss");
+  EXPECT_EQ(e.Describe(), "redis://app:***@r:6379/0");
+}
+
+TEST(RedisUrl, Tls) { EXPECT_EQ(Parse("rediss://r:6390").kind, RedisEndpoint::Kind::kTls); }
+
+TEST(RedisUrl, Ipv6) {
+  auto e = Parse("redis://[::1]:7000/1");
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.port, 7000);
+  EXPECT_EQ(e.db, 1);
+}
+
+TEST(RedisUrl, UnixSocket) {
+  auto e = Parse("unix:///run/redis/redis.sock?db=2");
+  EXPECT_EQ(e.kind, RedisEndpoint::Kind::kUnix);
+  EXPECT_EQ(e.path, "/run/redis/redis.sock");
+  EXPECT_EQ(e.db, 2);
+}
+
+TEST(RedisUrl, RejectsBadInput) {
+  std::string error;
+  for (const char* bad : {"http://r", "redis://", "redis://r:0", "redis://r:abc", "redis://r/x",
+                          "unix://rel.sock", "unix:///s.sock?x=1", "redis://[::1"}) {
+    EXPECT_FALSE(ParseRedisUrl(bad, &error)) << bad;
+    EXPECT_FALSE(error.empty());
+  }
+}
+
+TEST(RedisUrl, MasksPasswordInText) {
+  EXPECT_EQ(MaskUrlPassword("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
+  EXPECT_EQ(MaskUrlPassword("redis://h:1/0"), "redis://h:1/0");
+  EXPECT_EQ(MaskUrlPassword("redis://user@h:1/0"), "redis://user@h:1/0");
+}
+
+}  // namespace
+}  // namespace streamcar::config
