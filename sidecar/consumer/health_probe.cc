@@ -27,6 +27,7 @@ void HealthProbe::Run() {
   // Nothing is delivered before the first check passes.
   bool healthy = false;
   dispatcher_->SetHealthPaused(true);
+  metrics_->handler_up->Set(0);
   do {
     loop_->Beat();
     const bool now_healthy = probe.Get();

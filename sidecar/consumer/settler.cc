@@ -216,15 +216,15 @@ bool Settler::Flush(SteadyTime now) {
     ForChunks(dispatcher_->HeldIds(),
               [&](std::vector<std::string> chunk) { commands.push_back(ops_.KeepAlive(chunk)); });
   }
-  if (commands.empty()) {
-    if (keepalive_due) next_keepalive_ = now + sub_.claim.min_idle / 3;
-    return true;
-  }
-
+  // Connected even when idle: readiness counts this connection, and beats need it.
   Millis retry_in{0};
   if (Status s = session_->ConnectOnce(&retry_in); !s.ok()) {
     if (s.code() == StatusCode::kFatal) on_fatal_(s);
     return false;
+  }
+  if (commands.empty()) {
+    if (keepalive_due) next_keepalive_ = now + sub_.claim.min_idle / 3;
+    return true;
   }
   auto replies = session_->RunPipeline(commands);
   if (!replies.ok()) {

@@ -85,6 +85,10 @@ void SidecarProcess::Terminate() {
   if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGTERM);
 }
 
+void SidecarProcess::Interrupt() {
+  if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGINT);
+}
+
 void SidecarProcess::Kill() {
   if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGKILL);
   Wait(std::chrono::seconds(5));

@@ -31,6 +31,7 @@ class SidecarProcess {
   ~SidecarProcess();
 
   void Terminate();  // SIGTERM
+  void Interrupt();  // SIGINT
   void Kill();       // SIGKILL
   // Waits for the exit; the exit code, or nullopt on timeout. A signal death is 128+signal.
   std::optional<int> Wait(std::chrono::milliseconds timeout);

@@ -1,0 +1,133 @@
+// The command line of SPEC section 1 against the binary: exit codes, messages, check output,
+// fatal errors, status and the dead-letter tools.
+
+#include <rapidjson/document.h>
+
+#include <httplib.h>
+
+#include <fstream>
+
+#include "tests/e2e/e2e_fixture.h"
+
+namespace streamcar::testing {
+namespace {
+
+class CliTest : public E2eTest {
+ protected:
+  std::string WriteConfig(const std::string& yaml) {
+    std::string path = MakeTempDir("streamcar-cli-") + "/streamcar.yaml";
+    std::ofstream(path) << yaml;
+    return path;
+  }
+};
+
+TEST_F(CliTest, VersionAndHelp) {
+  auto version = RunStreamcar({"version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("streamcar ", 0), 0u);
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"run", "--help"}, {"check", "--help"}, {"status", "--help"},
+           {"dlq", "list", "--help"}, {"dlq", "replay", "--help"}, {"version", "--help"}}) {
+    auto help = RunStreamcar(args);
+    EXPECT_EQ(help.exit_code, 0) << args[0];
+    EXPECT_NE(help.out.find("Usage"), std::string::npos) << args[0];
+  }
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoWithOneLine) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"bogus"}, {"run", "--json"}, {"dlq", "list"}, {"status", "--count", "3"}}) {
+    auto result = RunStreamcar(args);
+    EXPECT_EQ(result.exit_code, 2) << args[0];
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+}
+
+TEST_F(CliTest, CheckPrintsTheEffectiveConfig) {
+  std::string path = WriteConfig(Yaml({}) + "");
+  auto result = RunStreamcar({"check", "-c", path}, {"REDIS_PASSWORD=unused"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("max_attempts: 3"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("dead_letter:\n      stream: orders:dlq"), std::string::npos) << result.out;
+}
+
+TEST_F(CliTest, CheckUsesStreamcarConfigAndMasksThePassword) {
+  std::string yaml = Yaml({});
+  yaml.replace(yaml.find("  command_timeout"), 0, "  password: ${REDIS_PASSWORD}\n");
+  std::string path = WriteConfig(yaml);
+  auto result = RunStreamcar({"check"}, {"STREAMCAR_CONFIG=" + path, "REDIS_PASSWORD=hunter2"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.find("hunter2"), std::string::npos);
+  EXPECT_NE(result.out.find("password: \"***\""), std::string::npos);
+}
+
+TEST_F(CliTest, CheckRejectsBadConfigNamingTheKey) {
+  std::string yaml = Yaml({});
+  yaml.replace(yaml.find("max_attempts"), 12, "max_attemps");
+  std::string path = WriteConfig(yaml);
+  auto result = RunStreamcar({"check", "-c", path});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find(path + ":"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("subscriptions[0].retry.max_attemps: unknown key (did you mean max_attempts?)"),
+            std::string::npos)
+      << result.err;
+  // run refuses the same file the same way.
+  auto run = RunStreamcar({"run", "-c", path});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("max_attemps"), std::string::npos);
+}
+
+TEST_F(CliTest, MissingConfigFileExitsTwo) {
+  auto result = RunStreamcar({"check", "-c", "/nonexistent/streamcar.yaml"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("/nonexistent/streamcar.yaml"), std::string::npos);
+}
+
+TEST_F(CliTest, WrongTypeStreamKeyExitsOneAndIsLeftUntouched) {
+  redis_->Run({"SET", "orders", "precious"});
+  auto sidecar = StartSidecar({});
+  auto code = sidecar->Wait(seconds(10));
+  ASSERT_TRUE(code.has_value()) << sidecar->Logs();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(sidecar->Logs().find("WRONGTYPE"), std::string::npos) << sidecar->Logs();
+  EXPECT_NE(sidecar->Logs().find("\\\"orders\\\""), std::string::npos) << sidecar->Logs();
+  EXPECT_EQ(redis_->Run({"GET", "orders"}).view().Str(), "precious");
+  EXPECT_EQ(redis_->Run({"TYPE", "orders"}).view().Str(), "string");
+}
+
+TEST_F(CliTest, WrongPasswordExitsOneWithoutTheSecretInAnyLog) {
+  redis_ = std::make_unique<RedisServer>(RedisServerOptions{.password = "right-one"});
+  std::string yaml = Yaml({});
+  yaml.replace(yaml.find("  command_timeout"), 0, "  password: ${REDIS_PASSWORD}\n");
+  auto sidecar = std::make_unique<SidecarProcess>(yaml, std::vector<std::string>{"REDIS_PASSWORD=wrong-secret-xyz"});
+  auto code = sidecar->Wait(seconds(10));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(sidecar->Logs().find("WRONGPASS"), std::string::npos) << sidecar->Logs();
+  EXPECT_EQ(sidecar->Logs().find("wrong-secret-xyz"), std::string::npos) << sidecar->Logs();
+}
+
+TEST_F(CliTest, UnreachableRedisIsRetriedWhileNotReady) {
+  auto port = FreePort();
+  std::string yaml = Yaml({});
+  yaml.replace(yaml.find(redis_->url()), redis_->url().size(), "redis://127.0.0.1:" + std::to_string(port) + "/0");
+  auto sidecar = std::make_unique<SidecarProcess>(yaml);
+  ASSERT_TRUE(Eventually([&] { return HttpGet(admin_port_, "/readyz").first == 503; }, seconds(10)));
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_TRUE(sidecar->running());
+  EXPECT_EQ(HttpGet(admin_port_, "/healthz").first, 200);
+  EXPECT_NE(sidecar->Logs().find("redis unreachable"), std::string::npos);
+}
+
+TEST_F(CliTest, AdminServerAnswersOnlyGet) {
+  auto sidecar = StartSidecar({});
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  httplib::Client client("127.0.0.1", admin_port_);
+  auto post = client.Post("/metrics", "x", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(HttpGet(admin_port_, "/nothing").first, 404);
+}
+
+}  // namespace
+}  // namespace streamcar::testing

@@ -1,0 +1,319 @@
+// Delivery and outcomes (SPEC 3.1-3.4, 4.2-4.3) through the real binary, a real redis-server and a
+// real HTTP handler.
+
+#include <rapidjson/document.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+
+#include "sidecar/delivery/base64.h"
+#include "tests/e2e/e2e_fixture.h"
+
+namespace streamcar::testing {
+namespace {
+
+class DeliveryTest : public E2eTest {};
+
+TEST_F(DeliveryTest, DeliversAcknowledgesAndCounts) {
+  auto sidecar = StartSidecar({});
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  std::string id = Add({"order", "42"});
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(10))) << sidecar->Logs();
+  auto request = handler_.Requests()[0];
+  EXPECT_EQ(request.method, "POST");
+  EXPECT_EQ(request.Header("streamcar-id"), id);
+  EXPECT_EQ(request.Header("streamcar-attempts"), "1");
+  EXPECT_EQ(request.Header("idempotency-key"), "orders/" + id);
+  EXPECT_EQ(request.Header("content-type"), "application/json");
+  EXPECT_EQ(request.body, R"({"id":")" + id + R"(","stream":"orders","group":"billing","attempts":1,"payload":{"order":"42"}})");
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+  ASSERT_TRUE(WaitMetric("streamcar_acked_total", {}, 1));
+  EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"success\""}), 1);
+  EXPECT_EQ(Metric("streamcar_redis_up"), 1);
+  EXPECT_EQ(Metric("streamcar_handler_up"), 1);
+  EXPECT_GE(Metric("streamcar_delivery_duration_seconds_count"), 1);
+  EXPECT_GE(Metric("streamcar_end_to_end_seconds_count"), 1);
+  EXPECT_EQ(HttpGet(admin_port_, "/healthz").first, 200);
+}
+
+TEST_F(DeliveryTest, RetriesThroughRedisSoAttemptsGrow) {
+  std::atomic<int> calls{0};
+  handler_.SetBehaviour([&](const ReceivedRequest&) {
+    return HandlerReply{++calls < 3 ? 500 : 200};
+  });
+  auto sidecar = StartSidecar({});
+  std::string id = Add({"k", "v"});
+  ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << sidecar->Logs();
+  auto requests = RequestsFor(id);
+  ASSERT_EQ(requests.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(requests[i].Header("streamcar-attempts"), std::to_string(i + 1));
+  }
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+  EXPECT_EQ(Len("orders:dlq"), 0);
+  EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"retry\""}), 2);
+}
+
+TEST_F(DeliveryTest, DeadLettersAfterMaxAttemptsWithMetadata) {
+  handler_.SetBehaviour([](const ReceivedRequest&) { return HandlerReply{503, "upstream down"}; });
+  auto sidecar = StartSidecar({});
+  std::string id = Add({"a", "1", "a", "2"});
+  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1; }, seconds(10))) << sidecar->Logs();
+  EXPECT_EQ(RequestsFor(id).size(), 3u);
+  EXPECT_EQ(PendingCount(), 0);
+  auto dlq = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});
+  auto fields = dlq.view()[0][1];
+  std::map<std::string, std::string> meta;
+  std::vector<std::string> flat;
+  for (size_t i = 0; i + 1 < fields.Size(); i += 2) {
+    meta[std::string(fields[i].Str())] = fields[i + 1].Str();
+    flat.emplace_back(fields[i].Str());
+    flat.emplace_back(fields[i + 1].Str());
+  }
+  EXPECT_EQ(std::vector<std::string>(flat.begin(), flat.begin() + 4), (std::vector<std::string>{"a", "1", "a", "2"}));
+  EXPECT_EQ(meta["streamcar.stream"], "orders");
+  EXPECT_EQ(meta["streamcar.id"], id);
+  EXPECT_EQ(meta["streamcar.group"], "billing");
+  EXPECT_EQ(meta["streamcar.attempts"], "3");
+  EXPECT_EQ(meta["streamcar.reason"], "max_attempts");
+  EXPECT_EQ(meta["streamcar.status"], "503");
+  EXPECT_EQ(meta["streamcar.error"], "upstream down");
+  EXPECT_FALSE(meta["streamcar.time"].empty());
+  ASSERT_TRUE(WaitMetric("streamcar_dead_lettered_total", {"reason=\"max_attempts\""}, 1));
+}
+
+TEST_F(DeliveryTest, RejectStatusAndDropBodyDeadLetterAtOnce) {
+  handler_.SetBehaviour([](const ReceivedRequest& r) {
+    if (r.body.find("\"reject\"") != std::string::npos) return HandlerReply{422, "bad"};
+    return HandlerReply{200, R"({"status":"DROP"})"};
+  });
+  auto sidecar = StartSidecar({});
+  std::string rejected = Add({"reject", "1"});
+  std::string dropped = Add({"drop", "1"});
+  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 2; }, seconds(10))) << sidecar->Logs();
+  EXPECT_EQ(RequestsFor(rejected).size(), 1u);
+  EXPECT_EQ(RequestsFor(dropped).size(), 1u);
+  ASSERT_TRUE(WaitMetric("streamcar_dead_lettered_total", {"reason=\"rejected\""}, 1));
+  ASSERT_TRUE(WaitMetric("streamcar_dead_lettered_total", {"reason=\"dropped\""}, 1));
+  EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"reject\""}), 2);
+  EXPECT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(5)));
+}
+
+TEST_F(DeliveryTest, RetryBodyAndRetryAfterAreHonoured) {
+  std::atomic<int> calls{0};
+  handler_.SetBehaviour([&](const ReceivedRequest&) {
+    int n = ++calls;
+    if (n == 1) return HandlerReply{200, R"({"status":"retry"})"};
+    if (n == 2) return HandlerReply{429, "", {{"Retry-After", "1"}}};
+    return HandlerReply{204};
+  });
+  auto sidecar = StartSidecar({});
+  std::string id = Add({"k", "v"});
+  ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << sidecar->Logs();
+  auto requests = RequestsFor(id);
+  ASSERT_EQ(requests.size(), 3u);
+  // Retry-After: 1 second, above the 50 ms backoff.
+  EXPECT_GE(requests[2].at - requests[1].at, milliseconds(900));
+  EXPECT_EQ(requests[2].Header("streamcar-attempts"), "3");
+}
+
+TEST_F(DeliveryTest, HandlerDownSpendsNoAttemptsAndPausesReading) {
+  handler_.Stop();
+  auto sidecar = StartSidecar({});
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Add({"n", std::to_string(i)}));
+  ASSERT_TRUE(WaitMetric("streamcar_pending", {}, 1, seconds(10)));
+  ASSERT_TRUE(Eventually([&] { return Metric("streamcar_handler_up") == 0; }, seconds(10)));
+  std::this_thread::sleep_for(milliseconds(1500));  // several refused tries
+  handler_.Restart();
+  ASSERT_TRUE(handler_.WaitForCount(5, seconds(10))) << sidecar->Logs();
+  for (const auto& id : ids) {
+    auto requests = RequestsFor(id);
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].Header("streamcar-attempts"), "1");
+  }
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+  EXPECT_EQ(Len("orders:dlq"), 0);
+  ASSERT_TRUE(Eventually([&] { return Metric("streamcar_handler_up") == 1; }, seconds(5)));
+}
+
+TEST_F(DeliveryTest, HealthUrlPausesConsumption) {
+  std::atomic<bool> healthy{false};
+  handler_.SetBehaviour([&](const ReceivedRequest& r) {
+    if (r.path == "/health") return HandlerReply{healthy ? 200 : 503};
+    return HandlerReply{200};
+  });
+  SidecarConfig c;
+  c.handler_extra = "health_url: \"" + handler_.url("/health") + "\"";
+  auto sidecar = StartSidecar(c);
+  std::string id = Add({"k", "v"});
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_TRUE(RequestsFor(id).empty());
+  EXPECT_EQ(Metric("streamcar_handler_up"), 0);
+  healthy = true;
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(id).size() == 1; }, seconds(10))) << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+}
+
+TEST_F(DeliveryTest, TimeoutIsARetry) {
+  std::atomic<int> calls{0};
+  handler_.SetBehaviour([&](const ReceivedRequest&) {
+    HandlerReply reply;
+    if (++calls == 1) reply.delay = milliseconds(1500);
+    return reply;
+  });
+  SidecarConfig c;
+  c.handler_extra = "timeout: 300ms";
+  auto sidecar = StartSidecar(c);
+  std::string id = Add({"k", "v"});
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(id).size() == 2; }, seconds(10))) << sidecar->Logs();
+  ASSERT_TRUE(WaitMetric("streamcar_deliveries_total", {"outcome=\"timeout\""}, 1));
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+}
+
+TEST_F(DeliveryTest, BatchDeliveryWithFailures) {
+  std::atomic<int> calls{0};
+  handler_.SetBehaviour([&](const ReceivedRequest& r) {
+    rapidjson::Document d;
+    d.Parse(r.body.c_str());
+    std::string failures;
+    if (++calls == 1) {
+      // First batch: retry the first entry, drop the second, name an id that is not there.
+      failures = R"({"failures":[{"id":")" + std::string(d["entries"][0]["id"].GetString()) +
+                 R"(","status":"RETRY","error":"later"},{"id":")" + d["entries"][1]["id"].GetString() +
+                 R"(","status":"DROP","error":"bad"},{"id":"9-9","status":"RETRY"}]})";
+    }
+    return HandlerReply{200, failures};
+  });
+  SidecarConfig c;
+  c.handler_extra = "batch_size: 10, concurrency: 1";
+  for (int i = 0; i < 5; ++i) Add({"n", std::to_string(i)});
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && Len("orders:dlq") == 1; }, seconds(10)))
+      << sidecar->Logs();
+  auto requests = handler_.Requests();
+  ASSERT_GE(requests.size(), 2u);
+  rapidjson::Document first;
+  first.Parse(requests[0].body.c_str());
+  EXPECT_STREQ(first["stream"].GetString(), "orders");
+  EXPECT_STREQ(first["group"].GetString(), "billing");
+  EXPECT_EQ(first["entries"].Size(), 5u);
+  rapidjson::Document second;
+  second.Parse(requests[1].body.c_str());
+  ASSERT_EQ(second["entries"].Size(), 1u);  // only the retried entry
+  EXPECT_EQ(second["entries"][0]["attempts"].GetInt(), 2);
+  ASSERT_TRUE(WaitMetric("streamcar_batch_unknown_ids_total", {}, 1));
+}
+
+TEST_F(DeliveryTest, AckDeleteRemovesEntriesOfASingleGroupStream) {
+  SidecarConfig c;
+  c.subscription_extra = "    ack: { delete: true }\n";
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  for (int i = 0; i < 3; ++i) Add({"n", std::to_string(i)});
+  ASSERT_TRUE(handler_.WaitForCount(3, seconds(10)));
+  ASSERT_TRUE(Eventually([&] { return Len("orders") == 0 && PendingCount() == 0; }, seconds(10)))
+      << sidecar->Logs();
+}
+
+TEST_F(DeliveryTest, AckDeleteRefusesAStreamWithOtherGroups) {
+  redis_->Run({"XGROUP", "CREATE", "orders", "other", "$", "MKSTREAM"});
+  SidecarConfig c;
+  c.subscription_extra = "    ack: { delete: true }\n";
+  auto sidecar = StartSidecar(c);
+  auto code = sidecar->Wait(seconds(10));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(sidecar->Logs().find("only group"), std::string::npos) << sidecar->Logs();
+}
+
+TEST_F(DeliveryTest, EntriesDeletedWhilePendingAreAcknowledgedNotPosted) {
+  // Entries read by a consumer that died, then deleted: the restarted consumer must not POST them.
+  redis_->Run({"XGROUP", "CREATE", "orders", "billing", "0", "MKSTREAM"});
+  std::string kept = Add({"k", "kept"});
+  std::string gone = Add({"k", "gone"});
+  redis_->Run({"XREADGROUP", "GROUP", "billing", "c1", "COUNT", "10", "STREAMS", "orders", ">"});
+  redis_->Run({"XDEL", "orders", gone});
+  auto sidecar = StartSidecar({});
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10))) << sidecar->Logs();
+  EXPECT_EQ(RequestsFor(kept).size(), 1u);
+  EXPECT_TRUE(RequestsFor(gone).empty());
+  ASSERT_TRUE(WaitMetric("streamcar_deleted_entries_total", {}, 1));
+}
+
+TEST_F(DeliveryTest, RecreatesAGroupThatDisappears) {
+  auto sidecar = StartSidecar({});
+  ASSERT_TRUE(WaitReady());
+  Add({"n", "1"});
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
+  redis_->Run({"DEL", "orders"});
+  std::this_thread::sleep_for(milliseconds(300));
+  std::string after = Add({"n", "2"});  // XADD re-creates the key without the group
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(after).size() == 1; }, seconds(15))) << sidecar->Logs();
+  EXPECT_TRUE(sidecar->running());
+}
+
+TEST_F(DeliveryTest, FiveHundredEntriesArriveByteExact) {
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> sent;
+  for (int i = 0; i < 500; ++i) {
+    std::vector<std::string> fields;
+    switch (i % 5) {
+      case 0:
+        fields = {"text", "unicode \xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80 #" + std::to_string(i)};
+        break;
+      case 1:
+        fields = {"blob", std::string("\x00\xFF\xFE\x01", 4) + std::to_string(i)};
+        break;
+      case 2:
+        fields = {"empty", "", "n", std::to_string(i)};
+        break;
+      case 3:
+        fields = {"tag", "a", "tag", "b", "tag", std::to_string(i)};
+        break;
+      default:
+        fields = {"quote", "\"\\\n\t{}" + std::to_string(i)};
+        break;
+    }
+    std::string id = Add(fields);
+    for (size_t k = 0; k + 1 < fields.size(); k += 2) sent[id].push_back({fields[k], fields[k + 1]});
+  }
+  SidecarConfig c;
+  c.handler_extra = "concurrency: 8";
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(handler_.WaitForCount(500, seconds(30))) << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+  std::set<std::string> seen;
+  for (const auto& request : handler_.Requests()) {
+    rapidjson::Document d;
+    d.Parse(request.body.c_str(), request.body.size());
+    ASSERT_FALSE(d.HasParseError()) << request.body;
+    std::string id = d["id"].GetString();
+    seen.insert(id);
+    std::set<std::string> base64;
+    if (d.HasMember("base64_fields")) {
+      for (auto& f : d["base64_fields"].GetArray()) base64.insert(f.GetString());
+    }
+    // Rebuild the entry's field list from the payload and compare byte by byte.
+    std::vector<std::pair<std::string, std::string>> got;
+    auto decode = [&](const std::string& name, const rapidjson::Value& v) {
+      std::string value(v.GetString(), v.GetStringLength());
+      if (base64.count(name)) value = *Base64Decode(value);
+      got.push_back({name, value});
+    };
+    for (auto& m : d["payload"].GetObject()) {
+      std::string name = m.name.GetString();
+      if (m.value.IsArray()) {
+        for (auto& v : m.value.GetArray()) decode(name, v);
+      } else {
+        decode(name, m.value);
+      }
+    }
+    EXPECT_EQ(got, sent[id]) << request.body;
+  }
+  EXPECT_EQ(seen.size(), 500u);
+}
+
+}  // namespace
+}  // namespace streamcar::testing

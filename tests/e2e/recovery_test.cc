@@ -1,0 +1,153 @@
+// Crashes and restarts (SPEC 4.1, 3.2 keepalive): recover self, recover dead peers, leases for
+// long handlers, a Redis restart, and entries that crashed a consumer every time.
+
+#include <atomic>
+#include <set>
+
+#include "tests/e2e/e2e_fixture.h"
+
+namespace streamcar::testing {
+namespace {
+
+class RecoveryTest : public E2eTest {};
+
+TEST_F(RecoveryTest, KillNineThenRestartDrainsOwnPendingFirstWithAttemptsTwo) {
+  // The first run hangs on every request, then dies with kill -9 while holding entries.
+  std::atomic<bool> hang{true};
+  handler_.SetBehaviour([&](const ReceivedRequest&) {
+    HandlerReply reply;
+    if (hang) reply.delay = milliseconds(3000);
+    return reply;
+  });
+  std::vector<std::string> held;
+  for (int i = 0; i < 3; ++i) held.push_back(Add({"n", std::to_string(i)}));
+  SidecarConfig c;
+  c.handler_extra = "timeout: 10s";
+  auto first = StartSidecar(c);
+  ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << first->Logs();
+  first->Kill();
+  EXPECT_EQ(PendingCount(), 3);
+
+  hang = false;
+  std::string fresh = Add({"n", "new"});
+  auto second = StartSidecar(c);  // same consumer name
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && RequestsFor(fresh).size() == 1; }, seconds(15)))
+      << second->Logs();
+  for (const auto& id : held) {
+    auto requests = RequestsFor(id);
+    ASSERT_EQ(requests.size(), 2u) << id;
+    EXPECT_EQ(requests[1].Header("streamcar-attempts"), "2");
+    // Own pending entries come before anything new.
+    EXPECT_LT(requests[1].at, RequestsFor(fresh)[0].at);
+  }
+  ASSERT_TRUE(WaitMetric("streamcar_claimed_total", {"source=\"drain\""}, 3));
+}
+
+TEST_F(RecoveryTest, SecondConsumerReclaimsAKilledConsumersEntriesAfterMinIdle) {
+  std::atomic<bool> hang{true};
+  handler_.SetBehaviour([&](const ReceivedRequest& r) {
+    HandlerReply reply;
+    if (hang && r.Header("streamcar-attempts") == "1") reply.delay = milliseconds(5000);
+    return reply;
+  });
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(Add({"n", std::to_string(i)}));
+  SidecarConfig dead_config;
+  dead_config.consumer = "dead";
+  dead_config.handler_extra = "timeout: 10s";
+  auto dead = StartSidecar(dead_config);
+  ASSERT_TRUE(handler_.WaitForCount(4, seconds(10))) << dead->Logs();
+  dead->Kill();
+  hang = false;
+
+  SidecarConfig alive_config;
+  alive_config.consumer = "alive";
+  alive_config.min_idle = "1s";
+  alive_config.claim_interval = "300ms";
+  admin_port_ = FreePort();
+  auto alive = StartSidecar(alive_config);
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15))) << alive->Logs();
+  for (const auto& id : ids) {
+    auto requests = RequestsFor(id);
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_EQ(requests[1].Header("streamcar-attempts"), "2");
+  }
+  ASSERT_TRUE(WaitMetric("streamcar_claimed_total", {"source=\"autoclaim\""}, 4));
+}
+
+TEST_F(RecoveryTest, HandlerLongerThanMinIdleIsNotDeliveredTwice) {
+  handler_.SetBehaviour([](const ReceivedRequest&) {
+    HandlerReply reply;
+    reply.delay = milliseconds(3000);
+    return reply;
+  });
+  SidecarConfig c;
+  c.min_idle = "600ms";  // keepalive every 200 ms
+  c.claim_interval = "200ms";
+  c.handler_extra = "timeout: 10s";
+  auto one = StartSidecar(c);
+  // A peer beating fast: it would steal the entry if its lease lapsed.
+  SidecarConfig peer = c;
+  peer.consumer = "peer";
+  const int first_admin = admin_port_;
+  admin_port_ = FreePort();
+  auto two = StartSidecar(peer);
+  admin_port_ = first_admin;
+  ASSERT_TRUE(WaitReady());
+  std::string id = Add({"slow", "1"});
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15))) << one->Logs() << two->Logs();
+  EXPECT_EQ(RequestsFor(id).size(), 1u);
+}
+
+TEST_F(RecoveryTest, RedisKilledAndRestartedLosesNothing) {
+  redis_ = std::make_unique<RedisServer>(RedisServerOptions{.append_only = true});
+  handler_.SetBehaviour([](const ReceivedRequest&) {
+    HandlerReply reply;
+    reply.delay = milliseconds(5);
+    return reply;
+  });
+  SidecarConfig c;
+  c.handler_extra = "concurrency: 4";
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  std::set<std::string> ids;
+  for (int i = 0; i < 200; ++i) ids.insert(Add({"n", std::to_string(i)}));
+  ASSERT_TRUE(handler_.WaitForCount(50, seconds(10)));
+  redis_->Kill();
+  ASSERT_TRUE(Eventually([&] { return Metric("streamcar_redis_up") == 0; }, seconds(10)));
+  EXPECT_EQ(HttpGet(admin_port_, "/readyz").first, 503);
+  std::this_thread::sleep_for(milliseconds(500));
+  redis_->Start();
+  for (int i = 200; i < 300; ++i) ids.insert(Add({"n", std::to_string(i)}));
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && Len("orders") == 300; }, seconds(30)))
+      << sidecar->Logs();
+  std::set<std::string> delivered;
+  for (const auto& r : handler_.Requests()) delivered.insert(r.Header("streamcar-id"));
+  // Every entry was delivered at least once; none is pending; nothing was dead-lettered.
+  for (const auto& id : ids) EXPECT_TRUE(delivered.count(id)) << id;
+  EXPECT_EQ(Len("orders:dlq"), 0);
+  ASSERT_TRUE(WaitReady());
+  EXPECT_TRUE(sidecar->running());
+}
+
+TEST_F(RecoveryTest, EntryThatCrashedEveryConsumerIsDeadLetteredWithoutDelivery) {
+  // Simulate three consumers that each read the entry and died: delivery count 4 > max_attempts 3.
+  redis_->Run({"XGROUP", "CREATE", "orders", "billing", "0", "MKSTREAM"});
+  std::string poison = Add({"poison", "1"});
+  redis_->Run({"XREADGROUP", "GROUP", "billing", "c1", "STREAMS", "orders", ">"});
+  for (int i = 0; i < 2; ++i) redis_->Run({"XCLAIM", "orders", "billing", "c1", "0", poison});
+  auto sidecar = StartSidecar({});  // drains c1's PEL: count becomes 4
+  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(10)))
+      << sidecar->Logs();
+  EXPECT_TRUE(RequestsFor(poison).empty());
+  auto dlq = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});
+  auto fields = dlq.view()[0][1];
+  std::string reason;
+  for (size_t i = 0; i + 1 < fields.Size(); i += 2) {
+    if (fields[i].Str() == "streamcar.reason") reason = fields[i + 1].Str();
+  }
+  EXPECT_EQ(reason, "max_attempts");
+}
+
+}  // namespace
+}  // namespace streamcar::testing
