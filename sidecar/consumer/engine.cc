@@ -13,6 +13,7 @@
 #include "sidecar/admin/metrics.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
+#include "sidecar/consumer/retention.h"
 #include "sidecar/consumer/subscription.h"
 
 namespace streamcar::consumer {
@@ -102,12 +103,21 @@ int RunEngine(const config::Config& config) {
   for (const auto& sub : config.subscriptions) {
     runtimes.push_back(std::make_unique<SubscriptionRuntime>(sub, deps));
   }
+  std::unique_ptr<RetentionBeat> retention;
+  if (auto rules = TrimRulesOf(config); !rules.empty()) {
+    auto options = redis_options;
+    options.client_name = "streamcar:" + config.consumer_name + ":retention";
+    retention = std::make_unique<RetentionBeat>(
+        std::move(rules), std::make_unique<redis::Session>(options, "retention", &redis_health), &metrics,
+        watchdog.Register("retention", redis_options.command_timeout * 2 + Millis(30000)));
+  }
   LogInfo("streamcar started", {{"version", kVersion},
                                 {"consumer", config.consumer_name},
                                 {"redis", redis_options.endpoint.Describe()},
                                 {"subscriptions", static_cast<int64_t>(runtimes.size())},
                                 {"admin", config.admin.listen}});
   for (auto& runtime : runtimes) runtime->Start();
+  if (retention) retention->Start();
 
   // Wait for a signal or a fatal error.
   const timespec tick{0, 100'000'000};
@@ -130,6 +140,7 @@ int RunEngine(const config::Config& config) {
             {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
              {"drain_timeout_ms", static_cast<int64_t>(config.shutdown.drain_timeout.count())}});
   }
+  if (retention) retention->StopAndJoin();
   for (auto& runtime : runtimes) runtime->StopIntake();
   bool all_finished = true;
   for (auto& runtime : runtimes) all_finished = runtime->WaitForDeliveries(drain_deadline) && all_finished;
