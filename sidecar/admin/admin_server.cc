@@ -12,7 +12,8 @@ AdminServer::~AdminServer() { Stop(); }
 Status AdminServer::Start(const std::string& listen) {
   auto colon = listen.rfind(':');
   std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const int port = std::stoi(listen.substr(colon + 1));
 
   auto& server = *server_;
@@ -48,8 +49,8 @@ Status AdminServer::Start(const std::string& listen) {
   server.Patch(".*", method_not_allowed);
 
   if (!server.bind_to_port(host.c_str(), port)) {
-    return Status(StatusCode::kFatal, "cannot listen on admin.listen " + listen +
-                                          " (address in use or not available)");
+    return Status(StatusCode::kFatal,
+                  "cannot listen on admin.listen " + listen + " (address in use or not available)");
   }
   port_ = port;
   thread_ = std::thread([this] { server_->listen_after_bind(); });

@@ -16,8 +16,8 @@ class Server;
 namespace streamcar::admin {
 
 struct AdminHandlers {
-  std::function<std::string()> wedged_loop;     // "" while healthy
-  std::function<std::string()> why_not_ready;   // "" while ready
+  std::function<std::string()> wedged_loop;    // "" while healthy
+  std::function<std::string()> why_not_ready;  // "" while ready
   std::function<std::string()> metrics_text;
 };
 

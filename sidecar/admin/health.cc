@@ -17,7 +17,8 @@ std::string Watchdog::FindWedged() const {
   std::lock_guard lock(mutex_);
   for (const auto& loop : loops_) {
     if (loop->retired_) continue;
-    const auto silent = std::chrono::nanoseconds(now - loop->last_ns_.load(std::memory_order_relaxed));
+    const auto silent =
+        std::chrono::nanoseconds(now - loop->last_ns_.load(std::memory_order_relaxed));
     if (silent > loop->limit_) return loop->name_;
   }
   return {};

@@ -18,7 +18,9 @@ class Watchdog {
  public:
   class Loop {
    public:
-    void Beat() { last_ns_.store(SteadyClock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+    void Beat() {
+      last_ns_.store(SteadyClock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    }
     // Beats stop being checked (the loop ended on purpose).
     void Retire() { retired_ = true; }
 

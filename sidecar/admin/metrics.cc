@@ -48,10 +48,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         .Name("streamcar_dead_lettered_total")
                         .Help("Entries written to the dead-letter stream, by reason")
                         .Register(r);
-  claimed_ = &prometheus::BuildCounter()
-                  .Name("streamcar_claimed_total")
-                  .Help("Pending entries taken over: own PEL drain at start, or XAUTOCLAIM of a peer's")
-                  .Register(r);
+  claimed_ =
+      &prometheus::BuildCounter()
+           .Name("streamcar_claimed_total")
+           .Help("Pending entries taken over: own PEL drain at start, or XAUTOCLAIM of a peer's")
+           .Register(r);
   deleted_ = &prometheus::BuildCounter()
                   .Name("streamcar_deleted_entries_total")
                   .Help("Pending entries whose payload was gone (trimmed or deleted), acknowledged")

@@ -167,7 +167,9 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       return args[i++];
     };
     const std::string command = CommandName(parsed.command);
-    auto not_here = [&]() { return fail("option " + arg + " does not apply to \"" + command + "\""); };
+    auto not_here = [&]() {
+      return fail("option " + arg + " does not apply to \"" + command + "\"");
+    };
     if (arg == "-h" || arg == "--help") {
       parsed.help = true;
       return parsed;

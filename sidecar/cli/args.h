@@ -12,8 +12,8 @@ enum class CommandKind { kRun, kCheck, kStatus, kDlqList, kDlqReplay, kVersion }
 
 struct Arguments {
   CommandKind command = CommandKind::kRun;
-  std::string config_path;  // resolved: -c, else $STREAMCAR_CONFIG, else the default path
-  bool help = false;        // print the command's help and exit 0
+  std::string config_path;     // resolved: -c, else $STREAMCAR_CONFIG, else the default path
+  bool help = false;           // print the command's help and exit 0
   bool command_given = false;  // false: no command word (run by default; --help is general)
   bool json = false;
   std::string subscription;

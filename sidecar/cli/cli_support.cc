@@ -22,8 +22,10 @@ std::unique_ptr<redis::Connection> ConnectOrReport(const config::Config& config,
   redis::ConnectionOptions options;
   std::string error;
   options.endpoint = *config::ParseRedisUrl(config.redis.url, &error);
-  options.username = !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
-  options.password = !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
+  options.username =
+      !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
+  options.password =
+      !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
   options.connect_timeout = config.redis.connect_timeout;
   options.command_timeout = config.redis.command_timeout;
   options.client_name = "streamcar-cli";

@@ -29,8 +29,8 @@ struct DeadLetter {
   std::string Meta(std::string_view key) const {
     // The metadata is appended last: search from the end, so an original field with the same
     // name cannot shadow it.
-    for (auto it = entry.fields.rbegin(); it != entry.fields.rend(); ++it) {
-      if (it->first == key) return it->second;
+    for (size_t i = entry.fields.size(); i-- > 0;) {
+      if (entry.fields[i].first == key) return entry.fields[i].second;
     }
     return {};
   }
@@ -38,7 +38,8 @@ struct DeadLetter {
   std::vector<std::pair<std::string, std::string>> Original() const {
     auto fields = entry.fields;
     size_t meta = 0;
-    while (meta < fields.size() && kMetaFields.contains(fields[fields.size() - 1 - meta].first)) ++meta;
+    while (meta < fields.size() && kMetaFields.contains(fields[fields.size() - 1 - meta].first))
+      ++meta;
     fields.resize(fields.size() - meta);
     return fields;
   }
@@ -56,10 +57,12 @@ StatusOr<std::vector<DeadLetter>> ReadDeadLetters(redis::Connection& redis,
       if (!reply.ok()) return reply.status();
       auto entries = redis::StreamOps::ParseEntries(reply->view());
       if (entries.empty()) {
-        return Status(StatusCode::kInvalid, "no dead letter " + id + " in " + sub.dead_letter.stream);
+        return Status(StatusCode::kInvalid,
+                      "no dead letter " + id + " in " + sub.dead_letter.stream);
       }
       DeadLetter letter{std::move(entries.front())};
-      if (letter.Meta("streamcar.stream") != sub.stream || letter.Meta("streamcar.group") != sub.group) {
+      if (letter.Meta("streamcar.stream") != sub.stream ||
+          letter.Meta("streamcar.group") != sub.group) {
         return Status(StatusCode::kInvalid, "dead letter " + id + " belongs to stream \"" +
                                                 letter.Meta("streamcar.stream") + "\" group \"" +
                                                 letter.Meta("streamcar.group") + "\", not to " +
@@ -83,7 +86,9 @@ StatusOr<std::vector<DeadLetter>> ReadDeadLetters(redis::Connection& redis,
     start = "(" + entries.back().id;
     for (auto& entry : entries) {
       DeadLetter letter{std::move(entry)};
-      if (letter.Meta("streamcar.stream") != sub.stream || letter.Meta("streamcar.group") != sub.group) continue;
+      if (letter.Meta("streamcar.stream") != sub.stream ||
+          letter.Meta("streamcar.group") != sub.group)
+        continue;
       found.push_back(std::move(letter));
       if (found.size() >= limit) break;
     }
@@ -119,21 +124,32 @@ int DlqListCommand(const Arguments& args) {
   if (args.json) {
     rapidjson::StringBuffer buffer;
     rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-    auto str = [&](const std::string& s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); };
+    auto str = [&](const std::string& s) {
+      w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+    };
     w.StartObject();
-    w.Key("subscription"); str(sub->name);
-    w.Key("dead_letter_stream"); str(sub->dead_letter.stream);
+    w.Key("subscription");
+    str(sub->name);
+    w.Key("dead_letter_stream");
+    str(sub->dead_letter.stream);
     w.Key("dead_letters");
     w.StartArray();
     for (const auto& letter : *letters) {
       w.StartObject();
-      w.Key("id"); str(letter.entry.id);
-      w.Key("original_id"); str(letter.Meta("streamcar.id"));
-      w.Key("reason"); str(letter.Meta("streamcar.reason"));
-      w.Key("status"); str(letter.Meta("streamcar.status"));
-      w.Key("error"); str(letter.Meta("streamcar.error"));
-      w.Key("attempts"); w.Int64(std::atoll(letter.Meta("streamcar.attempts").c_str()));
-      w.Key("time_ms"); w.Int64(std::atoll(letter.Meta("streamcar.time").c_str()));
+      w.Key("id");
+      str(letter.entry.id);
+      w.Key("original_id");
+      str(letter.Meta("streamcar.id"));
+      w.Key("reason");
+      str(letter.Meta("streamcar.reason"));
+      w.Key("status");
+      str(letter.Meta("streamcar.status"));
+      w.Key("error");
+      str(letter.Meta("streamcar.error"));
+      w.Key("attempts");
+      w.Int64(std::atoll(letter.Meta("streamcar.attempts").c_str()));
+      w.Key("time_ms");
+      w.Int64(std::atoll(letter.Meta("streamcar.time").c_str()));
       w.Key("fields");
       w.StartObject();
       for (const auto& [field, value] : letter.Original()) {
@@ -154,12 +170,14 @@ int DlqListCommand(const Arguments& args) {
   }
   std::cout << std::left << std::setw(22) << "ID" << std::setw(22) << "ORIGINAL ID" << std::setw(14)
             << "REASON" << std::setw(9) << "STATUS" << std::setw(9) << "ATTEMPTS" << std::setw(26)
-            << "TIME" << "ERROR\n";
+            << "TIME"
+            << "ERROR\n";
   for (const auto& letter : *letters) {
     std::cout << std::setw(22) << letter.entry.id << std::setw(22) << letter.Meta("streamcar.id")
               << std::setw(14) << letter.Meta("streamcar.reason") << std::setw(9)
-              << letter.Meta("streamcar.status") << std::setw(9) << letter.Meta("streamcar.attempts")
-              << std::setw(26) << Rfc3339Millis(std::atoll(letter.Meta("streamcar.time").c_str()))
+              << letter.Meta("streamcar.status") << std::setw(9)
+              << letter.Meta("streamcar.attempts") << std::setw(26)
+              << Rfc3339Millis(std::atoll(letter.Meta("streamcar.time").c_str()))
               << OneLine(letter.Meta("streamcar.error"), 80) << "\n";
   }
   return 0;
@@ -183,26 +201,29 @@ int DlqReplayCommand(const Arguments& args) {
   size_t replayed = 0;
   for (const auto& letter : *letters) {
     if (args.dry_run) {
-      std::cout << "would replay " << letter.entry.id << " (original " << letter.Meta("streamcar.id")
-                << ", " << letter.Meta("streamcar.reason") << ") onto " << sub->stream << "\n";
+      std::cout << "would replay " << letter.entry.id << " (original "
+                << letter.Meta("streamcar.id") << ", " << letter.Meta("streamcar.reason")
+                << ") onto " << sub->stream << "\n";
       continue;
     }
     redis::Command add("XADD");
     add.Arg(sub->stream).Arg("*");
     for (const auto& [field, value] : letter.Original()) add.Arg(field).Arg(value);
     // One MULTI/EXEC per entry: the copy and the deletion happen together or not at all.
-    auto replies = redis->RunPipeline({redis::Command("MULTI"), add,
-                                       redis::Command("XDEL").Arg(sub->dead_letter.stream).Arg(letter.entry.id),
-                                       redis::Command("EXEC")});
+    auto replies = redis->RunPipeline(
+        {redis::Command("MULTI"), add,
+         redis::Command("XDEL").Arg(sub->dead_letter.stream).Arg(letter.entry.id),
+         redis::Command("EXEC")});
     if (!replies.ok()) {
-      std::cerr << "streamcar: replay stopped after " << replayed << " entries: "
-                << replies.status().message() << "\n";
+      std::cerr << "streamcar: replay stopped after " << replayed
+                << " entries: " << replies.status().message() << "\n";
       return 1;
     }
     auto exec = (*replies)[3].view();
     if (!exec.IsArray() || exec[0].IsError() || exec[1].IsError()) {
-      std::string error = exec.IsArray() ? std::string(exec[0].IsError() ? exec[0].Str() : exec[1].Str())
-                                         : std::string(exec.Str());
+      std::string error = exec.IsArray()
+                              ? std::string(exec[0].IsError() ? exec[0].Str() : exec[1].Str())
+                              : std::string(exec.Str());
       std::cerr << "streamcar: replay of " << letter.entry.id << " failed: " << error << "\n";
       return 1;
     }

@@ -105,12 +105,13 @@ SubscriptionStatus Inspect(redis::Connection& redis, const config::Subscription&
     status.oldest_pending_id = oldest->view()[0][0].Str();
     status.oldest_pending_idle_ms = oldest->view()[0][2].Integer();
   }
-  auto consumers = redis.Run(redis::Command("XINFO").Arg("CONSUMERS").Arg(sub.stream).Arg(sub.group));
+  auto consumers =
+      redis.Run(redis::Command("XINFO").Arg("CONSUMERS").Arg(sub.stream).Arg(sub.group));
   if (consumers.ok()) {
     for (size_t i = 0; i < consumers->view().Size(); ++i) {
       auto c = consumers->view()[i];
-      status.consumers.push_back({std::string(Field(c, "name").Str()), Field(c, "pending").Integer(),
-                                  Field(c, "idle").Integer()});
+      status.consumers.push_back({std::string(Field(c, "name").Str()),
+                                  Field(c, "pending").Integer(), Field(c, "idle").Integer()});
     }
   }
   return status;
@@ -119,7 +120,9 @@ SubscriptionStatus Inspect(redis::Connection& redis, const config::Subscription&
 void WriteJson(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
   rapidjson::StringBuffer buffer;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buffer);
-  auto str = [&](const std::string& s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); };
+  auto str = [&](const std::string& s) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  };
   auto id_or_null = [&](const std::string& id) {
     if (id.empty()) {
       w.Null();
@@ -141,41 +144,73 @@ void WriteJson(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
   w.StartArray();
   for (const auto& s : all) {
     w.StartObject();
-    w.Key("name"); str(s.name);
-    w.Key("stream"); str(s.stream);
-    w.Key("group"); str(s.group);
+    w.Key("name");
+    str(s.name);
+    w.Key("stream");
+    str(s.stream);
+    w.Key("group");
+    str(s.group);
     w.Key("error");
-    if (s.error.empty()) { w.Null(); } else { str(s.error); }
-    w.Key("stream_exists"); w.Bool(s.stream_exists);
-    w.Key("length"); w.Int64(s.length);
-    w.Key("first_id"); id_or_null(s.first_id);
-    w.Key("first_age_ms"); age_or_null(s.first_id);
-    w.Key("last_id"); id_or_null(s.last_id);
-    w.Key("last_age_ms"); age_or_null(s.last_id);
-    w.Key("group_exists"); w.Bool(s.group_exists);
-    w.Key("pending"); w.Int64(s.pending);
-    w.Key("oldest_pending_id"); id_or_null(s.oldest_pending_id);
-    w.Key("oldest_pending_age_ms"); age_or_null(s.oldest_pending_id);
+    if (s.error.empty()) {
+      w.Null();
+    } else {
+      str(s.error);
+    }
+    w.Key("stream_exists");
+    w.Bool(s.stream_exists);
+    w.Key("length");
+    w.Int64(s.length);
+    w.Key("first_id");
+    id_or_null(s.first_id);
+    w.Key("first_age_ms");
+    age_or_null(s.first_id);
+    w.Key("last_id");
+    id_or_null(s.last_id);
+    w.Key("last_age_ms");
+    age_or_null(s.last_id);
+    w.Key("group_exists");
+    w.Bool(s.group_exists);
+    w.Key("pending");
+    w.Int64(s.pending);
+    w.Key("oldest_pending_id");
+    id_or_null(s.oldest_pending_id);
+    w.Key("oldest_pending_age_ms");
+    age_or_null(s.oldest_pending_id);
     w.Key("oldest_pending_idle_ms");
-    if (s.oldest_pending_id.empty()) { w.Null(); } else { w.Int64(s.oldest_pending_idle_ms); }
+    if (s.oldest_pending_id.empty()) {
+      w.Null();
+    } else {
+      w.Int64(s.oldest_pending_idle_ms);
+    }
     w.Key("lag");
-    if (s.lag) { w.Int64(*s.lag); } else { w.Null(); }
-    w.Key("lag_exact"); w.Bool(s.lag_exact);
-    w.Key("last_delivered_id"); id_or_null(s.last_delivered_id);
+    if (s.lag) {
+      w.Int64(*s.lag);
+    } else {
+      w.Null();
+    }
+    w.Key("lag_exact");
+    w.Bool(s.lag_exact);
+    w.Key("last_delivered_id");
+    id_or_null(s.last_delivered_id);
     w.Key("consumers");
     w.StartArray();
     for (const auto& c : s.consumers) {
       w.StartObject();
-      w.Key("name"); str(c.name);
-      w.Key("pending"); w.Int64(c.pending);
-      w.Key("idle_ms"); w.Int64(c.idle_ms);
+      w.Key("name");
+      str(c.name);
+      w.Key("pending");
+      w.Int64(c.pending);
+      w.Key("idle_ms");
+      w.Int64(c.idle_ms);
       w.EndObject();
     }
     w.EndArray();
     w.Key("dead_letter");
     w.StartObject();
-    w.Key("stream"); str(s.dlq_stream);
-    w.Key("length"); w.Int64(s.dlq_length);
+    w.Key("stream");
+    str(s.dlq_stream);
+    w.Key("length");
+    w.Int64(s.dlq_length);
     w.EndObject();
     w.EndObject();
   }

@@ -8,7 +8,8 @@ namespace streamcar {
 
 Millis ComputeBackoff(const BackoffPolicy& policy, int attempts, double unit_random) {
   const double exponent = std::max(0, attempts - 1);
-  double delay = static_cast<double>(policy.initial.count()) * std::pow(policy.multiplier, exponent);
+  double delay =
+      static_cast<double>(policy.initial.count()) * std::pow(policy.multiplier, exponent);
   delay = std::min(delay, static_cast<double>(policy.max.count()));
   delay *= 1.0 + policy.jitter * (2.0 * unit_random - 1.0);
   delay = std::clamp(delay, 0.0, static_cast<double>(policy.max.count()));

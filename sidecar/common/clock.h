@@ -1,5 +1,6 @@
 #pragma once
-// Time comes from an injected clock so that backoff, leases and beats are testable without sleeping.
+// Time comes from an injected clock so that backoff, leases and beats are testable without
+// sleeping.
 
 #include <chrono>
 #include <cstdint>

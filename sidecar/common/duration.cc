@@ -44,9 +44,8 @@ std::optional<Millis> ParseDuration(std::string_view text, std::string* error) {
     while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos]))) ++pos;
     std::string_view unit = text.substr(unit_start, pos - unit_start);
     if (unit.empty()) {
-      return fail("duration \"" + std::string(text) +
-                  "\" has no unit (write e.g. " + std::string(text) + "s or " + std::string(text) +
-                  "ms)");
+      return fail("duration \"" + std::string(text) + "\" has no unit (write e.g. " +
+                  std::string(text) + "s or " + std::string(text) + "ms)");
     }
     auto factor = UnitMillis(unit);
     if (!factor) {

@@ -2,8 +2,8 @@
 // JSON-lines logs on stderr (SPEC section 6): one object per line with ts, level, msg and context
 // keys. A repeating warning or error is written at most once per second per (msg, subscription,
 // id), with "repeated" counting what was held back: events about different entries are all
-// written, a failure that repeats for the same cause is not. Callers never pass secrets: the log has no filter.
-// Thread-safe.
+// written, a failure that repeats for the same cause is not. Callers never pass secrets: the log
+// has no filter. Thread-safe.
 
 #include <cstdint>
 #include <functional>

@@ -68,8 +68,8 @@ std::optional<std::string> ExpandVariables(std::string_view text, const EnvLooku
     } else if (fallback) {
       out += *fallback;
     } else {
-      *error = "environment variable " + std::string(name) +
-               " is not set (set it, or write ${" + std::string(name) + ":-default})";
+      *error = "environment variable " + std::string(name) + " is not set (set it, or write ${" +
+               std::string(name) + ":-default})";
       return std::nullopt;
     }
     pos = close + 1;

@@ -30,11 +30,11 @@ const std::vector<std::string_view> kRedisKeys = {
 const std::vector<std::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file", "server_name",
                                                 "verify"};
 const std::vector<std::string_view> kIdentityKeys = {"stream", "group", "start", "name"};
-const std::vector<std::string_view> kBodyKeys = {"handler", "retry",    "dead_letter", "claim",
-                                                 "ordering", "ack",     "retention"};
-const std::vector<std::string_view> kHandlerKeys = {
-    "url",     "timeout", "concurrency", "batch_size",     "format",
-    "raw_field", "headers", "health_url",  "reject_statuses"};
+const std::vector<std::string_view> kBodyKeys = {"handler",  "retry", "dead_letter", "claim",
+                                                 "ordering", "ack",   "retention"};
+const std::vector<std::string_view> kHandlerKeys = {"url",        "timeout",    "concurrency",
+                                                    "batch_size", "format",     "raw_field",
+                                                    "headers",    "health_url", "reject_statuses"};
 const std::vector<std::string_view> kRetryKeys = {"max_attempts", "initial_backoff", "max_backoff",
                                                   "multiplier", "jitter"};
 
@@ -77,7 +77,7 @@ class Decoder {
     if (auto node = root["defaults"]) {
       RequireMap(node, "defaults");
       for (auto it : node) {
-        const std::string key = it.first.as<std::string>();
+        const auto key = it.first.as<std::string>();
         for (auto identity : kIdentityKeys) {
           if (key == identity) {
             Fail(it.first, "defaults." + key,
@@ -146,7 +146,7 @@ class Decoder {
     std::vector<std::string> seen;
     for (auto it : node) {
       if (!it.first.IsScalar()) Fail(it.first, path, "keys must be plain names");
-      const std::string key = it.first.as<std::string>();
+      const auto key = it.first.as<std::string>();
       // yaml-cpp keeps the first of two equal keys silently; a second one is a mistake to report.
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
         Fail(it.first, path.empty() ? key : path + "." + key, "duplicate key");
@@ -224,7 +224,8 @@ class Decoder {
     if (listen.empty()) return;
     auto colon = listen.rfind(':');
     if (colon == std::string::npos || colon == 0) {
-      Fail(node, "admin.listen", "must be host:port, e.g. 0.0.0.0:9464 or [::]:9464 (or \"\" for off)");
+      Fail(node, "admin.listen",
+           "must be host:port, e.g. 0.0.0.0:9464 or [::]:9464 (or \"\" for off)");
     }
     int port = 0;
     auto port_text = std::string_view(listen).substr(colon + 1);
@@ -279,9 +280,9 @@ class Decoder {
     }
     sub.start = Text(node["start"], path + ".start");
     if (sub.start != "new" && sub.start != "beginning" && !ParseEntryId(sub.start)) {
-      Fail(node["start"], path + ".start",
-           "must be new, beginning or an entry id like 1700000000000-0 (got \"" + sub.start +
-               "\")");
+      Fail(
+          node["start"], path + ".start",
+          "must be new, beginning or an entry id like 1700000000000-0 (got \"" + sub.start + "\")");
     }
     if (node["name"]) sub.name = Text(node["name"], path + ".name");
     if (sub.name.empty()) sub.name = sub.stream + "/" + sub.group;
@@ -306,20 +307,24 @@ class Decoder {
       CheckKeys(retry, p, kRetryKeys);
       auto& r = sub->retry;
       if (retry["max_attempts"]) {
-        r.max_attempts = static_cast<int>(Int(retry["max_attempts"], p + ".max_attempts", 0, 1'000'000));
+        r.max_attempts =
+            static_cast<int>(Int(retry["max_attempts"], p + ".max_attempts", 0, 1'000'000));
       }
       if (retry["initial_backoff"]) {
         r.initial_backoff = Duration(retry["initial_backoff"], p + ".initial_backoff", false);
       }
-      if (retry["max_backoff"]) r.max_backoff = Duration(retry["max_backoff"], p + ".max_backoff", false);
-      if (retry["multiplier"]) r.multiplier = Real(retry["multiplier"], p + ".multiplier", 1.0, 100.0, true);
+      if (retry["max_backoff"])
+        r.max_backoff = Duration(retry["max_backoff"], p + ".max_backoff", false);
+      if (retry["multiplier"])
+        r.multiplier = Real(retry["multiplier"], p + ".multiplier", 1.0, 100.0, true);
       if (retry["jitter"]) r.jitter = Real(retry["jitter"], p + ".jitter", 0.0, 1.0, false);
     }
     if (auto dead_letter = node["dead_letter"]) {
       const std::string p = path + ".dead_letter";
       RequireMap(dead_letter, p);
       CheckKeys(dead_letter, p, {"stream", "max_len"});
-      if (dead_letter["stream"]) sub->dead_letter.stream = Text(dead_letter["stream"], p + ".stream");
+      if (dead_letter["stream"])
+        sub->dead_letter.stream = Text(dead_letter["stream"], p + ".stream");
       if (dead_letter["max_len"]) {
         sub->dead_letter.max_len = Int(dead_letter["max_len"], p + ".max_len", 0, int64_t{1} << 40);
       }
@@ -331,17 +336,21 @@ class Decoder {
       if (claim["min_idle"]) {
         sub->claim.min_idle = Duration(claim["min_idle"], p + ".min_idle", false);
         if (sub->claim.min_idle < Millis(100)) {
-          Fail(claim["min_idle"], p + ".min_idle", "must be at least 100ms (leases are renewed every min_idle/3)");
+          Fail(claim["min_idle"], p + ".min_idle",
+               "must be at least 100ms (leases are renewed every min_idle/3)");
         }
       }
-      if (claim["interval"]) sub->claim.interval = Duration(claim["interval"], p + ".interval", false);
-      if (claim["count"]) sub->claim.count = static_cast<int>(Int(claim["count"], p + ".count", 1, 10000));
+      if (claim["interval"])
+        sub->claim.interval = Duration(claim["interval"], p + ".interval", false);
+      if (claim["count"])
+        sub->claim.count = static_cast<int>(Int(claim["count"], p + ".count", 1, 10000));
     }
     if (auto ordering = node["ordering"]) {
       const std::string p = path + ".ordering";
       RequireMap(ordering, p);
       CheckKeys(ordering, p, {"key_field"});
-      if (ordering["key_field"]) sub->ordering.key_field = Text(ordering["key_field"], p + ".key_field");
+      if (ordering["key_field"])
+        sub->ordering.key_field = Text(ordering["key_field"], p + ".key_field");
     }
     if (auto ack = node["ack"]) {
       const std::string p = path + ".ack";
@@ -356,7 +365,8 @@ class Decoder {
       if (retention["max_len"]) {
         sub->retention.max_len = Int(retention["max_len"], p + ".max_len", 0, int64_t{1} << 40);
       }
-      if (retention["max_age"]) sub->retention.max_age = Duration(retention["max_age"], p + ".max_age", true);
+      if (retention["max_age"])
+        sub->retention.max_age = Duration(retention["max_age"], p + ".max_age", true);
       if (retention["interval"]) {
         sub->retention.interval = Duration(retention["interval"], p + ".interval", false);
       }
@@ -371,8 +381,10 @@ class Decoder {
       if (auto why = CheckHttpUrl(h->url); !why.empty()) Fail(node["url"], p + ".url", why);
     }
     if (node["timeout"]) h->timeout = Duration(node["timeout"], p + ".timeout", false);
-    if (node["concurrency"]) h->concurrency = static_cast<int>(Int(node["concurrency"], p + ".concurrency", 1, 1024));
-    if (node["batch_size"]) h->batch_size = static_cast<int>(Int(node["batch_size"], p + ".batch_size", 1, 1000));
+    if (node["concurrency"])
+      h->concurrency = static_cast<int>(Int(node["concurrency"], p + ".concurrency", 1, 1024));
+    if (node["batch_size"])
+      h->batch_size = static_cast<int>(Int(node["batch_size"], p + ".batch_size", 1, 1000));
     if (node["format"]) {
       const std::string format = Text(node["format"], p + ".format");
       if (format == "json") {
@@ -394,7 +406,7 @@ class Decoder {
       if (!headers.IsNull()) {
         RequireMap(headers, p + ".headers");
         for (auto it : headers) {
-          const std::string name = it.first.as<std::string>();
+          const auto name = it.first.as<std::string>();
           const std::string path = p + ".headers." + name;
           CheckHeaderName(it.first, path, name);
           const std::string value = Text(it.second, path);
@@ -416,7 +428,8 @@ class Decoder {
     if (auto statuses = node["reject_statuses"]) {
       h->reject_statuses.clear();
       if (!statuses.IsNull()) {
-        if (!statuses.IsSequence()) Fail(statuses, p + ".reject_statuses", "must be a list of HTTP statuses");
+        if (!statuses.IsSequence())
+          Fail(statuses, p + ".reject_statuses", "must be a list of HTTP statuses");
         for (size_t i = 0; i < statuses.size(); ++i) {
           const std::string path = p + ".reject_statuses[" + std::to_string(i) + "]";
           const auto status = static_cast<int>(Int(statuses[i], path, 100, 599));
@@ -439,8 +452,9 @@ class Decoder {
     if (!valid) Fail(node, path, "not a valid HTTP header name");
     std::string lower = name;
     for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower.starts_with("streamcar-") || lower == "idempotency-key" || lower == "content-length" ||
-        lower == "content-type" || lower == "host" || lower.starts_with("ce-")) {
+    if (lower.starts_with("streamcar-") || lower == "idempotency-key" ||
+        lower == "content-length" || lower == "content-type" || lower == "host" ||
+        lower.starts_with("ce-")) {
       Fail(node, path, "streamcar sets this header itself; it cannot be overridden");
     }
   }

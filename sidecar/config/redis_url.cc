@@ -52,7 +52,8 @@ std::optional<RedisEndpoint> ParseRedisUrl(std::string_view url, std::string* er
     rest = rest.substr(at + 1);
     auto colon = userinfo.find(':');
     endpoint.username = std::string(userinfo.substr(0, colon));
-    if (colon != std::string_view::npos) endpoint.password = std::string(userinfo.substr(colon + 1));
+    if (colon != std::string_view::npos)
+      endpoint.password = std::string(userinfo.substr(colon + 1));
   }
   auto slash = rest.find('/');
   auto hostport = rest.substr(0, slash);
@@ -73,7 +74,8 @@ std::optional<RedisEndpoint> ParseRedisUrl(std::string_view url, std::string* er
     if (!hostport.empty()) hostport = hostport.substr(1);
     if (!hostport.empty()) {
       auto port = ParseInt(hostport);
-      if (!port || *port < 1 || *port > 65535) return fail("invalid port \"" + std::string(hostport) + "\"");
+      if (!port || *port < 1 || *port > 65535)
+        return fail("invalid port \"" + std::string(hostport) + "\"");
       endpoint.port = *port;
     }
   } else {
@@ -82,7 +84,8 @@ std::optional<RedisEndpoint> ParseRedisUrl(std::string_view url, std::string* er
     if (colon != std::string_view::npos) {
       auto port_text = hostport.substr(colon + 1);
       auto port = ParseInt(port_text);
-      if (!port || *port < 1 || *port > 65535) return fail("invalid port \"" + std::string(port_text) + "\"");
+      if (!port || *port < 1 || *port > 65535)
+        return fail("invalid port \"" + std::string(port_text) + "\"");
       endpoint.port = *port;
     }
   }

@@ -36,7 +36,8 @@ size_t Dispatcher::WaitForRoom(Millis timeout) {
     if (held_.size() < capacity_ && !Paused(now)) return capacity_ - held_.size();
     if (now >= deadline) return 0;
     auto until = deadline;
-    if (!health_paused_ && now < handler_paused_until_) until = std::min(until, handler_paused_until_);
+    if (!health_paused_ && now < handler_paused_until_)
+      until = std::min(until, handler_paused_until_);
     room_cv_.wait_until(lock, until);
   }
 }
@@ -91,7 +92,8 @@ std::vector<HeldEntry*> Dispatcher::TakeWork(size_t max, Millis timeout) {
     if (!ready_.empty() && !Paused(now)) break;
     if (now >= deadline) return work;
     auto until = deadline;
-    if (!health_paused_ && now < handler_paused_until_) until = std::min(until, handler_paused_until_);
+    if (!health_paused_ && now < handler_paused_until_)
+      until = std::min(until, handler_paused_until_);
     work_cv_.wait_until(lock, until);
   }
   const size_t n = std::min(max, ready_.size());
@@ -112,7 +114,7 @@ void Dispatcher::HoldForHandler(const std::vector<HeldEntry*>& entries, Millis p
   {
     std::lock_guard lock(mutex_);
     // Back to the front in their original order.
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) MakeReady(*it, true);
+    for (size_t i = entries.size(); i-- > 0;) MakeReady(entries[i], true);
     in_flight_ -= entries.size();
     handler_paused_until_ = std::max(handler_paused_until_, SteadyClock::now() + pause);
   }
@@ -188,7 +190,8 @@ void Dispatcher::Release(HeldEntry* entry) {
     std::lock_guard lock(mutex_);
     if (entry->state == HeldEntry::State::kInFlight) --in_flight_;
     if (entry->state == HeldEntry::State::kWaitingRetry) {
-      for (auto it = retries_.lower_bound(entry->retry_at); it != retries_.end() && it->first == entry->retry_at; ++it) {
+      for (auto it = retries_.lower_bound(entry->retry_at);
+           it != retries_.end() && it->first == entry->retry_at; ++it) {
         if (it->second == entry) {
           retries_.erase(it);
           break;

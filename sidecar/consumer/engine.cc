@@ -1,9 +1,9 @@
 #include "sidecar/consumer/engine.h"
 
 #include <prometheus/gauge.h>
-#include <signal.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -40,8 +40,10 @@ redis::ConnectionOptions RedisOptionsOf(const config::Config& config) {
   redis::ConnectionOptions options;
   std::string error;
   options.endpoint = *config::ParseRedisUrl(config.redis.url, &error);  // validated at load
-  options.username = !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
-  options.password = !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
+  options.username =
+      !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
+  options.password =
+      !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
   options.connect_timeout = config.redis.connect_timeout;
   options.command_timeout = config.redis.command_timeout;
   return options;
@@ -108,7 +110,8 @@ int RunEngine(const config::Config& config) {
     auto options = redis_options;
     options.client_name = "streamcar:" + config.consumer_name + ":retention";
     retention = std::make_unique<RetentionBeat>(
-        std::move(rules), std::make_unique<redis::Session>(options, "retention", &redis_health), &metrics,
+        std::move(rules), std::make_unique<redis::Session>(options, "retention", &redis_health),
+        &metrics,
         watchdog.Register("retention", redis_options.command_timeout * 2 + Millis(30000)));
   }
   LogInfo("streamcar started", {{"version", kVersion},
@@ -143,7 +146,8 @@ int RunEngine(const config::Config& config) {
   if (retention) retention->StopAndJoin();
   for (auto& runtime : runtimes) runtime->StopIntake();
   bool all_finished = true;
-  for (auto& runtime : runtimes) all_finished = runtime->WaitForDeliveries(drain_deadline) && all_finished;
+  for (auto& runtime : runtimes)
+    all_finished = runtime->WaitForDeliveries(drain_deadline) && all_finished;
   // Settling gets what is left of the drain time, and at least a moment to flush acks.
   const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + Millis(2000));
   for (auto& runtime : runtimes) runtime->FinishSettling(settle_deadline);
@@ -155,11 +159,12 @@ int RunEngine(const config::Config& config) {
   if (auto status = fatal.Get()) {
     LogError("fatal: " + status->message(), {{"exit_code", 1}});
   } else {
-    LogInfo("shutdown complete", {{"left_pending", static_cast<int64_t>(left_pending)},
-                                  {"drained", all_finished},
-                                  {"took_ms", static_cast<int64_t>(std::chrono::duration_cast<Millis>(
-                                                                       SteadyClock::now() - started)
-                                                                       .count())}});
+    LogInfo("shutdown complete",
+            {{"left_pending", static_cast<int64_t>(left_pending)},
+             {"drained", all_finished},
+             {"took_ms",
+              static_cast<int64_t>(
+                  std::chrono::duration_cast<Millis>(SteadyClock::now() - started).count())}});
   }
   if (!all_finished) {
     // Requests still running past the deadline: their entries stay pending in Redis. The workers

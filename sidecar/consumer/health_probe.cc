@@ -23,7 +23,8 @@ void HealthProbe::StopAndJoin() {
 }
 
 void HealthProbe::Run() {
-  delivery::HttpDeliverer probe(sub_.handler.health_url, std::min(sub_.handler.timeout, Millis(5000)));
+  delivery::HttpDeliverer probe(sub_.handler.health_url,
+                                std::min(sub_.handler.timeout, Millis(5000)));
   // Nothing is delivered before the first check passes.
   bool healthy = false;
   dispatcher_->SetHealthPaused(true);

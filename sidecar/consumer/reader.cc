@@ -65,7 +65,8 @@ bool Reader::Setup() {
     }
     LogError("cannot ensure consumer group",
              {{"subscription", sub_.name}, {"error", status.message()}});
-    if (stop_.WaitFor(ReconnectDelay(failures++, Millis(200), Millis(5000), UnitRandom()))) return false;
+    if (stop_.WaitFor(ReconnectDelay(failures++, Millis(200), Millis(5000), UnitRandom())))
+      return false;
   }
 
   if (sub_.ack.delete_entries) {
@@ -130,15 +131,16 @@ bool Reader::DrainOwnPending() {
     loop_->Beat();
     const size_t room = dispatcher_->WaitForRoom(Millis(500));
     if (room == 0) continue;
-    auto entries = ops_.ReadOwnPending(*session_, cursor, static_cast<int>(std::min(room, kMaxReadCount)));
+    auto entries =
+        ops_.ReadOwnPending(*session_, cursor, static_cast<int>(std::min(room, kMaxReadCount)));
     if (!entries.ok()) {
       if (!Recover(entries.status())) return false;
       continue;
     }
     if (entries->empty()) {
       if (drained > 0) {
-        LogInfo("recovered own pending entries", {{"subscription", sub_.name},
-                                                  {"count", static_cast<int64_t>(drained)}});
+        LogInfo("recovered own pending entries",
+                {{"subscription", sub_.name}, {"count", static_cast<int64_t>(drained)}});
       }
       return true;
     }

@@ -19,8 +19,8 @@
 namespace streamcar::consumer {
 
 struct ReaderCallbacks {
-  std::function<void()> group_ready;        // the group exists (readiness)
-  std::function<void(Status)> fatal;        // retrying cannot fix it: exit 1
+  std::function<void()> group_ready;  // the group exists (readiness)
+  std::function<void(Status)> fatal;  // retrying cannot fix it: exit 1
 };
 
 class Reader {

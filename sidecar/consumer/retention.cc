@@ -12,10 +12,12 @@ std::vector<TrimRule> TrimRulesOf(const config::Config& config) {
   std::vector<TrimRule> rules;
   for (const auto& sub : config.subscriptions) {
     if (sub.retention.enabled()) {
-      rules.push_back({sub.stream, sub.retention.max_len, sub.retention.max_age, sub.retention.interval});
+      rules.push_back(
+          {sub.stream, sub.retention.max_len, sub.retention.max_age, sub.retention.interval});
     }
     if (sub.dead_letter.max_len > 0) {
-      rules.push_back({sub.dead_letter.stream, sub.dead_letter.max_len, Millis(0), sub.retention.interval});
+      rules.push_back(
+          {sub.dead_letter.stream, sub.dead_letter.max_len, Millis(0), sub.retention.interval});
     }
   }
   return rules;
@@ -38,11 +40,12 @@ void RetentionBeat::StopAndJoin() {
 
 bool RetentionBeat::Trim(const TrimRule& rule) {
   auto& trimmed = metrics_->Trimmed(rule.stream);
-  auto trim_once = [&](redis::Command command) -> std::optional<int64_t> {
+  auto trim_once = [&](const redis::Command& command) -> std::optional<int64_t> {
     auto reply = session_->Run(command);
     if (!reply.ok()) {
       if (reply.status().code() == StatusCode::kServerError) {
-        LogError("retention trim failed", {{"stream", rule.stream}, {"error", reply.status().message()}});
+        LogError("retention trim failed",
+                 {{"stream", rule.stream}, {"error", reply.status().message()}});
         return 0;
       }
       return std::nullopt;
@@ -63,8 +66,13 @@ bool RetentionBeat::Trim(const TrimRule& rule) {
   };
   if (rule.max_len > 0) {
     bool ok = trim_until_done([&] {
-      return redis::Command("XTRIM").Arg(rule.stream).Arg("MAXLEN").Arg("~").Arg(rule.max_len).Arg("LIMIT").Arg(
-          kLimitPerCall);
+      return redis::Command("XTRIM")
+          .Arg(rule.stream)
+          .Arg("MAXLEN")
+          .Arg("~")
+          .Arg(rule.max_len)
+          .Arg("LIMIT")
+          .Arg(kLimitPerCall);
     });
     if (!ok) return false;
   }
@@ -100,8 +108,8 @@ void RetentionBeat::Run() {
       if (Trim(rules_[i])) next[i] = now + rules_[i].interval;
     }
     const auto wake = *std::min_element(next.begin(), next.end());
-    const auto wait = std::clamp(std::chrono::duration_cast<Millis>(wake - SteadyClock::now()), Millis(10),
-                                 Millis(1000));
+    const auto wait = std::clamp(std::chrono::duration_cast<Millis>(wake - SteadyClock::now()),
+                                 Millis(10), Millis(1000));
     if (stop_.WaitFor(wait)) break;
   }
   loop_->Retire();

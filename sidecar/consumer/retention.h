@@ -21,8 +21,8 @@ namespace streamcar::consumer {
 // One stream to trim and how.
 struct TrimRule {
   std::string stream;
-  int64_t max_len = 0;   // XTRIM MAXLEN ~ max_len (0: off)
-  Millis max_age{0};     // XTRIM MINID ~ now-max_age (0: off)
+  int64_t max_len = 0;  // XTRIM MAXLEN ~ max_len (0: off)
+  Millis max_age{0};    // XTRIM MINID ~ now-max_age (0: off)
   Millis interval{60000};
 };
 

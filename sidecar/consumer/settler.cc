@@ -21,7 +21,7 @@ constexpr Millis kGaugeInterval{5000};
 constexpr int64_t kLagCountCap = 100'000;
 
 template <typename F>
-void ForChunks(const std::vector<std::string>& ids, F&& emit) {
+void ForChunks(const std::vector<std::string>& ids, const F& emit) {
   for (size_t begin = 0; begin < ids.size(); begin += kIdsPerCommand) {
     const size_t end = std::min(ids.size(), begin + kIdsPerCommand);
     emit(std::vector<std::string>(ids.begin() + static_cast<std::ptrdiff_t>(begin),
@@ -161,8 +161,8 @@ void Settler::TakeInputs(SteadyTime now) {
 }
 
 void Settler::AppendAckCommands(const std::vector<std::string>& ids,
-                                std::vector<redis::Command>* out) const {
-  ForChunks(ids, [&](std::vector<std::string> chunk) {
+                                std::vector<redis::Command>* out, bool in_transaction) const {
+  ForChunks(ids, [&](const std::vector<std::string>& chunk) {
     switch (ack_mode_.load()) {
       case AckMode::kAckOnly:
         out->push_back(ops_.Ack(chunk));
@@ -171,10 +171,11 @@ void Settler::AppendAckCommands(const std::vector<std::string>& ids,
         out->push_back(ops_.AckDelete(chunk));
         break;
       case AckMode::kAckThenDelete:
-        out->push_back(redis::Command("MULTI"));
+        // XACK and XDEL together or not at all; a MULTI cannot nest, so inside one it is omitted.
+        if (!in_transaction) out->emplace_back("MULTI");
         out->push_back(ops_.Ack(chunk));
         out->push_back(ops_.Delete(chunk));
-        out->push_back(redis::Command("EXEC"));
+        if (!in_transaction) out->emplace_back("EXEC");
         break;
     }
   });
@@ -193,28 +194,26 @@ bool Settler::Flush(SteadyTime now) {
 
   std::vector<size_t> dead_exec_index;
   for (const auto& job : dead_) {
-    commands.push_back(redis::Command("MULTI"));
+    commands.emplace_back("MULTI");
     commands.push_back(ops_.DeadLetterAdd(sub_.dead_letter.stream, sub_.dead_letter.max_len,
                                           job.entry(), job.meta));
-    AppendAckCommands({job.entry().id}, &commands);
-    // A nested MULTI is not allowed: the kAckThenDelete form already opened one.
-    if (ack_mode_.load() == AckMode::kAckThenDelete) {
-      commands.pop_back();                                // its EXEC
-      commands.erase(commands.end() - 3);                 // its MULTI
-    }
-    commands.push_back(redis::Command("EXEC"));
+    AppendAckCommands({job.entry().id}, &commands, /*in_transaction=*/true);
+    commands.emplace_back("EXEC");
     dead_exec_index.push_back(commands.size() - 1);
   }
 
   std::vector<std::string> claim_ids;
   for (auto* entry : claims_) claim_ids.push_back(entry->entry.id);
   const size_t claim_begin = commands.size();
-  ForChunks(claim_ids, [&](std::vector<std::string> chunk) { commands.push_back(ops_.ClaimForRetry(chunk)); });
+  ForChunks(claim_ids, [&](const std::vector<std::string>& chunk) {
+    commands.push_back(ops_.ClaimForRetry(chunk));
+  });
   const size_t claim_end = commands.size();
 
   if (keepalive_due) {
-    ForChunks(dispatcher_->HeldIds(),
-              [&](std::vector<std::string> chunk) { commands.push_back(ops_.KeepAlive(chunk)); });
+    ForChunks(dispatcher_->HeldIds(), [&](const std::vector<std::string>& chunk) {
+      commands.push_back(ops_.KeepAlive(chunk));
+    });
   }
   // Connected even when idle: readiness counts this connection, and beats need it.
   Millis retry_in{0};
@@ -236,14 +235,15 @@ bool Settler::Flush(SteadyTime now) {
   // Acknowledgements.
   for (size_t i = 0; i < ack_commands; ++i) {
     if ((*replies)[i].IsError()) {
-      LogError("acknowledgement failed", {{"subscription", sub_.name},
-                                          {"error", (*replies)[i].view().Str()}});
+      LogError("acknowledgement failed",
+               {{"subscription", sub_.name}, {"error", (*replies)[i].view().Str()}});
     }
   }
   const int64_t now_ms = SystemClock::Instance().WallMillis();
   for (auto* entry : acks_) {
     if (auto id = ParseEntryId(entry->entry.id)) {
-      metrics_->end_to_end->Observe(static_cast<double>(now_ms - static_cast<int64_t>(id->ms)) / 1000.0);
+      metrics_->end_to_end->Observe(static_cast<double>(now_ms - static_cast<int64_t>(id->ms)) /
+                                    1000.0);
     }
     dispatcher_->Release(entry);
   }
@@ -273,8 +273,10 @@ bool Settler::Flush(SteadyTime now) {
         if (exec[e].IsError()) error = std::string(exec[e].Str());
       }
       LogError("cannot write dead letter; the entry stays pending",
-               {{"subscription", sub_.name}, {"id", job.entry().id},
-                {"dead_letter_stream", sub_.dead_letter.stream}, {"error", error}});
+               {{"subscription", sub_.name},
+                {"id", job.entry().id},
+                {"dead_letter_stream", sub_.dead_letter.stream},
+                {"error", error}});
     }
     if (job.held != nullptr) dispatcher_->Release(job.held);
   }
@@ -285,7 +287,8 @@ bool Settler::Flush(SteadyTime now) {
   std::map<std::string, bool> returned_deleted;
   for (size_t i = claim_begin; i < claim_end; ++i) {
     if ((*replies)[i].IsError()) {
-      LogError("retry claim failed", {{"subscription", sub_.name}, {"error", (*replies)[i].view().Str()}});
+      LogError("retry claim failed",
+               {{"subscription", sub_.name}, {"error", (*replies)[i].view().Str()}});
       continue;
     }
     for (auto& entry : redis::StreamOps::ParseEntries((*replies)[i].view())) {
@@ -315,11 +318,13 @@ void Settler::RunAutoClaim() {
   while (true) {
     const size_t room = dispatcher_->Room();
     if (room == 0) return;  // keep the cursor: continue on the next beat
-    const int count = static_cast<int>(std::min<size_t>(room, static_cast<size_t>(sub_.claim.count)));
+    const int count =
+        static_cast<int>(std::min<size_t>(room, static_cast<size_t>(sub_.claim.count)));
     auto result = ops_.AutoClaim(*session_, sub_.claim.min_idle, autoclaim_cursor_, count);
     if (!result.ok()) {
       if (!result.status().IsServerError("NOGROUP")) {
-        LogWarn("reclaim beat failed", {{"subscription", sub_.name}, {"error", result.status().message()}});
+        LogWarn("reclaim beat failed",
+                {{"subscription", sub_.name}, {"error", result.status().message()}});
       }
       return;
     }
@@ -342,8 +347,8 @@ void Settler::RunAutoClaim() {
       deliverable.push_back(std::move(entry));
     }
     if (!deliverable.empty()) {
-      LogInfo("reclaimed idle entries", {{"subscription", sub_.name},
-                                         {"count", static_cast<int64_t>(deliverable.size())}});
+      LogInfo("reclaimed idle entries",
+              {{"subscription", sub_.name}, {"count", static_cast<int64_t>(deliverable.size())}});
     }
     const size_t admitted = dispatcher_->Admit(std::move(deliverable));
     metrics_->claimed_autoclaim->Increment(static_cast<double>(admitted));

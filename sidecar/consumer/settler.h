@@ -71,7 +71,10 @@ class Settler {
   void TakeInputs(SteadyTime now);
   // One pipeline with everything pending; false when Redis could not take it.
   bool Flush(SteadyTime now);
-  void AppendAckCommands(const std::vector<std::string>& ids, std::vector<redis::Command>* out) const;
+  // The acknowledgement of `ids` in the subscription's AckMode; `in_transaction` when the caller
+  // already opened a MULTI (a dead letter's).
+  void AppendAckCommands(const std::vector<std::string>& ids, std::vector<redis::Command>* out,
+                         bool in_transaction = false) const;
   void RunAutoClaim();
   void RefreshGauges();
   SteadyTime NextWake(SteadyTime now) const;

@@ -29,8 +29,8 @@ SubscriptionRuntime::SubscriptionRuntime(const config::Subscription& subscriptio
   const Millis redis_limit = deps.redis.command_timeout * 2 + Millis(30000);
   settler_ = std::make_unique<Settler>(
       sub_, ops,
-      std::make_unique<redis::Session>(WithName(deps.redis, prefix + ":settle"), sub_.name + "/settle",
-                                       deps.redis_health),
+      std::make_unique<redis::Session>(WithName(deps.redis, prefix + ":settle"),
+                                       sub_.name + "/settle", deps.redis_health),
       &dispatcher_, &metrics, deps.watchdog->Register(sub_.name + "/settler", redis_limit),
       deps.fatal);
   reader_ = std::make_unique<Reader>(

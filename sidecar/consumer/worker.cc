@@ -45,7 +45,7 @@ void Worker::Join() {
 }
 
 void Worker::Run() {
-  const size_t batch = static_cast<size_t>(sub_.handler.batch_size);
+  const auto batch = static_cast<size_t>(sub_.handler.batch_size);
   while (true) {
     loop_->Beat();
     auto work = dispatcher_->TakeWork(batch, Millis(1000));
@@ -70,7 +70,9 @@ void Worker::HandlerRefused(const std::vector<HeldEntry*>& entries, const std::s
   const Millis pause = ReconnectDelay(refused_streak_++, Millis(100), Millis(2000), UnitRandom());
   metrics_->handler_up->Set(0);
   LogWarn("handler refused the connection; delivery paused, no attempt spent",
-          {{"subscription", sub_.name}, {"url", sub_.handler.url}, {"error", error},
+          {{"subscription", sub_.name},
+           {"url", sub_.handler.url},
+           {"error", error},
            {"retry_in_ms", static_cast<int64_t>(pause.count())}});
   dispatcher_->HoldForHandler(entries, pause);
 }
@@ -108,11 +110,12 @@ void Worker::DeliverOne(HeldEntry* held) {
                                    SystemClock::Instance().WallMillis(), UnitRandom());
   Count(decision);
   if (decision.action == delivery::Action::kRetry) {
-    LogDebug("delivery failed; will retry", {{"subscription", sub_.name},
-                                             {"id", held->entry.id},
-                                             {"attempts", held->entry.attempts},
-                                             {"status", decision.status_text},
-                                             {"retry_in_ms", static_cast<int64_t>(decision.delay.count())}});
+    LogDebug("delivery failed; will retry",
+             {{"subscription", sub_.name},
+              {"id", held->entry.id},
+              {"attempts", held->entry.attempts},
+              {"status", decision.status_text},
+              {"retry_in_ms", static_cast<int64_t>(decision.delay.count())}});
   }
   settler_->Submit({{held, std::move(decision)}});
 }
@@ -140,7 +143,8 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
     // Anything but a 2xx applies SPEC 3.2 to every entry of the batch.
     const int64_t now_ms = SystemClock::Instance().WallMillis();
     for (auto* held : entries) {
-      auto decision = delivery::Decide(policy_, response, held->entry.attempts, now_ms, UnitRandom());
+      auto decision =
+          delivery::Decide(policy_, response, held->entry.attempts, now_ms, UnitRandom());
       Count(decision);
       outcomes.push_back({held, std::move(decision)});
     }
@@ -159,9 +163,9 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
       decision.metric = "success";
     } else {
       ++matched;
-      decision = delivery::DecideBatchFailure(
-          policy_, it->second->verdict == delivery::BodyVerdict::kDrop, it->second->error,
-          held->entry.attempts, UnitRandom());
+      decision =
+          delivery::DecideBatchFailure(policy_, it->second->verdict == delivery::BodyVerdict::kDrop,
+                                       it->second->error, held->entry.attempts, UnitRandom());
       decision.status_text = std::to_string(response.status);
     }
     Count(decision);

@@ -8,10 +8,13 @@ namespace {
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-constexpr std::array<int8_t, 256> MakeDecodeTable() {
-  std::array<int8_t, 256> table{};
-  for (auto& v : table) v = -1;
-  for (int i = 0; i < 64; ++i) table[static_cast<unsigned char>(kAlphabet[i])] = static_cast<int8_t>(i);
+constexpr uint8_t kInvalid = 0xFF;
+
+constexpr std::array<uint8_t, 256> MakeDecodeTable() {
+  std::array<uint8_t, 256> table{};
+  for (auto& v : table) v = kInvalid;
+  for (int i = 0; i < 64; ++i)
+    table[static_cast<unsigned char>(kAlphabet[i])] = static_cast<uint8_t>(i);
   return table;
 }
 constexpr auto kDecode = MakeDecodeTable();
@@ -65,8 +68,9 @@ std::optional<std::string> Base64Decode(std::string_view text) {
         continue;
       }
       if (pad > 0) return std::nullopt;
-      v[k] = kDecode[static_cast<unsigned char>(c)];
-      if (v[k] < 0) return std::nullopt;
+      const uint8_t decoded = kDecode[static_cast<unsigned char>(c)];
+      if (decoded == kInvalid) return std::nullopt;
+      v[k] = decoded;
     }
     const uint32_t word = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
     out.push_back(static_cast<char>((word >> 16) & 0xFF));

@@ -177,7 +177,8 @@ bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpReq
       headers.emplace_back("ce-time", Rfc3339Millis(id ? static_cast<int64_t>(id->ms) : 0));
       if (const std::string* body = entry.Find(handler.raw_field); body != nullptr) {
         const std::string* content_type = entry.Find("content_type");
-        request->content_type = content_type != nullptr ? *content_type : "application/octet-stream";
+        request->content_type =
+            content_type != nullptr ? *content_type : "application/octet-stream";
         request->body = *body;
       } else {
         std::string base64_list;
@@ -211,7 +212,8 @@ void EncodeBatch(const EncodeContext& context, const std::vector<const StreamEnt
   request->headers.emplace_back("Streamcar-Stream", context.stream);
   request->headers.emplace_back("Streamcar-Group", context.group);
   request->headers.emplace_back("Streamcar-Batch-Size", std::to_string(entries.size()));
-  for (const auto& [name, value] : context.handler->headers) request->headers.emplace_back(name, value);
+  for (const auto& [name, value] : context.handler->headers)
+    request->headers.emplace_back(name, value);
 }
 
 }  // namespace streamcar::delivery

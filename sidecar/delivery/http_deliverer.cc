@@ -15,7 +15,9 @@ HttpTarget SplitUrl(const std::string& url) {
 }
 
 HttpDeliverer::HttpDeliverer(const std::string& url, Millis timeout)
-    : target_(SplitUrl(url)), timeout_(timeout), client_(std::make_unique<httplib::Client>(target_.origin)) {
+    : target_(SplitUrl(url)),
+      timeout_(timeout),
+      client_(std::make_unique<httplib::Client>(target_.origin)) {
   client_->set_tcp_nodelay(true);
   client_->set_keep_alive(true);
   // The handler is in the same pod: a connect that takes long means it is not listening.
@@ -36,7 +38,8 @@ HandlerResponse HttpDeliverer::Post(const HttpRequest& request) {
     response.kind = HandlerResponse::Kind::kAnswered;
     response.status = result->status;
     response.body = std::move(result->body);
-    if (result->has_header("Retry-After")) response.retry_after = result->get_header_value("Retry-After");
+    if (result->has_header("Retry-After"))
+      response.retry_after = result->get_header_value("Retry-After");
     return response;
   }
   const auto error = result.error();

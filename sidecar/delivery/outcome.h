@@ -29,11 +29,11 @@ enum class Action { kAck, kRetry, kDeadLetter, kHold };
 
 struct Decision {
   Action action = Action::kAck;
-  Millis delay{0};           // kRetry: wait this long before the next delivery
-  std::string reason;        // kDeadLetter: max_attempts | rejected | dropped | invalid
-  std::string status_text;   // the HTTP status, "timeout" or "error" (for the dead letter)
-  std::string error;         // first 1 KiB of the body, or the transport error
-  const char* metric = "";   // streamcar_deliveries_total outcome; "" for kHold
+  Millis delay{0};          // kRetry: wait this long before the next delivery
+  std::string reason;       // kDeadLetter: max_attempts | rejected | dropped | invalid
+  std::string status_text;  // the HTTP status, "timeout" or "error" (for the dead letter)
+  std::string error;        // first 1 KiB of the body, or the transport error
+  const char* metric = "";  // streamcar_deliveries_total outcome; "" for kHold
 };
 
 struct OutcomePolicy {

@@ -10,7 +10,8 @@ namespace {
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
       return false;
     }
   }
@@ -41,9 +42,8 @@ BodyVerdict ParseEntryVerdict(std::string_view body) {
   rapidjson::Document document;
   document.Parse(body.data(), body.size());
   if (document.HasParseError() || !document.IsObject()) return BodyVerdict::kSuccess;
-  auto status = document.FindMember("status");
-  if (status == document.MemberEnd()) return BodyVerdict::kSuccess;
-  return VerdictOf(status->value);
+  if (!document.HasMember("status")) return BodyVerdict::kSuccess;
+  return VerdictOf(document["status"]);
 }
 
 BatchAnswer ParseBatchAnswer(std::string_view body) {
@@ -52,28 +52,24 @@ BatchAnswer ParseBatchAnswer(std::string_view body) {
   rapidjson::Document document;
   document.Parse(body.data(), body.size());
   if (document.HasParseError() || !document.IsObject()) return answer;
-  auto failures = document.FindMember("failures");
-  if (failures == document.MemberEnd() || !failures->value.IsArray()) return answer;
+  if (!document.HasMember("failures") || !document["failures"].IsArray()) return answer;
   answer.has_failures = true;
-  for (const auto& item : failures->value.GetArray()) {
+  for (const auto& item : document["failures"].GetArray()) {
     if (!item.IsObject()) {
       ++answer.malformed;
       continue;
     }
-    auto id = item.FindMember("id");
-    auto status = item.FindMember("status");
-    if (id == item.MemberEnd() || !id->value.IsString()) {
+    if (!item.HasMember("id") || !item["id"].IsString()) {
       ++answer.malformed;
       continue;
     }
     BatchFailure failure;
-    failure.id.assign(id->value.GetString(), id->value.GetStringLength());
+    failure.id.assign(item["id"].GetString(), item["id"].GetStringLength());
     // A listed entry without a readable status is a failure all the same: retry it.
-    failure.verdict = status == item.MemberEnd() ? BodyVerdict::kRetry : VerdictOf(status->value);
+    failure.verdict = item.HasMember("status") ? VerdictOf(item["status"]) : BodyVerdict::kRetry;
     if (failure.verdict == BodyVerdict::kSuccess) failure.verdict = BodyVerdict::kRetry;
-    auto error = item.FindMember("error");
-    if (error != item.MemberEnd() && error->value.IsString()) {
-      failure.error.assign(error->value.GetString(), error->value.GetStringLength());
+    if (item.HasMember("error") && item["error"].IsString()) {
+      failure.error.assign(item["error"].GetString(), item["error"].GetStringLength());
     }
     answer.failures.push_back(std::move(failure));
   }

@@ -49,7 +49,8 @@ StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& 
     }
   }
   if (options.endpoint.db != 0) {
-    auto reply = connection->RunUntil(Command("SELECT").Arg(int64_t{options.endpoint.db}), deadline);
+    auto reply =
+        connection->RunUntil(Command("SELECT").Arg(int64_t{options.endpoint.db}), deadline);
     if (!reply.ok()) {
       if (reply.status().code() == StatusCode::kServerError) {
         return Status(StatusCode::kFatal, "cannot select database " +
@@ -74,7 +75,8 @@ StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& 
   }
   if (!options.client_name.empty()) {
     std::string name = options.client_name;
-    std::replace_if(name.begin(), name.end(), [](char c) { return c <= ' ' || c > '~'; }, '_');
+    std::replace_if(
+        name.begin(), name.end(), [](char c) { return c <= ' ' || c > '~'; }, '_');
     // Best effort: an ACL user may lack CLIENT permission; that is no reason to fail.
     auto named = connection->RunUntil(Command("CLIENT").Arg("SETNAME").Arg(name), deadline);
     if (!named.ok() && named.status().code() != StatusCode::kServerError) return named.status();

@@ -45,9 +45,10 @@ Status Session::ConnectOnce(Millis* retry_in) {
   if (opened.status().code() == StatusCode::kFatal) return opened.status();
   *retry_in = ReconnectDelay(failures_, Millis(100), Millis(5000), UnitRandom());
   // One line per backoff step: the steps double up to the cap, so a long outage stays quiet.
-  LogWarn("redis unreachable, retrying", {{"role", role_},
-                                          {"error", opened.status().message()},
-                                          {"retry_in_ms", static_cast<int64_t>(retry_in->count())}});
+  LogWarn("redis unreachable, retrying",
+          {{"role", role_},
+           {"error", opened.status().message()},
+           {"retry_in_ms", static_cast<int64_t>(retry_in->count())}});
   ++failures_;
   return opened.status();
 }

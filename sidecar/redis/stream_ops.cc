@@ -226,12 +226,8 @@ StatusOr<GroupInfo> StreamOps::Info(Session& session) const {
 
 StatusOr<int64_t> StreamOps::CountAfter(Session& session, const std::string& last_delivered_id,
                                         int64_t cap) const {
-  auto reply = session.Run(Command("XRANGE")
-                               .Arg(stream_)
-                               .Arg("(" + last_delivered_id)
-                               .Arg("+")
-                               .Arg("COUNT")
-                               .Arg(cap));
+  auto reply = session.Run(
+      Command("XRANGE").Arg(stream_).Arg("(" + last_delivered_id).Arg("+").Arg("COUNT").Arg(cap));
   if (!reply.ok()) return reply.status();
   return static_cast<int64_t>(reply->view().Size());
 }

@@ -14,9 +14,9 @@
 namespace streamcar::redis {
 
 struct AutoClaimResult {
-  std::string next_cursor;                // "0-0" when the scan is complete
-  std::vector<StreamEntry> entries;       // claimed, with their new attempt counts
-  std::vector<std::string> deleted_ids;   // in the PEL but gone from the stream
+  std::string next_cursor;               // "0-0" when the scan is complete
+  std::vector<StreamEntry> entries;      // claimed, with their new attempt counts
+  std::vector<std::string> deleted_ids;  // in the PEL but gone from the stream
 };
 
 struct DeadLetterMeta {

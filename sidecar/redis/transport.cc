@@ -51,7 +51,8 @@ Status WaitReady(int fd, short events, SteadyTime deadline) {
     int rc = ::poll(&pfd, 1, RemainingMs(deadline));
     if (rc > 0) return Status::Ok();
     if (rc == 0) return Status(StatusCode::kTimeout, "no answer from Redis in time");
-    if (errno != EINTR) return Status(StatusCode::kIo, std::string("poll: ") + std::strerror(errno));
+    if (errno != EINTR)
+      return Status(StatusCode::kIo, std::string("poll: ") + std::strerror(errno));
   }
 }
 
@@ -86,7 +87,8 @@ class SocketTransport final : public Transport {
         continue;
       }
       if (errno == EINTR) continue;
-      return Status(StatusCode::kIo, std::string("read from Redis failed: ") + std::strerror(errno));
+      return Status(StatusCode::kIo,
+                    std::string("read from Redis failed: ") + std::strerror(errno));
     }
   }
 
@@ -113,12 +115,13 @@ Status ConnectFd(int fd, const sockaddr* address, socklen_t length, SteadyTime d
 }  // namespace
 
 StatusOr<std::unique_ptr<Transport>> ConnectSocket(const config::RedisEndpoint& endpoint,
-                                                    Millis timeout) {
+                                                   Millis timeout) {
   const SteadyTime deadline = SteadyClock::now() + timeout;
   const std::string where = endpoint.Describe();
   if (endpoint.kind == config::RedisEndpoint::Kind::kUnix) {
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) return Status(StatusCode::kIo, std::string("socket: ") + std::strerror(errno));
+    if (fd.get() < 0)
+      return Status(StatusCode::kIo, std::string("socket: ") + std::strerror(errno));
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     if (endpoint.path.size() >= sizeof(address.sun_path)) {
@@ -142,8 +145,8 @@ StatusOr<std::unique_ptr<Transport>> ConnectSocket(const config::RedisEndpoint& 
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
   Status last(StatusCode::kIo, "no address");
   for (addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         ai->ai_protocol));
+    UniqueFd fd(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (fd.get() < 0) continue;
     last = ConnectFd(fd.get(), ai->ai_addr, ai->ai_addrlen, deadline);
     if (!last.ok()) continue;

@@ -23,6 +23,6 @@ class Transport {
 
 // Opens a TCP (TCP_NODELAY) or unix-socket transport within `timeout`.
 StatusOr<std::unique_ptr<Transport>> ConnectSocket(const config::RedisEndpoint& endpoint,
-                                                    Millis timeout);
+                                                   Millis timeout);
 
 }  // namespace streamcar::redis

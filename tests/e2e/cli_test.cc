@@ -1,9 +1,8 @@
 // The command line of SPEC section 1 against the binary: exit codes, messages, check output,
 // fatal errors, status and the dead-letter tools.
 
-#include <rapidjson/document.h>
-
 #include <httplib.h>
+#include <rapidjson/document.h>
 
 #include <fstream>
 
@@ -25,9 +24,13 @@ TEST_F(CliTest, VersionAndHelp) {
   auto version = RunStreamcar({"version"});
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(version.out.rfind("streamcar ", 0), 0u);
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"--help"}, {"run", "--help"}, {"check", "--help"}, {"status", "--help"},
-           {"dlq", "list", "--help"}, {"dlq", "replay", "--help"}, {"version", "--help"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--help"},
+                                                         {"run", "--help"},
+                                                         {"check", "--help"},
+                                                         {"status", "--help"},
+                                                         {"dlq", "list", "--help"},
+                                                         {"dlq", "replay", "--help"},
+                                                         {"version", "--help"}}) {
     auto help = RunStreamcar(args);
     EXPECT_EQ(help.exit_code, 0) << args[0];
     EXPECT_NE(help.out.find("Usage"), std::string::npos) << args[0];
@@ -48,7 +51,8 @@ TEST_F(CliTest, CheckPrintsTheEffectiveConfig) {
   auto result = RunStreamcar({"check", "-c", path}, {"REDIS_PASSWORD=unused"});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("max_attempts: 3"), std::string::npos) << result.out;
-  EXPECT_NE(result.out.find("dead_letter:\n      stream: orders:dlq"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("dead_letter:\n      stream: orders:dlq"), std::string::npos)
+      << result.out;
 }
 
 TEST_F(CliTest, CheckUsesStreamcarConfigAndMasksThePassword) {
@@ -68,7 +72,8 @@ TEST_F(CliTest, CheckRejectsBadConfigNamingTheKey) {
   auto result = RunStreamcar({"check", "-c", path});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.err.find(path + ":"), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find("subscriptions[0].retry.max_attemps: unknown key (did you mean max_attempts?)"),
+  EXPECT_NE(result.err.find(
+                "subscriptions[0].retry.max_attemps: unknown key (did you mean max_attempts?)"),
             std::string::npos)
       << result.err;
   // run refuses the same file the same way.
@@ -99,7 +104,8 @@ TEST_F(CliTest, WrongPasswordExitsOneWithoutTheSecretInAnyLog) {
   redis_ = std::make_unique<RedisServer>(RedisServerOptions{.password = "right-one"});
   std::string yaml = Yaml({});
   yaml.replace(yaml.find("  command_timeout"), 0, "  password: ${REDIS_PASSWORD}\n");
-  auto sidecar = std::make_unique<SidecarProcess>(yaml, std::vector<std::string>{"REDIS_PASSWORD=wrong-secret-xyz"});
+  auto sidecar = std::make_unique<SidecarProcess>(
+      yaml, std::vector<std::string>{"REDIS_PASSWORD=wrong-secret-xyz"});
   auto code = sidecar->Wait(seconds(10));
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 1);
@@ -110,9 +116,11 @@ TEST_F(CliTest, WrongPasswordExitsOneWithoutTheSecretInAnyLog) {
 TEST_F(CliTest, UnreachableRedisIsRetriedWhileNotReady) {
   auto port = FreePort();
   std::string yaml = Yaml({});
-  yaml.replace(yaml.find(redis_->url()), redis_->url().size(), "redis://127.0.0.1:" + std::to_string(port) + "/0");
+  yaml.replace(yaml.find(redis_->url()), redis_->url().size(),
+               "redis://127.0.0.1:" + std::to_string(port) + "/0");
   auto sidecar = std::make_unique<SidecarProcess>(yaml);
-  ASSERT_TRUE(Eventually([&] { return HttpGet(admin_port_, "/readyz").first == 503; }, seconds(10)));
+  ASSERT_TRUE(
+      Eventually([&] { return HttpGet(admin_port_, "/readyz").first == 503; }, seconds(10)));
   std::this_thread::sleep_for(milliseconds(500));
   EXPECT_TRUE(sidecar->running());
   EXPECT_EQ(HttpGet(admin_port_, "/healthz").first, 200);

@@ -26,7 +26,9 @@ TEST_F(DeliveryTest, DeliversAcknowledgesAndCounts) {
   EXPECT_EQ(request.Header("streamcar-attempts"), "1");
   EXPECT_EQ(request.Header("idempotency-key"), "orders/" + id);
   EXPECT_EQ(request.Header("content-type"), "application/json");
-  EXPECT_EQ(request.body, R"({"id":")" + id + R"(","stream":"orders","group":"billing","attempts":1,"payload":{"order":"42"}})");
+  EXPECT_EQ(request.body,
+            R"({"id":")" + id +
+                R"(","stream":"orders","group":"billing","attempts":1,"payload":{"order":"42"}})");
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
   ASSERT_TRUE(WaitMetric("streamcar_acked_total", {}, 1));
   EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"success\""}), 1);
@@ -39,9 +41,8 @@ TEST_F(DeliveryTest, DeliversAcknowledgesAndCounts) {
 
 TEST_F(DeliveryTest, RetriesThroughRedisSoAttemptsGrow) {
   std::atomic<int> calls{0};
-  handler_.SetBehaviour([&](const ReceivedRequest&) {
-    return HandlerReply{++calls < 3 ? 500 : 200};
-  });
+  handler_.SetBehaviour(
+      [&](const ReceivedRequest&) { return HandlerReply{++calls < 3 ? 500 : 200}; });
   auto sidecar = StartSidecar({});
   std::string id = Add({"k", "v"});
   ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << sidecar->Logs();
@@ -71,7 +72,8 @@ TEST_F(DeliveryTest, DeadLettersAfterMaxAttemptsWithMetadata) {
     flat.emplace_back(fields[i].Str());
     flat.emplace_back(fields[i + 1].Str());
   }
-  EXPECT_EQ(std::vector<std::string>(flat.begin(), flat.begin() + 4), (std::vector<std::string>{"a", "1", "a", "2"}));
+  EXPECT_EQ(std::vector<std::string>(flat.begin(), flat.begin() + 4),
+            (std::vector<std::string>{"a", "1", "a", "2"}));
   EXPECT_EQ(meta["streamcar.stream"], "orders");
   EXPECT_EQ(meta["streamcar.id"], id);
   EXPECT_EQ(meta["streamcar.group"], "billing");
@@ -153,7 +155,8 @@ TEST_F(DeliveryTest, HealthUrlPausesConsumption) {
   EXPECT_TRUE(RequestsFor(id).empty());
   EXPECT_EQ(Metric("streamcar_handler_up"), 0);
   healthy = true;
-  ASSERT_TRUE(Eventually([&] { return RequestsFor(id).size() == 1; }, seconds(10))) << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(id).size() == 1; }, seconds(10)))
+      << sidecar->Logs();
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
 }
 
@@ -168,7 +171,8 @@ TEST_F(DeliveryTest, TimeoutIsARetry) {
   c.handler_extra = "timeout: 300ms";
   auto sidecar = StartSidecar(c);
   std::string id = Add({"k", "v"});
-  ASSERT_TRUE(Eventually([&] { return RequestsFor(id).size() == 2; }, seconds(10))) << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(id).size() == 2; }, seconds(10)))
+      << sidecar->Logs();
   ASSERT_TRUE(WaitMetric("streamcar_deliveries_total", {"outcome=\"timeout\""}, 1));
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
 }
@@ -182,7 +186,8 @@ TEST_F(DeliveryTest, BatchDeliveryWithFailures) {
     if (++calls == 1) {
       // First batch: retry the first entry, drop the second, name an id that is not there.
       failures = R"({"failures":[{"id":")" + std::string(d["entries"][0]["id"].GetString()) +
-                 R"(","status":"RETRY","error":"later"},{"id":")" + d["entries"][1]["id"].GetString() +
+                 R"(","status":"RETRY","error":"later"},{"id":")" +
+                 d["entries"][1]["id"].GetString() +
                  R"(","status":"DROP","error":"bad"},{"id":"9-9","status":"RETRY"}]})";
     }
     return HandlerReply{200, failures};
@@ -191,7 +196,8 @@ TEST_F(DeliveryTest, BatchDeliveryWithFailures) {
   c.handler_extra = "batch_size: 10, concurrency: 1";
   for (int i = 0; i < 5; ++i) Add({"n", std::to_string(i)});
   auto sidecar = StartSidecar(c);
-  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && Len("orders:dlq") == 1; }, seconds(10)))
+  ASSERT_TRUE(
+      Eventually([&] { return PendingCount() == 0 && Len("orders:dlq") == 1; }, seconds(10)))
       << sidecar->Logs();
   auto requests = handler_.Requests();
   ASSERT_GE(requests.size(), 2u);
@@ -251,7 +257,8 @@ TEST_F(DeliveryTest, RecreatesAGroupThatDisappears) {
   redis_->Run({"DEL", "orders"});
   std::this_thread::sleep_for(milliseconds(300));
   std::string after = Add({"n", "2"});  // XADD re-creates the key without the group
-  ASSERT_TRUE(Eventually([&] { return RequestsFor(after).size() == 1; }, seconds(15))) << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(after).size() == 1; }, seconds(15)))
+      << sidecar->Logs();
   EXPECT_TRUE(sidecar->running());
 }
 
@@ -277,7 +284,8 @@ TEST_F(DeliveryTest, FiveHundredEntriesArriveByteExact) {
         break;
     }
     std::string id = Add(fields);
-    for (size_t k = 0; k + 1 < fields.size(); k += 2) sent[id].push_back({fields[k], fields[k + 1]});
+    for (size_t k = 0; k + 1 < fields.size(); k += 2)
+      sent[id].push_back({fields[k], fields[k + 1]});
   }
   SidecarConfig c;
   c.handler_extra = "concurrency: 8";

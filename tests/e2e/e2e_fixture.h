@@ -24,9 +24,9 @@ struct SidecarConfig {
   std::string group = "billing";
   std::string start = "beginning";
   std::string handler_url;
-  std::string handler_extra;      // more "handler:" keys, YAML flow items ("timeout: 1s, ...")
+  std::string handler_extra;       // more "handler:" keys, YAML flow items ("timeout: 1s, ...")
   std::string subscription_extra;  // more subscription keys, each line indented 4 spaces
-  std::string top_extra;          // more top-level YAML
+  std::string top_extra;           // more top-level YAML
   std::string drain_timeout = "10s";
   int max_attempts = 3;
   std::string initial_backoff = "50ms";
@@ -48,9 +48,9 @@ class E2eTest : public ::testing::Test {
                        "\n    start: " + c.start + "\n    handler: { url: \"" + url + "\"" +
                        (c.handler_extra.empty() ? "" : ", " + c.handler_extra) +
                        " }\n    retry: { max_attempts: " + std::to_string(c.max_attempts) +
-                       ", initial_backoff: " + c.initial_backoff + ", max_backoff: 1s, jitter: 0 }\n" +
-                       "    claim: { min_idle: " + c.min_idle + ", interval: " + c.claim_interval + " }\n" +
-                       c.subscription_extra;
+                       ", initial_backoff: " + c.initial_backoff +
+                       ", max_backoff: 1s, jitter: 0 }\n" + "    claim: { min_idle: " + c.min_idle +
+                       ", interval: " + c.claim_interval + " }\n" + c.subscription_extra;
     return yaml;
   }
 

@@ -27,7 +27,8 @@ TEST_F(FormatsTest, RawWithoutTheFieldIsDeadLetteredAsInvalid) {
   c.handler_extra = "format: raw";
   auto sidecar = StartSidecar(c);
   std::string id = Add({"other", "x"});
-  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(10)))
+  ASSERT_TRUE(
+      Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(10)))
       << sidecar->Logs();
   EXPECT_TRUE(RequestsFor(id).empty());
   ASSERT_TRUE(WaitMetric("streamcar_dead_lettered_total", {"reason=\"invalid\""}, 1));
@@ -37,8 +38,9 @@ TEST_F(FormatsTest, CloudEventsBinaryMode) {
   SidecarConfig c;
   c.handler_extra = "format: cloudevents";
   auto sidecar = StartSidecar(c);
-  std::string id = Add({"type", "order.created", "data", "{\"total\":5}", "content_type", "application/json",
-                        "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
+  std::string id =
+      Add({"type", "order.created", "data", "{\"total\":5}", "content_type", "application/json",
+           "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(10))) << sidecar->Logs();
   auto r = handler_.Requests()[0];
   EXPECT_EQ(r.Header("ce-specversion"), "1.0");

@@ -20,7 +20,8 @@ class OperationsTest : public E2eTest {
   }
   void AddMany(int n, const std::string& stream = "orders") {
     std::vector<redis::Command> commands;
-    for (int i = 0; i < n; ++i) commands.push_back(redis::Command("XADD").Arg(stream).Arg("*").Arg("n").Arg(int64_t{i}));
+    for (int i = 0; i < n; ++i)
+      commands.push_back(redis::Command("XADD").Arg(stream).Arg("*").Arg("n").Arg(int64_t{i}));
     auto c = redis_->Connect();
     ASSERT_TRUE(c->RunPipeline(commands).ok());
   }
@@ -43,7 +44,11 @@ TEST_F(OperationsTest, RetentionMaxAgeDropsOldEntries) {
   const int64_t old_ms = 1'000'000'000'000;  // 2001
   std::vector<redis::Command> commands;
   for (int i = 0; i < 300; ++i) {
-    commands.push_back(redis::Command("XADD").Arg("orders").Arg(std::to_string(old_ms) + "-" + std::to_string(i)).Arg("old").Arg("1"));
+    commands.push_back(redis::Command("XADD")
+                           .Arg("orders")
+                           .Arg(std::to_string(old_ms) + "-" + std::to_string(i))
+                           .Arg("old")
+                           .Arg("1"));
   }
   ASSERT_TRUE(redis_->Connect()->RunPipeline(commands).ok());
   for (int i = 0; i < 5; ++i) Add({"new", "1"});
@@ -69,8 +74,10 @@ TEST_F(OperationsTest, DeadLetterMaxLenTrimsTheDlq) {
 TEST_F(OperationsTest, StatusJsonEqualsWhatRedisReports) {
   redis_->Run({"XGROUP", "CREATE", "orders", "billing", "0", "MKSTREAM"});
   for (int i = 0; i < 10; ++i) Add({"n", std::to_string(i)});
-  redis_->Run({"XREADGROUP", "GROUP", "billing", "worker-a", "COUNT", "3", "STREAMS", "orders", ">"});
-  redis_->Run({"XREADGROUP", "GROUP", "billing", "worker-b", "COUNT", "2", "STREAMS", "orders", ">"});
+  redis_->Run(
+      {"XREADGROUP", "GROUP", "billing", "worker-a", "COUNT", "3", "STREAMS", "orders", ">"});
+  redis_->Run(
+      {"XREADGROUP", "GROUP", "billing", "worker-b", "COUNT", "2", "STREAMS", "orders", ">"});
   AddMany(4, "orders:dlq");
   auto result = RunStreamcar({"status", "--json", "-c", WriteConfig({})});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -133,13 +140,16 @@ TEST_F(OperationsTest, StatusOfAStreamThatDoesNotExistYet) {
 
 TEST_F(OperationsTest, DlqListAndReplayRoundTripIntoADeliveredEntry) {
   std::atomic<bool> fixed{false};
-  handler_.SetBehaviour([&](const ReceivedRequest&) { return HandlerReply{fixed ? 200 : 422, "schema mismatch"}; });
+  handler_.SetBehaviour([&](const ReceivedRequest&) {
+    return HandlerReply{fixed ? 200 : 422, "schema mismatch"};
+  });
   auto sidecar = StartSidecar({});
   std::string original = Add({"order", "7", "blob", std::string("\x00\xFF", 2)});
   ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1; }, seconds(10))) << sidecar->Logs();
   const std::string path = WriteConfig({});
 
-  auto list = RunStreamcar({"dlq", "list", "-c", path, "--subscription", "orders/billing", "--json"});
+  auto list =
+      RunStreamcar({"dlq", "list", "-c", path, "--subscription", "orders/billing", "--json"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   rapidjson::Document d;
   d.Parse(list.out.c_str());
@@ -153,7 +163,8 @@ TEST_F(OperationsTest, DlqListAndReplayRoundTripIntoADeliveredEntry) {
   auto table = RunStreamcar({"dlq", "list", "-c", path, "--subscription", "orders/billing"});
   EXPECT_NE(table.out.find(original), std::string::npos);
 
-  auto dry = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--dry-run"});
+  auto dry =
+      RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--dry-run"});
   EXPECT_EQ(dry.exit_code, 0);
   EXPECT_EQ(Len("orders:dlq"), 1);
 
@@ -165,8 +176,9 @@ TEST_F(OperationsTest, DlqListAndReplayRoundTripIntoADeliveredEntry) {
   ASSERT_TRUE(handler_.WaitForCount(before + 1, seconds(10))) << sidecar->Logs();
   auto redelivered = handler_.Requests().back();
   // The original fields, byte for byte, and no streamcar.* metadata.
-  EXPECT_NE(redelivered.body.find(R"("payload":{"order":"7","blob":"AP8="},"base64_fields":["blob"])"),
-            std::string::npos)
+  EXPECT_NE(
+      redelivered.body.find(R"("payload":{"order":"7","blob":"AP8="},"base64_fields":["blob"])"),
+      std::string::npos)
       << redelivered.body;
   EXPECT_EQ(redelivered.body.find("streamcar."), std::string::npos);
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
@@ -174,24 +186,27 @@ TEST_F(OperationsTest, DlqListAndReplayRoundTripIntoADeliveredEntry) {
 
 TEST_F(OperationsTest, ReplaySelectedIdsAndCount) {
   for (int i = 0; i < 3; ++i) {
-    Add({"n", std::to_string(i), "streamcar.stream", "orders", "streamcar.id", "1-" + std::to_string(i),
-         "streamcar.group", "billing", "streamcar.attempts", "1", "streamcar.reason", "rejected",
-         "streamcar.status", "422", "streamcar.error", "x", "streamcar.time", "1"},
+    Add({"n", std::to_string(i), "streamcar.stream", "orders", "streamcar.id",
+         "1-" + std::to_string(i), "streamcar.group", "billing", "streamcar.attempts", "1",
+         "streamcar.reason", "rejected", "streamcar.status", "422", "streamcar.error", "x",
+         "streamcar.time", "1"},
         "orders:dlq");
   }
   // A dead letter of another group on the same DLQ is never touched.
-  Add({"n", "other", "streamcar.stream", "orders", "streamcar.id", "1-9", "streamcar.group", "shipping",
-       "streamcar.attempts", "1", "streamcar.reason", "rejected", "streamcar.status", "422",
-       "streamcar.error", "x", "streamcar.time", "1"},
+  Add({"n", "other", "streamcar.stream", "orders", "streamcar.id", "1-9", "streamcar.group",
+       "shipping", "streamcar.attempts", "1", "streamcar.reason", "rejected", "streamcar.status",
+       "422", "streamcar.error", "x", "streamcar.time", "1"},
       "orders:dlq");
   const std::string path = WriteConfig({});
   auto letters = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});
   std::string second_id(letters.view()[1][0].Str());
-  auto one = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--id", second_id});
+  auto one = RunStreamcar(
+      {"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--id", second_id});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ(Len("orders:dlq"), 3);
   EXPECT_EQ(Len("orders"), 1);
-  auto counted = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--count", "1"});
+  auto counted = RunStreamcar(
+      {"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--count", "1"});
   ASSERT_EQ(counted.exit_code, 0) << counted.err;
   EXPECT_EQ(Len("orders"), 2);
   auto rest = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing"});
@@ -205,16 +220,19 @@ TEST_F(OperationsTest, BadArgumentsExitTwoWithAClearMessage) {
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("no subscription named \"nope\""), std::string::npos) << unknown.err;
   EXPECT_NE(unknown.err.find("orders/billing"), std::string::npos);
-  auto missing = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--id", "5-5"});
+  auto missing = RunStreamcar(
+      {"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--id", "5-5"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("no dead letter 5-5"), std::string::npos) << missing.err;
-  auto count = RunStreamcar({"dlq", "list", "-c", path, "--subscription", "orders/billing", "--count", "x"});
+  auto count =
+      RunStreamcar({"dlq", "list", "-c", path, "--subscription", "orders/billing", "--count", "x"});
   EXPECT_EQ(count.exit_code, 2);
 }
 
 TEST_F(OperationsTest, StatusAgainstUnreachableRedisExitsOne) {
   std::string yaml = Yaml({});
-  yaml.replace(yaml.find(redis_->url()), redis_->url().size(), "redis://127.0.0.1:" + std::to_string(FreePort()) + "/0");
+  yaml.replace(yaml.find(redis_->url()), redis_->url().size(),
+               "redis://127.0.0.1:" + std::to_string(FreePort()) + "/0");
   std::string path = MakeTempDir("streamcar-ops-") + "/streamcar.yaml";
   std::ofstream(path) << yaml;
   auto result = RunStreamcar({"status", "-c", path});

@@ -34,7 +34,8 @@ TEST_F(OrderingTest, SameKeyInIdOrderOneAtATimeAndRetriesHoldTheKey) {
     std::this_thread::sleep_for(milliseconds(20));
     int status = 200;
     // The first entry of key A fails once: its later entries must wait for the retry.
-    if (key == "A" && PayloadValue(r.body, "seq") == "0" && !failed_once.exchange(true)) status = 500;
+    if (key == "A" && PayloadValue(r.body, "seq") == "0" && !failed_once.exchange(true))
+      status = 500;
     {
       std::lock_guard lock(mutex);
       --active[key];
@@ -50,7 +51,8 @@ TEST_F(OrderingTest, SameKeyInIdOrderOneAtATimeAndRetriesHoldTheKey) {
     Add({"account", "B", "seq", std::to_string(i)});
   }
   auto sidecar = StartSidecar(c);
-  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && handler_.Count() == 21; }, seconds(20)))
+  ASSERT_TRUE(
+      Eventually([&] { return PendingCount() == 0 && handler_.Count() == 21; }, seconds(20)))
       << sidecar->Logs();
   EXPECT_FALSE(overlap);
   std::map<std::string, std::vector<std::string>> order;

@@ -31,7 +31,8 @@ TEST_F(RecoveryTest, KillNineThenRestartDrainsOwnPendingFirstWithAttemptsTwo) {
   hang = false;
   std::string fresh = Add({"n", "new"});
   auto second = StartSidecar(c);  // same consumer name
-  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && RequestsFor(fresh).size() == 1; }, seconds(15)))
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && RequestsFor(fresh).size() == 1; },
+                         seconds(15)))
       << second->Logs();
   for (const auto& id : held) {
     auto requests = RequestsFor(id);
@@ -95,7 +96,8 @@ TEST_F(RecoveryTest, HandlerLongerThanMinIdleIsNotDeliveredTwice) {
   admin_port_ = first_admin;
   ASSERT_TRUE(WaitReady());
   std::string id = Add({"slow", "1"});
-  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15))) << one->Logs() << two->Logs();
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15)))
+      << one->Logs() << two->Logs();
   EXPECT_EQ(RequestsFor(id).size(), 1u);
 }
 
@@ -137,7 +139,8 @@ TEST_F(RecoveryTest, EntryThatCrashedEveryConsumerIsDeadLetteredWithoutDelivery)
   redis_->Run({"XREADGROUP", "GROUP", "billing", "c1", "STREAMS", "orders", ">"});
   for (int i = 0; i < 2; ++i) redis_->Run({"XCLAIM", "orders", "billing", "c1", "0", poison});
   auto sidecar = StartSidecar({});  // drains c1's PEL: count becomes 4
-  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(10)))
+  ASSERT_TRUE(
+      Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(10)))
       << sidecar->Logs();
   EXPECT_TRUE(RequestsFor(poison).empty());
   auto dlq = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});

@@ -135,7 +135,8 @@ TEST(Connection, BlockingReadWaitsPastTheCommandTimeout) {
   ASSERT_TRUE(c.ok());
   // BLOCK 400 ms with a 100 ms command timeout: the socket deadline must sit above BLOCK.
   auto reply = (*c)->RunBlocking(
-      Command("XREAD").Arg("BLOCK").Arg(int64_t{400}).Arg("STREAMS").Arg("nothing").Arg("$"), Millis(400));
+      Command("XREAD").Arg("BLOCK").Arg(int64_t{400}).Arg("STREAMS").Arg("nothing").Arg("$"),
+      Millis(400));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
   EXPECT_TRUE(reply->IsNil());
 }

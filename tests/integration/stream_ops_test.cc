@@ -135,18 +135,35 @@ TEST_F(StreamOpsTest, DeadLetterTransactionWritesFieldsAndMetadata) {
   std::string a = Add("s", {"k", "v", "k", "w"});
   auto entries = ops.ReadNew(*session_, 10, Millis(10));
   DeadLetterMeta meta{"rejected", "422", std::string(2000, 'e'), 1, 1700000000000};
-  auto replies = session_->RunPipeline({Command("MULTI"), ops.DeadLetterAdd("s:dlq", 0, (*entries)[0], meta),
-                                        ops.Ack({a}), Command("EXEC")});
+  auto replies =
+      session_->RunPipeline({Command("MULTI"), ops.DeadLetterAdd("s:dlq", 0, (*entries)[0], meta),
+                             ops.Ack({a}), Command("EXEC")});
   ASSERT_TRUE(replies.ok());
   auto dlq = server_.Run({"XRANGE", "s:dlq", "-", "+"});
   ASSERT_EQ(dlq.view().Size(), 1u);
   auto fields = dlq.view()[0][1];
   std::vector<std::string> flat;
   for (size_t i = 0; i < fields.Size(); ++i) flat.emplace_back(fields[i].Str());
-  std::vector<std::string> expected = {"k", "v", "k", "w", "streamcar.stream", "s", "streamcar.id", a,
-                                       "streamcar.group", "g", "streamcar.attempts", "1", "streamcar.reason",
-                                       "rejected", "streamcar.status", "422", "streamcar.error",
-                                       std::string(1024, 'e'), "streamcar.time", "1700000000000"};
+  std::vector<std::string> expected = {"k",
+                                       "v",
+                                       "k",
+                                       "w",
+                                       "streamcar.stream",
+                                       "s",
+                                       "streamcar.id",
+                                       a,
+                                       "streamcar.group",
+                                       "g",
+                                       "streamcar.attempts",
+                                       "1",
+                                       "streamcar.reason",
+                                       "rejected",
+                                       "streamcar.status",
+                                       "422",
+                                       "streamcar.error",
+                                       std::string(1024, 'e'),
+                                       "streamcar.time",
+                                       "1700000000000"};
   EXPECT_EQ(flat, expected);
   EXPECT_EQ(server_.Run({"XPENDING", "s", "g"}).view()[0].Integer(), 0);
 }

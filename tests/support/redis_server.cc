@@ -48,16 +48,27 @@ RedisServer::~RedisServer() {
 }
 
 void RedisServer::Start() {
-  std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind",
-                                   "127.0.0.1", "--dir", dir_, "--save", "", "--logfile",
-                                   dir_ + "/redis.log", "--daemonize", "no"};
+  std::vector<std::string> args = {"redis-server",
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--dir",
+                                   dir_,
+                                   "--save",
+                                   "",
+                                   "--logfile",
+                                   dir_ + "/redis.log",
+                                   "--daemonize",
+                                   "no"};
   if (options_.append_only) {
     for (const char* a : {"--appendonly", "yes", "--appendfsync", "always"}) args.emplace_back(a);
   } else {
     args.insert(args.end(), {"--appendonly", "no"});
   }
   if (!options_.password.empty()) args.insert(args.end(), {"--requirepass", options_.password});
-  if (options_.unix_socket) args.insert(args.end(), {"--unixsocket", socket_path(), "--unixsocketperm", "700"});
+  if (options_.unix_socket)
+    args.insert(args.end(), {"--unixsocket", socket_path(), "--unixsocketperm", "700"});
   args.insert(args.end(), options_.extra.begin(), options_.extra.end());
 
   pid_ = ::fork();

@@ -64,7 +64,8 @@ CommandResult RunStreamcar(const std::vector<std::string>& args,
   return result;
 }
 
-SidecarProcess::SidecarProcess(const std::string& config_yaml, const std::vector<std::string>& env) {
+SidecarProcess::SidecarProcess(const std::string& config_yaml,
+                               const std::vector<std::string>& env) {
   dir_ = MakeTempDir("streamcar-e2e-");
   config_path_ = dir_ + "/streamcar.yaml";
   log_path_ = dir_ + "/stderr.log";

@@ -40,7 +40,8 @@ void TestHandler::Listen() {
     received.path = req.path;
     for (const auto& [name, value] : req.headers) {
       std::string lower = name;
-      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
       received.headers.emplace(lower, value);
     }
     received.body = req.body;
@@ -63,7 +64,8 @@ void TestHandler::Listen() {
   };
   server_->Post(".*", handle);
   server_->Get(".*", handle);
-  if (!server_->bind_to_port("127.0.0.1", port_)) throw std::runtime_error("test handler cannot bind");
+  if (!server_->bind_to_port("127.0.0.1", port_))
+    throw std::runtime_error("test handler cannot bind");
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }

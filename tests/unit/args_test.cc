@@ -43,16 +43,21 @@ TEST(Args, EveryCommand) {
   EXPECT_EQ(list.command, CommandKind::kDlqList);
   EXPECT_EQ(list.subscription, "orders/billing");
   EXPECT_EQ(list.count, 5);
-  auto replay = Parse({"dlq", "replay", "--subscription", "s", "--id", "1-0", "--id", "2-0", "--dry-run"});
+  auto replay =
+      Parse({"dlq", "replay", "--subscription", "s", "--id", "1-0", "--id", "2-0", "--dry-run"});
   EXPECT_EQ(replay.command, CommandKind::kDlqReplay);
   EXPECT_EQ(replay.ids, (std::vector<std::string>{"1-0", "2-0"}));
   EXPECT_TRUE(replay.dry_run);
 }
 
 TEST(Args, HelpOnEveryCommand) {
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"--help"}, {"run", "--help"}, {"check", "-h"}, {"status", "--help"}, {"dlq", "list", "--help"},
-           {"dlq", "replay", "--help"}, {"version", "--help"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--help"},
+                                                         {"run", "--help"},
+                                                         {"check", "-h"},
+                                                         {"status", "--help"},
+                                                         {"dlq", "list", "--help"},
+                                                         {"dlq", "replay", "--help"},
+                                                         {"version", "--help"}}) {
     EXPECT_TRUE(Parse(args).help);
   }
 }
@@ -64,8 +69,10 @@ TEST(Args, Errors) {
   EXPECT_NE(ErrorOf({"dlq"}).find("list or replay"), std::string::npos);
   EXPECT_NE(ErrorOf({"dlq", "purge"}).find("unknown dlq subcommand"), std::string::npos);
   EXPECT_NE(ErrorOf({"dlq", "list"}).find("--subscription"), std::string::npos);
-  EXPECT_NE(ErrorOf({"dlq", "list", "--subscription", "s", "--count", "0"}).find("--count"), std::string::npos);
-  EXPECT_NE(ErrorOf({"dlq", "replay", "--subscription", "s", "--id", "nope"}).find("--id"), std::string::npos);
+  EXPECT_NE(ErrorOf({"dlq", "list", "--subscription", "s", "--count", "0"}).find("--count"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"dlq", "replay", "--subscription", "s", "--id", "nope"}).find("--id"),
+            std::string::npos);
   EXPECT_NE(ErrorOf({"status", "--bogus"}).find("unknown option --bogus"), std::string::npos);
   EXPECT_NE(ErrorOf({"check", "extra"}).find("unexpected argument"), std::string::npos);
 }

@@ -24,7 +24,7 @@ TEST(Base64, RoundTripsEveryByte) {
 TEST(Base64, DecodeRejectsInvalid) {
   EXPECT_FALSE(Base64Decode("abc"));
   EXPECT_FALSE(Base64Decode("ab=c"));
-  EXPECT_FALSE(Base64Decode("a*==")); 
+  EXPECT_FALSE(Base64Decode("a*=="));
 }
 
 }  // namespace

@@ -81,9 +81,14 @@ TEST(Config, MinimalFileGetsEveryDefault) {
 TEST(Config, StartMapsToGroupCreateIds) {
   EXPECT_EQ(Load(kMinimal).subscriptions[0].StartId(), "$");
   std::string yaml = kMinimal;
-  EXPECT_EQ(Load(yaml.replace(yaml.find("start: new"), 10, "start: beginning")).subscriptions[0].StartId(), "0");
+  EXPECT_EQ(Load(yaml.replace(yaml.find("start: new"), 10, "start: beginning"))
+                .subscriptions[0]
+                .StartId(),
+            "0");
   yaml = kMinimal;
-  EXPECT_EQ(Load(yaml.replace(yaml.find("start: new"), 10, "start: 1700000000000-5")).subscriptions[0].StartId(),
+  EXPECT_EQ(Load(yaml.replace(yaml.find("start: new"), 10, "start: 1700000000000-5"))
+                .subscriptions[0]
+                .StartId(),
             "1700000000000-5");
 }
 
@@ -100,7 +105,9 @@ subscriptions:
     start: new
     handler: { url: "http://127.0.0.1:${PORT:-8080}/", concurrency: "${CONC}" }
 )",
-                  Env({{"REDIS_HOST", "redis"}, {"REDIS_PASSWORD", "s3cr:t#x"}, {"STREAM", "orders"},
+                  Env({{"REDIS_HOST", "redis"},
+                       {"REDIS_PASSWORD", "s3cr:t#x"},
+                       {"STREAM", "orders"},
                        {"CONC", "4"}}));
   EXPECT_EQ(c.redis.url, "redis://redis:6379/0");
   EXPECT_EQ(c.redis.password, "s3cr:t#x");  // YAML-special characters stay data
@@ -138,15 +145,17 @@ TEST(Config, RejectsNegativeDuration) {
 }
 
 TEST(Config, RejectsUnknownDurationUnit) {
-  std::string error = ErrorOf("version: 1\nshutdown:\n  drain_timeout: 3d\n" + std::string(kMinimal).substr(11));
+  std::string error =
+      ErrorOf("version: 1\nshutdown:\n  drain_timeout: 3d\n" + std::string(kMinimal).substr(11));
   EXPECT_NE(error.find("shutdown.drain_timeout"), std::string::npos) << error;
   EXPECT_NE(error.find("unknown unit"), std::string::npos) << error;
 }
 
 TEST(Config, UnknownKeySuggestsTheKeyMeant) {
   std::string error = ErrorOf(WithSub("    retry:\n      max_attemps: 3\n"));
-  EXPECT_NE(error.find("subscriptions[0].retry.max_attemps: unknown key (did you mean max_attempts?)"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("subscriptions[0].retry.max_attemps: unknown key (did you mean max_attempts?)"),
+      std::string::npos)
       << error;
   EXPECT_NE(error.find("test.yaml:9:"), std::string::npos) << error;
 }
@@ -158,11 +167,13 @@ TEST(Config, UnknownTopLevelKeyWithoutCloseMatch) {
 }
 
 TEST(Config, UnknownKeysEverywhereAreCaught) {
-  EXPECT_NE(ErrorOf("version: 1\nredis: { urll: x }\n").find("redis.urll: unknown key (did you mean url?)"),
+  EXPECT_NE(ErrorOf("version: 1\nredis: { urll: x }\n")
+                .find("redis.urll: unknown key (did you mean url?)"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", concurency: 2 }\n"))
-                .find("subscriptions[0].handler.concurency: unknown key (did you mean concurrency?)"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(WithSub("    handler: { url: \"http://h/\", concurency: 2 }\n"))
+          .find("subscriptions[0].handler.concurency: unknown key (did you mean concurrency?)"),
+      std::string::npos);
   EXPECT_NE(ErrorOf("version: 1\nadmin: { lisen: x }\n").find("admin.lisen"), std::string::npos);
 }
 
@@ -183,12 +194,16 @@ TEST(Config, RejectsInvalidStart) {
 }
 
 TEST(Config, MissingStreamOrGroupIsAnError) {
-  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: [{group: g, start: new, handler: {url: \"http://h/\"}}]\n")
-                .find("subscriptions[0].stream: required"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: [{stream: s, start: new, handler: {url: \"http://h/\"}}]\n")
-                .find("subscriptions[0].group: required"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(
+          "version: 1\nsubscriptions: [{group: g, start: new, handler: {url: \"http://h/\"}}]\n")
+          .find("subscriptions[0].stream: required"),
+      std::string::npos);
+  EXPECT_NE(
+      ErrorOf(
+          "version: 1\nsubscriptions: [{stream: s, start: new, handler: {url: \"http://h/\"}}]\n")
+          .find("subscriptions[0].group: required"),
+      std::string::npos);
 }
 
 TEST(Config, DuplicateStreamAndGroupIsAnError) {
@@ -239,7 +254,8 @@ subscriptions:
 }
 
 TEST(Config, DefaultsMayNotSetIdentityKeys) {
-  std::string error = ErrorOf("version: 1\ndefaults:\n  stream: x\n" + std::string(kMinimal).substr(11));
+  std::string error =
+      ErrorOf("version: 1\ndefaults:\n  stream: x\n" + std::string(kMinimal).substr(11));
   EXPECT_NE(error.find("defaults.stream: not allowed in defaults"), std::string::npos) << error;
 }
 
@@ -249,12 +265,14 @@ TEST(Config, HandlerUrlRequiredHereOrInDefaults) {
 }
 
 TEST(Config, RejectsBadUrlSchemes) {
-  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"ftp://h/\" }\n")).find("subscriptions[0].handler.url"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(WithSub("    handler: { url: \"ftp://h/\" }\n")).find("subscriptions[0].handler.url"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", health_url: \"h:1/health\" }\n"))
                 .find("handler.health_url"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("version: 1\nredis: { url: \"http://r:6379\" }\n").find("redis.url"), std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nredis: { url: \"http://r:6379\" }\n").find("redis.url"),
+            std::string::npos);
   EXPECT_NE(ErrorOf("version: 1\nredis: { url: \"redis://r:99999\" }\n").find("invalid port"),
             std::string::npos);
   EXPECT_NE(ErrorOf("version: 1\nredis: { url: \"unix://relative.sock\" }\n").find("absolute"),
@@ -287,8 +305,10 @@ TEST(Config, RangesAreChecked) {
       {"    dead_letter: { max_len: -5 }\n", "dead_letter.max_len"},
       {"    retention: { max_len: -1 }\n", "retention.max_len"},
       {"    retention: { interval: 0s }\n", "retention.interval"},
-      {"    handler: { url: \"http://h/\", reject_statuses: [200] }\n", "handler.reject_statuses[0]"},
-      {"    handler: { url: \"http://h/\", reject_statuses: [400, 700] }\n", "handler.reject_statuses[1]"},
+      {"    handler: { url: \"http://h/\", reject_statuses: [200] }\n",
+       "handler.reject_statuses[0]"},
+      {"    handler: { url: \"http://h/\", reject_statuses: [400, 700] }\n",
+       "handler.reject_statuses[1]"},
   };
   for (const auto& [extra, key] : cases) {
     std::string error = ErrorOf(WithSub(extra));
@@ -297,12 +317,16 @@ TEST(Config, RangesAreChecked) {
 }
 
 TEST(Config, RejectsWrongValueTypes) {
-  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", concurrency: many }\n")).find("whole number"),
+  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", concurrency: many }\n"))
+                .find("whole number"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(WithSub("    ack: { delete: maybe }\n")).find("true or false"), std::string::npos);
-  EXPECT_NE(ErrorOf(WithSub("    retry: [1, 2]\n")).find("subscriptions[0].retry: must be a mapping"),
+  EXPECT_NE(ErrorOf(WithSub("    ack: { delete: maybe }\n")).find("true or false"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: {stream: s}\n").find("must be a list"), std::string::npos);
+  EXPECT_NE(
+      ErrorOf(WithSub("    retry: [1, 2]\n")).find("subscriptions[0].retry: must be a mapping"),
+      std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: {stream: s}\n").find("must be a list"),
+            std::string::npos);
 }
 
 TEST(Config, FormatIsValidatedWithASuggestion) {
@@ -312,31 +336,41 @@ TEST(Config, FormatIsValidatedWithASuggestion) {
 }
 
 TEST(Config, BatchNeedsJson) {
-  std::string error = ErrorOf(WithSub("    handler: { url: \"http://h/\", batch_size: 10, format: raw }\n"));
+  std::string error =
+      ErrorOf(WithSub("    handler: { url: \"http://h/\", batch_size: 10, format: raw }\n"));
   EXPECT_NE(error.find("subscriptions[0].handler.batch_size"), std::string::npos) << error;
 }
 
 TEST(Config, ReservedHeadersCannotBeOverridden) {
-  std::string error = ErrorOf(WithSub("    handler: { url: \"http://h/\", headers: { Idempotency-Key: x } }\n"));
+  std::string error =
+      ErrorOf(WithSub("    handler: { url: \"http://h/\", headers: { Idempotency-Key: x } }\n"));
   EXPECT_NE(error.find("handler.headers.Idempotency-Key"), std::string::npos) << error;
-  EXPECT_NE(ErrorOf(WithSub("    handler: { url: \"http://h/\", headers: { \"bad header\": x } }\n"))
-                .find("not a valid HTTP header name"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(WithSub("    handler: { url: \"http://h/\", headers: { \"bad header\": x } }\n"))
+          .find("not a valid HTTP header name"),
+      std::string::npos);
 }
 
 TEST(Config, VersionMustBeOne) {
-  EXPECT_NE(ErrorOf("version: 2\n" + std::string(kMinimal).substr(11)).find("version"), std::string::npos);
+  EXPECT_NE(ErrorOf("version: 2\n" + std::string(kMinimal).substr(11)).find("version"),
+            std::string::npos);
 }
 
 TEST(Config, AdminListenIsValidated) {
-  EXPECT_EQ(Load("version: 1\nadmin: { listen: \"\" }\n" + std::string(kMinimal).substr(11)).admin.listen, "");
-  EXPECT_EQ(Load("version: 1\nadmin: { listen: \"[::]:9464\" }\n" + std::string(kMinimal).substr(11)).admin.listen,
-            "[::]:9464");
-  EXPECT_NE(ErrorOf("version: 1\nadmin: { listen: \"9464\" }\n" + std::string(kMinimal).substr(11)).find("admin.listen"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf("version: 1\nadmin: { listen: \"0.0.0.0:0\" }\n" + std::string(kMinimal).substr(11))
+  EXPECT_EQ(
+      Load("version: 1\nadmin: { listen: \"\" }\n" + std::string(kMinimal).substr(11)).admin.listen,
+      "");
+  EXPECT_EQ(
+      Load("version: 1\nadmin: { listen: \"[::]:9464\" }\n" + std::string(kMinimal).substr(11))
+          .admin.listen,
+      "[::]:9464");
+  EXPECT_NE(ErrorOf("version: 1\nadmin: { listen: \"9464\" }\n" + std::string(kMinimal).substr(11))
                 .find("admin.listen"),
             std::string::npos);
+  EXPECT_NE(
+      ErrorOf("version: 1\nadmin: { listen: \"0.0.0.0:0\" }\n" + std::string(kMinimal).substr(11))
+          .find("admin.listen"),
+      std::string::npos);
 }
 
 TEST(Config, TlsCertAndKeyGoTogether) {
@@ -347,7 +381,8 @@ TEST(Config, TlsCertAndKeyGoTogether) {
 }
 
 TEST(Config, NoSubscriptionsIsAnError) {
-  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: []\n").find("at least one subscription"), std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: []\n").find("at least one subscription"),
+            std::string::npos);
   EXPECT_NE(ErrorOf("version: 1\n").find("subscriptions: required"), std::string::npos);
 }
 
@@ -358,7 +393,8 @@ TEST(Config, InvalidYamlReportsTheLine) {
 }
 
 TEST(Config, DuplicateKeysAreAnError) {
-  std::string error = ErrorOf(WithSub("    retry: { max_attempts: 1 }\n    retry: { max_attempts: 2 }\n"));
+  std::string error =
+      ErrorOf(WithSub("    retry: { max_attempts: 1 }\n    retry: { max_attempts: 2 }\n"));
   EXPECT_NE(error.find("subscriptions[0].retry: duplicate key"), std::string::npos) << error;
   EXPECT_NE(error.find("test.yaml:9"), std::string::npos) << error;
 }

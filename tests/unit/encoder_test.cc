@@ -40,9 +40,8 @@ class EncoderTest : public ::testing::Test {
 TEST_F(EncoderTest, JsonEnvelopeIsExact) {
   auto r = Encode(Entry({{"field", "value"}, {"n", "42"}}));
   EXPECT_EQ(r.content_type, "application/json");
-  EXPECT_EQ(r.body,
-            R"({"id":"1700000000000-0","stream":"orders","group":"billing","attempts":1,)"
-            R"("payload":{"field":"value","n":"42"}})");
+  EXPECT_EQ(r.body, R"({"id":"1700000000000-0","stream":"orders","group":"billing","attempts":1,)"
+                    R"("payload":{"field":"value","n":"42"}})");
 }
 
 TEST_F(EncoderTest, CommonHeaders) {
@@ -71,9 +70,8 @@ TEST_F(EncoderTest, BinaryValuesAreBase64AndListed) {
 
 TEST_F(EncoderTest, DuplicateFieldsBecomeArraysInOrder) {
   auto r = Encode(Entry({{"tag", "a"}, {"x", "1"}, {"tag", "b"}, {"tag", "c"}}));
-  EXPECT_EQ(r.body,
-            R"({"id":"1700000000000-0","stream":"orders","group":"billing","attempts":1,)"
-            R"("payload":{"tag":["a","b","c"],"x":"1"}})");
+  EXPECT_EQ(r.body, R"({"id":"1700000000000-0","stream":"orders","group":"billing","attempts":1,)"
+                    R"("payload":{"tag":["a","b","c"],"x":"1"}})");
 }
 
 TEST_F(EncoderTest, DuplicateFieldWithOneBinaryValueIsAllBase64) {
@@ -87,7 +85,8 @@ TEST_F(EncoderTest, DuplicateFieldWithOneBinaryValueIsAllBase64) {
 }
 
 TEST_F(EncoderTest, EmptyValuesAndEscapes) {
-  auto r = Encode(Entry({{"empty", ""}, {"quote", "a\"b\\c\n\t"}, {"nul", std::string("a\0b", 3)}}));
+  auto r =
+      Encode(Entry({{"empty", ""}, {"quote", "a\"b\\c\n\t"}, {"nul", std::string("a\0b", 3)}}));
   rapidjson::Document d;
   d.Parse(r.body.c_str(), r.body.size());
   ASSERT_FALSE(d.HasParseError()) << r.body;
@@ -126,7 +125,8 @@ TEST_F(EncoderTest, RawWithoutItsFieldIsInvalid) {
 
 TEST_F(EncoderTest, CloudEventsBinaryMode) {
   handler_.format = config::Format::kCloudEvents;
-  auto r = Encode(Entry({{"type", "order.created"}, {"data", "{\"a\":1}"}, {"content_type", "application/json"}}));
+  auto r = Encode(Entry(
+      {{"type", "order.created"}, {"data", "{\"a\":1}"}, {"content_type", "application/json"}}));
   EXPECT_EQ(HeaderOf(r, "ce-specversion"), "1.0");
   EXPECT_EQ(HeaderOf(r, "ce-id"), "1700000000000-0");
   EXPECT_EQ(HeaderOf(r, "ce-source"), "/streams/orders");
@@ -151,10 +151,11 @@ TEST_F(EncoderTest, BatchEnvelope) {
   b.id = "1700000000001-0";
   HttpRequest r;
   EncodeBatch(Context(), {&a, &b}, &r);
-  EXPECT_EQ(r.body,
-            R"({"stream":"orders","group":"billing","entries":[)"
-            R"({"id":"1700000000000-0","attempts":1,"payload":{"x":"1"}},)"
-            R"({"id":"1700000000001-0","attempts":2,"payload":{"y":"/w=="},"base64_fields":["y"]}]})");
+  EXPECT_EQ(
+      r.body,
+      R"({"stream":"orders","group":"billing","entries":[)"
+      R"({"id":"1700000000000-0","attempts":1,"payload":{"x":"1"}},)"
+      R"({"id":"1700000000001-0","attempts":2,"payload":{"y":"/w=="},"base64_fields":["y"]}]})");
   EXPECT_EQ(HeaderOf(r, "Streamcar-Batch-Size"), "2");
 }
 

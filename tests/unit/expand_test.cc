@@ -23,7 +23,8 @@ std::string Expand(const std::string& text, const EnvLookup& env) {
 }
 
 TEST(Expand, ReplacesVariables) {
-  EXPECT_EQ(Expand("redis://${HOST}:${PORT}/0", Env({{"HOST", "r"}, {"PORT", "1"}})), "redis://r:1/0");
+  EXPECT_EQ(Expand("redis://${HOST}:${PORT}/0", Env({{"HOST", "r"}, {"PORT", "1"}})),
+            "redis://r:1/0");
 }
 
 TEST(Expand, UsesDefaultWhenUnsetOrEmpty) {

@@ -41,7 +41,8 @@ TEST_F(LogTest, RepeatingErrorsAreHeldBackAndCounted) {
 }
 
 TEST_F(LogTest, EventsAboutDifferentEntriesAreAllWritten) {
-  for (int i = 0; i < 5; ++i) LogWarn("entry dead-lettered", {{"subscription", "s"}, {"id", std::to_string(i)}});
+  for (int i = 0; i < 5; ++i)
+    LogWarn("entry dead-lettered", {{"subscription", "s"}, {"id", std::to_string(i)}});
   EXPECT_EQ(lines_.size(), 5u);
 }
 

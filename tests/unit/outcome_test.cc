@@ -33,11 +33,13 @@ TEST(Outcome, TwoXxIsSuccess) {
   }
   EXPECT_EQ(Decide(Policy(), Answer(200, "not json"), 1, kNow, 0.5).action, Action::kAck);
   EXPECT_EQ(Decide(Policy(), Answer(200, R"({"ok":true})"), 1, kNow, 0.5).action, Action::kAck);
-  EXPECT_EQ(Decide(Policy(), Answer(200, R"(["status","RETRY"])"), 1, kNow, 0.5).action, Action::kAck);
+  EXPECT_EQ(Decide(Policy(), Answer(200, R"(["status","RETRY"])"), 1, kNow, 0.5).action,
+            Action::kAck);
 }
 
 TEST(Outcome, TwoXxWithRetryBodyRetriesInAnyCase) {
-  for (const char* body : {R"({"status":"RETRY"})", R"({"status":"retry"})", R"( {"status" : "Retry", "x":1})"}) {
+  for (const char* body :
+       {R"({"status":"RETRY"})", R"({"status":"retry"})", R"( {"status" : "Retry", "x":1})"}) {
     auto d = Decide(Policy(), Answer(200, body), 1, kNow, 0.5);
     EXPECT_EQ(d.action, Action::kRetry) << body;
     EXPECT_STREQ(d.metric, "retry");

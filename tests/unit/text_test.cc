@@ -21,10 +21,10 @@ TEST(Text, Utf8Validation) {
   EXPECT_TRUE(IsValidUtf8("h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80"));  // é € 😀
   EXPECT_TRUE(IsValidUtf8(std::string("nul\0inside", 10)));
   EXPECT_FALSE(IsValidUtf8("\xFF\xFE"));
-  EXPECT_FALSE(IsValidUtf8("\xC3"));               // truncated
-  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));           // overlong
-  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));       // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));   // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xC3"));              // truncated
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));          // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // past U+10FFFF
 }
 
 TEST(Text, EntryIds) {
