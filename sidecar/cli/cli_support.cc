@@ -19,20 +19,11 @@ std::optional<config::Config> LoadOrReport(const Arguments& args, int* exit_code
 }
 
 std::unique_ptr<redis::Connection> ConnectOrReport(const config::Config& config, int* exit_code) {
-  redis::ConnectionOptions options;
-  std::string error;
-  options.endpoint = *config::ParseRedisUrl(config.redis.url, &error);
-  options.username =
-      !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
-  options.password =
-      !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
-  options.connect_timeout = config.redis.connect_timeout;
-  options.command_timeout = config.redis.command_timeout;
+  redis::ConnectionOptions options = redis::ConnectionOptionsOf(config);
   options.client_name = "streamcar-cli";
-  if (options.endpoint.kind == config::RedisEndpoint::Kind::kTls) {
-    std::cerr << "streamcar: rediss:// (TLS) is not supported by this build yet\n";
-    *exit_code = 1;
-    return nullptr;
+  if (options.endpoint.kind == config::RedisEndpoint::Kind::kTls && !options.tls.verify) {
+    std::cerr << "streamcar: warning: TLS certificate verification is OFF (redis.tls.verify: "
+                 "false)\n";
   }
   auto connection = redis::Connection::Open(options);
   if (!connection.ok()) {

@@ -36,19 +36,6 @@ class FatalLatch {
   std::optional<Status> status_;
 };
 
-redis::ConnectionOptions RedisOptionsOf(const config::Config& config) {
-  redis::ConnectionOptions options;
-  std::string error;
-  options.endpoint = *config::ParseRedisUrl(config.redis.url, &error);  // validated at load
-  options.username =
-      !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
-  options.password =
-      !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
-  options.connect_timeout = config.redis.connect_timeout;
-  options.command_timeout = config.redis.command_timeout;
-  return options;
-}
-
 }  // namespace
 
 int RunEngine(const config::Config& config) {
@@ -61,11 +48,14 @@ int RunEngine(const config::Config& config) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  const auto redis_options = RedisOptionsOf(config);
-  if (redis_options.endpoint.kind == config::RedisEndpoint::Kind::kTls) {
-    LogError("fatal: rediss:// (TLS) is not supported by this build yet",
-             {{"redis", redis_options.endpoint.Describe()}});
-    return 1;
+  const auto redis_options = redis::ConnectionOptionsOf(config);
+  if (redis_options.endpoint.kind == config::RedisEndpoint::Kind::kTls &&
+      !config.redis.tls.verify) {
+    LogWarn(
+        "TLS certificate verification is OFF (redis.tls.verify: false): the connection to "
+        "Redis is encrypted but not authenticated, and anyone on the path can read and "
+        "change it",
+        {{"redis", redis_options.endpoint.Describe()}});
   }
 
   admin::Metrics metrics;

@@ -14,6 +14,20 @@ bool IsAuthFailure(const Status& status) {
 
 }  // namespace
 
+ConnectionOptions ConnectionOptionsOf(const config::Config& config) {
+  ConnectionOptions options;
+  std::string error;
+  if (auto endpoint = config::ParseRedisUrl(config.redis.url, &error)) options.endpoint = *endpoint;
+  options.username =
+      !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
+  options.password =
+      !config.redis.password.empty() ? config.redis.password : options.endpoint.password;
+  options.connect_timeout = config.redis.connect_timeout;
+  options.command_timeout = config.redis.command_timeout;
+  options.tls = config.redis.tls;
+  return options;
+}
+
 Status ErrorOf(const ReplyView& reply) {
   if (!reply.IsError()) return Status::Ok();
   return Status(StatusCode::kServerError, std::string(reply.Str()));
@@ -27,7 +41,7 @@ Connection::Connection(std::unique_ptr<Transport> transport, Millis command_time
 Connection::~Connection() = default;
 
 StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& options) {
-  auto transport = ConnectSocket(options.endpoint, options.connect_timeout);
+  auto transport = ConnectTransport(options.endpoint, options.tls, options.connect_timeout);
   if (!transport.ok()) return transport.status();
   std::unique_ptr<Connection> connection(
       new Connection(std::move(*transport), options.command_timeout));

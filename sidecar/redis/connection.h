@@ -9,6 +9,7 @@
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
+#include "sidecar/config/config.h"
 #include "sidecar/config/redis_url.h"
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/transport.h"
@@ -24,7 +25,12 @@ struct ConnectionOptions {
   Millis connect_timeout{2000};
   Millis command_timeout{5000};
   std::string client_name;  // CLIENT SETNAME, so operators can see us in CLIENT LIST
+  config::TlsConfig tls;    // used when endpoint.kind is kTls
 };
+
+// The options of a validated configuration: the URL's endpoint, with redis.username/password
+// taking precedence over credentials in the URL.
+ConnectionOptions ConnectionOptionsOf(const config::Config& config);
 
 class Connection {
  public:

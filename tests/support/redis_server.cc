@@ -38,6 +38,7 @@ std::string MakeTempDir(const std::string& prefix) {
 RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
   dir_ = MakeTempDir("streamcar-redis-");
   port_ = FreePort();
+  if (options_.tls) certificates_ = MakeTestCertificates(dir_);
   Start();
 }
 
@@ -48,19 +49,17 @@ RedisServer::~RedisServer() {
 }
 
 void RedisServer::Start() {
-  std::vector<std::string> args = {"redis-server",
-                                   "--port",
-                                   std::to_string(port_),
-                                   "--bind",
-                                   "127.0.0.1",
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--logfile",
-                                   dir_ + "/redis.log",
-                                   "--daemonize",
-                                   "no"};
+  std::vector<std::string> args = {
+      "redis-server",      "--bind",      "127.0.0.1", "--dir", dir_, "--save", "", "--logfile",
+      dir_ + "/redis.log", "--daemonize", "no"};
+  if (options_.tls) {
+    args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
+                             certificates_.server_cert, "--tls-key-file", certificates_.server_key,
+                             "--tls-ca-cert-file", certificates_.ca_cert, "--tls-auth-clients",
+                             options_.tls_auth_clients});
+  } else {
+    args.insert(args.end(), {"--port", std::to_string(port_)});
+  }
   if (options_.append_only) {
     for (const char* a : {"--appendonly", "yes", "--appendfsync", "always"}) args.emplace_back(a);
   } else {
@@ -82,10 +81,7 @@ void RedisServer::Start() {
   // Ready when it answers (LOADING counts as not yet).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
-    redis::ConnectionOptions options;
-    options.endpoint.host = "127.0.0.1";
-    options.endpoint.port = port_;
-    options.password = options_.password;
+    redis::ConnectionOptions options = ClientOptions();
     options.connect_timeout = Millis(200);
     if (auto c = redis::Connection::Open(options); c.ok()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -101,11 +97,26 @@ void RedisServer::Kill() {
   pid_ = -1;
 }
 
-std::unique_ptr<redis::Connection> RedisServer::Connect(const std::string& username,
-                                                        const std::string& password) const {
+redis::ConnectionOptions RedisServer::ClientOptions() const {
   redis::ConnectionOptions options;
+  options.endpoint.kind =
+      options_.tls ? config::RedisEndpoint::Kind::kTls : config::RedisEndpoint::Kind::kTcp;
   options.endpoint.host = "127.0.0.1";
   options.endpoint.port = port_;
+  options.password = options_.password;
+  if (options_.tls) {
+    options.tls.ca_file = certificates_.ca_cert;
+    if (options_.tls_auth_clients == "yes") {
+      options.tls.cert_file = certificates_.client_cert;
+      options.tls.key_file = certificates_.client_key;
+    }
+  }
+  return options;
+}
+
+std::unique_ptr<redis::Connection> RedisServer::Connect(const std::string& username,
+                                                        const std::string& password) const {
+  redis::ConnectionOptions options = ClientOptions();
   options.username = username;
   options.password = password.empty() ? options_.password : password;
   auto connection = redis::Connection::Open(options);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sidecar/redis/connection.h"
+#include "tests/support/certificates.h"
 
 namespace streamcar::testing {
 
@@ -17,6 +18,9 @@ struct RedisServerOptions {
   std::string password;            // requirepass
   std::vector<std::string> extra;  // more redis-server arguments
   bool unix_socket = false;
+  // TLS only (port() is then the TLS port); "no", "optional" or "yes" for client certificates.
+  bool tls = false;
+  std::string tls_auth_clients = "no";
 };
 
 class RedisServer {
@@ -27,7 +31,14 @@ class RedisServer {
   int port() const { return port_; }
   const std::string& dir() const { return dir_; }
   std::string socket_path() const { return dir_ + "/redis.sock"; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
+  std::string url() const {
+    return std::string(options_.tls ? "rediss" : "redis") +
+           "://127.0.0.1:" + std::to_string(port_) + "/0";
+  }
+  // With tls: the certificates the server uses and trusts.
+  const TestCertificates& certificates() const { return certificates_; }
+  // Options that reach this server (TLS trusted through the test CA).
+  redis::ConnectionOptions ClientOptions() const;
 
   // SIGKILL, and wait for it to be gone.
   void Kill();
@@ -46,6 +57,7 @@ class RedisServer {
   int port_ = 0;
   std::string dir_;
   pid_t pid_ = -1;
+  TestCertificates certificates_;
 };
 
 // A free TCP port on 127.0.0.1 (bound and released: good enough for tests).
