@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <ctime>
 #include <numeric>
 
@@ -95,6 +96,29 @@ std::optional<EntryId> ParseEntryId(std::string_view text) {
     if (e2 != std::errc() || p2 != seq_part.data() + seq_part.size()) return std::nullopt;
   }
   return id;
+}
+
+std::string PrintableOneLine(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const bool utf8 = IsValidUtf8(text);
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7F || (byte >= 0x80 && !utf8)) {
+      char escaped[5];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02X", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 std::string HostName() {

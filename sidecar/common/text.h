@@ -27,6 +27,10 @@ struct EntryId {
 };
 std::optional<EntryId> ParseEntryId(std::string_view text);
 
+// `text` made safe for one line of a message: control characters and bytes that are not UTF-8
+// become escapes (\n, \t, \xNN). Configuration errors echo what the user wrote.
+std::string PrintableOneLine(std::string_view text);
+
 // The host name of this machine (the pod name in Kubernetes).
 std::string HostName();
 

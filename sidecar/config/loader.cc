@@ -547,13 +547,13 @@ StatusOr<Config> LoadConfigText(std::string_view yaml, const std::string& source
     YAML::Node root = YAML::Load(std::string(yaml));
     return Decoder(source_name, env).Decode(root);
   } catch (const ConfigProblem& problem) {
-    return Status(StatusCode::kInvalid, problem.message);
+    return Status(StatusCode::kInvalid, PrintableOneLine(problem.message));
   } catch (const YAML::Exception& e) {
     std::string message = source_name;
     if (e.mark.line >= 0) {
       message += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
     }
-    return Status(StatusCode::kInvalid, message + ": invalid YAML: " + e.msg);
+    return Status(StatusCode::kInvalid, PrintableOneLine(message + ": invalid YAML: " + e.msg));
   }
 }
 

@@ -53,7 +53,9 @@ class TlsTransport final : public Transport {
         data.remove_prefix(static_cast<size_t>(n));
         continue;
       }
-      if (Status s = WaitFor(SSL_get_error(ssl_.get(), n), deadline, "write"); !s.ok()) return s;
+      const int error = SSL_get_error(ssl_.get(), n);
+      if (error == SSL_ERROR_SYSCALL) return ExplainLostWrite();
+      if (Status s = WaitFor(error, deadline, "write"); !s.ok()) return s;
     }
     return Status::Ok();
   }
@@ -68,6 +70,20 @@ class TlsTransport final : public Transport {
   }
 
  private:
+  // A write failed because the server closed the connection. A server that refuses us (TLS 1.3
+  // sends "certificate required" after the handshake) has usually left an alert to read: report
+  // that, because retrying cannot fix it; otherwise the connection was simply lost.
+  Status ExplainLostWrite() {
+    ERR_clear_error();
+    char ignored[256];
+    const int n = SSL_read(ssl_.get(), ignored, sizeof(ignored));
+    if (n <= 0 && SSL_get_error(ssl_.get(), n) == SSL_ERROR_SSL) {
+      return Status(StatusCode::kFatal, "TLS write refused: " + TakeOpenSslError());
+    }
+    ERR_clear_error();
+    return Status(StatusCode::kIo, "TLS write failed: connection lost");
+  }
+
   // After an SSL_read/SSL_write that did not complete: wait for the socket, or say why not.
   Status WaitFor(int error, SteadyTime deadline, const char* what) {
     switch (error) {

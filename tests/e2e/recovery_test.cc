@@ -30,7 +30,9 @@ TEST_F(RecoveryTest, KillNineThenRestartDrainsOwnPendingFirstWithAttemptsTwo) {
 
   hang = false;
   std::string fresh = Add({"n", "new"});
-  auto second = StartSidecar(c);  // same consumer name
+  // Same consumer name; one worker, so arrival order at the handler is dispatch order.
+  c.handler_extra = "timeout: 10s, concurrency: 1";
+  auto second = StartSidecar(c);
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && RequestsFor(fresh).size() == 1; },
                          seconds(15)))
       << second->Logs();

@@ -399,6 +399,16 @@ TEST(Config, DuplicateKeysAreAnError) {
   EXPECT_NE(error.find("test.yaml:9"), std::string::npos) << error;
 }
 
+TEST(Config, ErrorsAreOneLineEvenWithControlCharacters) {
+  // Found by the config fuzzer (its input, verbatim): yaml-cpp's message quoted a raw newline.
+  const std::string yaml("\x76\x65\x72\x73\x69\x6f\x6e\x3a\x20\x31\x0a\x73\x75\x62\x73\x63\x72\x69\x70\x74\x69\x6f\x6e\x73\x3a\x0a\x20\x20\x2d\x20\x73\x74\x72\x65\x61\x6d\x3a\x20\x6f\x72\x64\x65\x72\x73\x0a\x20\x20\x20\x20\x67\x72\x6f\x75\x70\x3a\x20\x62\x69\x6c\x6c\x69\x84\x00\x0a\x20\x20\x20\x20\x73\x74\x61\x72\x79\x3a\x20\x7b\x20\x6d\x61\x78\x5f\x61\x74\x74\x65\x6d\x70\x74\x73\x3a\x20\x33\x2c\x20\x69\x6e\x69\x74\x69\x61\x6c\x5f\x62\x61\x63\x6b\x6f\x66\x66\x3a\x20\x31\x6d\x33\x30\x73\x2c\x20\x6a\x69\x74\x74\x65\x72\x3a\x20\x30\x2e\x35\x20\x7d\x0a", 132);
+  std::string error = ErrorOf(yaml);
+  EXPECT_NE(error.find("invalid YAML"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  std::string bad_value = ErrorOf(WithSub("    handler: { url: \"ftp://x\\ty\" }\n"));
+  EXPECT_EQ(bad_value.find('\t'), std::string::npos) << bad_value;
+}
+
 TEST(Config, EmptyFileIsAnError) { EXPECT_NE(ErrorOf("").find("empty"), std::string::npos); }
 
 TEST(Config, MissingFileIsAnErrorNamingIt) {

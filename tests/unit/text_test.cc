@@ -39,6 +39,13 @@ TEST(Text, EntryIds) {
   EXPECT_LT(*ParseEntryId("1-9"), *ParseEntryId("2-0"));
 }
 
+TEST(Text, PrintableOneLine) {
+  EXPECT_EQ(PrintableOneLine("plain: caf\xC3\xA9"), "plain: caf\xC3\xA9");
+  EXPECT_EQ(PrintableOneLine("a\nb\tc\r"), "a\\nb\\tc\\r");
+  EXPECT_EQ(PrintableOneLine(std::string("nul\0", 4)), "nul\\x00");
+  EXPECT_EQ(PrintableOneLine("bad \xFF byte"), "bad \\xFF byte");
+}
+
 TEST(Text, Rfc3339) { EXPECT_EQ(Rfc3339Millis(1700000000123), "2023-11-14T22:13:20.123Z"); }
 
 }  // namespace
