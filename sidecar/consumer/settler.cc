@@ -192,14 +192,16 @@ bool Settler::Flush(SteadyTime now) {
   AppendAckCommands(ack_ids, &commands);
   const size_t ack_commands = commands.size();
 
-  std::vector<size_t> dead_exec_index;
+  // Where each dead letter's MULTI and EXEC sit in the pipeline.
+  std::vector<std::pair<size_t, size_t>> dead_spans;
   for (const auto& job : dead_) {
+    const size_t multi = commands.size();
     commands.emplace_back("MULTI");
     commands.push_back(ops_.DeadLetterAdd(sub_.dead_letter.stream, sub_.dead_letter.max_len,
                                           job.entry(), job.meta));
     AppendAckCommands({job.entry().id}, &commands, /*in_transaction=*/true);
     commands.emplace_back("EXEC");
-    dead_exec_index.push_back(commands.size() - 1);
+    dead_spans.emplace_back(multi, commands.size() - 1);
   }
 
   std::vector<std::string> claim_ids;
@@ -254,9 +256,20 @@ bool Settler::Flush(SteadyTime now) {
   // Dead letters: each its own MULTI/EXEC.
   for (size_t k = 0; k < dead_.size(); ++k) {
     auto& job = dead_[k];
-    redis::ReplyView exec = (*replies)[dead_exec_index[k]].view();
-    bool written = exec.IsArray();
-    for (size_t e = 0; written && e < exec.Size(); ++e) written = !exec[e].IsError();
+    // Replies: MULTI's OK, one QUEUED (or a refusal such as OOM) per command, then EXEC's array
+    // (or EXECABORT when a command was refused while queueing).
+    const auto [multi, exec_index] = dead_spans[k];
+    redis::ReplyView exec = (*replies)[exec_index].view();
+    std::string error;
+    for (size_t q = multi + 1; q < exec_index && error.empty(); ++q) {
+      if ((*replies)[q].IsError()) error = std::string((*replies)[q].view().Str());
+    }
+    for (size_t e = 0; error.empty() && e < exec.Size(); ++e) {
+      if (exec[e].IsError()) error = std::string(exec[e].Str());
+    }
+    if (error.empty() && !exec.IsArray())
+      error = exec.IsError() ? std::string(exec.Str()) : "transaction aborted";
+    const bool written = error.empty();
     if (written) {
       LogWarn("entry dead-lettered", {{"subscription", sub_.name},
                                       {"id", job.entry().id},
@@ -266,12 +279,8 @@ bool Settler::Flush(SteadyTime now) {
       if (auto* counter = metrics_->DeadLettered(job.meta.reason)) counter->Increment();
       metrics_->acked->Increment();
     } else {
-      // Not written (the DLQ key has the wrong type, ...): the entry stays pending in Redis and
-      // comes back through a reclaim; nothing is lost.
-      std::string error = exec.IsArray() ? "" : std::string(exec.Str());
-      for (size_t e = 0; e < exec.Size(); ++e) {
-        if (exec[e].IsError()) error = std::string(exec[e].Str());
-      }
+      // Not written (out of memory, the DLQ key has the wrong type, ...): the entry stays
+      // pending in Redis and comes back through a reclaim; nothing is lost.
       LogError("cannot write dead letter; the entry stays pending",
                {{"subscription", sub_.name},
                 {"id", job.entry().id},

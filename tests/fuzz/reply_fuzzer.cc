@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (redisReaderGetReply(reader, &raw) != REDIS_OK || raw == nullptr) break;
     streamcar::redis::Reply reply{streamcar::redis::ReplyPtr(static_cast<redisReply*>(raw))};
     (void)Walk(reply.view(), 0);
-    (void)streamcar::redis::StreamOps::ParseEntries(reply.view());      // XCLAIM shape
+    (void)streamcar::redis::StreamOps::ParseEntries(reply.view());        // XCLAIM shape
     (void)streamcar::redis::StreamOps::ParseEntries(reply.view()[0][1]);  // XREADGROUP shape
     (void)streamcar::redis::StreamOps::ParseEntries(reply.view()[1]);     // XAUTOCLAIM shape
   }

@@ -1,0 +1,180 @@
+// Bad input from every side (docs/reliability.md's table): Redis states, handler behaviours,
+// entries, and requests to the admin port. Each test names what it proves.
+
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "tests/e2e/e2e_fixture.h"
+
+namespace streamcar::testing {
+namespace {
+
+class BadInputTest : public E2eTest {};
+
+// A handler that reads a request and closes the connection without answering (a reset after the
+// request was sent).
+class ResettingServer {
+ public:
+  ResettingServer() : port_(FreePort()) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port_));
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    ::listen(fd_, 16);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        int client = ::accept(fd_, nullptr, nullptr);
+        if (client < 0) break;
+        char buffer[65536];
+        if (::recv(client, buffer, sizeof(buffer), 0) > 0) ++requests_;
+        linger hard{1, 0};  // RST, not FIN
+        ::setsockopt(client, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+        ::close(client);
+      }
+    });
+  }
+  ~ResettingServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/"; }
+  int requests() const { return requests_; }
+
+ private:
+  int port_;
+  int fd_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+TEST_F(BadInputTest, HandlerResetAfterTheRequestIsACountedRetry) {
+  ResettingServer resetting;
+  SidecarConfig c;
+  c.handler_url = resetting.url();
+  auto sidecar = StartSidecar(c);
+  Add({"k", "v"});
+  // Each reset spends an attempt: after max_attempts (3) the entry is dead-lettered, not lost.
+  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1; }, seconds(15))) << sidecar->Logs();
+  EXPECT_EQ(resetting.requests(), 3);
+  auto dlq = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});
+  auto fields = dlq.view()[0][1];
+  std::string status;
+  for (size_t i = 0; i + 1 < fields.Size(); i += 2) {
+    if (fields[i].Str() == "streamcar.status") status = fields[i + 1].Str();
+  }
+  EXPECT_EQ(status, "error");
+  ASSERT_TRUE(WaitMetric("streamcar_deliveries_total", {"outcome=\"error\""}, 3));
+}
+
+TEST_F(BadInputTest, HugeAnswerIsClippedInTheDeadLetter) {
+  handler_.SetBehaviour([](const ReceivedRequest&) {
+    return HandlerReply{422, std::string(5 << 20, 'e')};
+  });
+  auto sidecar = StartSidecar({});
+  Add({"k", "v"});
+  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1; }, seconds(15))) << sidecar->Logs();
+  auto dlq = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});
+  auto fields = dlq.view()[0][1];
+  for (size_t i = 0; i + 1 < fields.Size(); i += 2) {
+    if (fields[i].Str() == "streamcar.error") {
+      EXPECT_EQ(fields[i + 1].Str().size(), 1024u);
+    }
+  }
+}
+
+TEST_F(BadInputTest, HugeEntryArrivesIntact) {
+  std::string big(4 << 20, 'x');
+  for (size_t i = 0; i < big.size(); i += 4099) big[i] = static_cast<char>('a' + i % 26);
+  auto sidecar = StartSidecar({});
+  std::string id = Add({"big", big});
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(15))) << sidecar->Logs();
+  const auto& body = handler_.Requests()[0].body;
+  EXPECT_GT(body.size(), big.size()) << body.substr(0, 300);
+  const size_t at = body.find("\"big\":\"");
+  ASSERT_NE(at, std::string::npos);
+  size_t diff = 0;
+  while (diff < big.size() && body[at + 7 + diff] == big[diff]) ++diff;
+  EXPECT_EQ(diff, big.size()) << "first difference at " << diff << ": "
+                              << body.substr(at + 7 + diff, 40);
+  EXPECT_EQ(body.substr(at + 7 + big.size(), 3), "\"}}");
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+}
+
+TEST_F(BadInputTest, RedisOutOfMemoryKeepsTheEntryPendingUntilItCanBeDeadLettered) {
+  // The answer comes late enough for the test to fill Redis's memory meanwhile.
+  handler_.SetBehaviour([](const ReceivedRequest&) {
+    HandlerReply reply{422, "bad"};
+    reply.delay = milliseconds(300);
+    return reply;
+  });
+  redis_->Run({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  SidecarConfig c;
+  c.min_idle = "500ms";
+  c.claim_interval = "200ms";
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  std::string id = Add({"k", "v"});
+  // Memory is full from now on: the dead letter's XADD is refused with OOM.
+  redis_->Run({"CONFIG", "SET", "maxmemory", "1"});
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
+  std::this_thread::sleep_for(milliseconds(1000));
+  EXPECT_EQ(Len("orders:dlq"), 0);
+  EXPECT_EQ(PendingCount(), 1);  // not acknowledged: nothing is lost
+  EXPECT_NE(sidecar->Logs().find("OOM"), std::string::npos) << sidecar->Logs();
+  // Memory again: a reclaim delivers it again, and this time the dead letter is written.
+  redis_->Run({"CONFIG", "SET", "maxmemory", "0"});
+  ASSERT_TRUE(
+      Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(15)))
+      << sidecar->Logs();
+}
+
+TEST_F(BadInputTest, ReadOnlyReplicaIsRetriedLoudlyNotReady) {
+  // A replica of a primary that does not exist: it answers, but refuses writes.
+  redis_ = std::make_unique<RedisServer>(
+      RedisServerOptions{.extra = {"--replicaof", "127.0.0.1", std::to_string(FreePort())}});
+  auto sidecar = StartSidecar({});
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_TRUE(sidecar->running());
+  EXPECT_EQ(HttpGet(admin_port_, "/readyz").first, 503);
+  EXPECT_NE(sidecar->Logs().find("READONLY"), std::string::npos) << sidecar->Logs();
+}
+
+TEST_F(BadInputTest, AdminPortBoundsRequestSize) {
+  auto sidecar = StartSidecar({});
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  httplib::Client client("127.0.0.1", admin_port_);
+  auto big = client.Post("/metrics", std::string(1 << 20, 'x'), "text/plain");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  EXPECT_EQ(HttpGet(admin_port_, "/healthz").first, 200);  // still serving
+}
+
+TEST_F(BadInputTest, NoSecretInMetricsOrLogs) {
+  redis_ = std::make_unique<RedisServer>(RedisServerOptions{.password = "top-secret-pw"});
+  std::string yaml = Yaml({});
+  yaml.replace(yaml.find(redis_->url()), redis_->url().size(),
+               "redis://default:top-secret-pw@127.0.0.1:" + std::to_string(redis_->port()) + "/0");
+  SidecarProcess sidecar(yaml);
+  ASSERT_TRUE(WaitReady()) << sidecar.Logs();
+  Add({"k", "v"});
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
+  EXPECT_EQ(Metrics().find("top-secret-pw"), std::string::npos);
+  sidecar.Terminate();
+  sidecar.Wait(seconds(10));
+  EXPECT_EQ(sidecar.Logs().find("top-secret-pw"), std::string::npos) << sidecar.Logs();
+  EXPECT_NE(sidecar.Logs().find("redis://default:***@"), std::string::npos) << sidecar.Logs();
+}
+
+}  // namespace
+}  // namespace streamcar::testing
