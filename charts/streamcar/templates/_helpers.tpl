@@ -1,0 +1,133 @@
+{{/* Names and labels. */}}
+{{- define "streamcar.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "streamcar.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "streamcar.labels" -}}
+{{ include "streamcar.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The rendered configuration file. */}}
+{{- define "streamcar.configYaml" -}}
+{{- if not .Values.config.subscriptions -}}
+{{- fail "config.subscriptions: at least one subscription is required" -}}
+{{- end -}}
+{{ toYaml .Values.config }}
+{{- end -}}
+
+{{/* The Secret with the Redis credentials, or "" when there is none. */}}
+{{- define "streamcar.secretName" -}}
+{{- if .Values.redisAuth.existingSecret -}}
+{{- .Values.redisAuth.existingSecret -}}
+{{- else if .Values.redisAuth.password -}}
+{{- printf "%s-redis" (include "streamcar.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* shutdown.drain_timeout in whole seconds (rounded up); durations like 25s, 1m30s, 500ms. */}}
+{{- define "streamcar.drainSeconds" -}}
+{{- $ms := 0 -}}
+{{- range regexFindAll "[0-9]+(ms|h|m|s)" (toString .Values.config.shutdown.drain_timeout) -1 -}}
+{{- $n := regexFind "^[0-9]+" . | int -}}
+{{- if hasSuffix "ms" . }}{{ $ms = add $ms $n }}
+{{- else if hasSuffix "h" . }}{{ $ms = add $ms (mul $n 3600000) }}
+{{- else if hasSuffix "m" . }}{{ $ms = add $ms (mul $n 60000) }}
+{{- else }}{{ $ms = add $ms (mul $n 1000) }}{{ end -}}
+{{- end -}}
+{{- div (add $ms 999) 1000 -}}
+{{- end -}}
+
+{{- define "streamcar.terminationGracePeriodSeconds" -}}
+{{- $drain := include "streamcar.drainSeconds" . | int -}}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
+{{- add $drain 10 -}}
+{{- else -}}
+{{- if le (int .Values.terminationGracePeriodSeconds) $drain -}}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must be above shutdown.drain_timeout (%ds): Kubernetes would kill streamcar mid-drain" .Values.terminationGracePeriodSeconds $drain) -}}
+{{- end -}}
+{{- .Values.terminationGracePeriodSeconds -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The streamcar container. Other charts add it to their pod spec with
+  containers: [ {{ include "streamcar.container" .Subcharts.streamcar | nindent 4 }} ]
+or, with nativeSidecar, under initContainers (it then carries restartPolicy: Always), together
+with the volume from "streamcar.volume".
+*/}}
+{{- define "streamcar.container" -}}
+- name: streamcar
+  image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  {{- if .Values.nativeSidecar }}
+  restartPolicy: Always
+  {{- end }}
+  args: ["run", "-c", "/etc/streamcar/streamcar.yaml"]
+  env:
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    {{- $secret := include "streamcar.secretName" . }}
+    {{- if $secret }}
+    - name: REDIS_USERNAME
+      valueFrom:
+        secretKeyRef:
+          name: {{ $secret }}
+          key: {{ .Values.redisAuth.usernameKey }}
+          optional: true
+    - name: REDIS_PASSWORD
+      valueFrom:
+        secretKeyRef:
+          name: {{ $secret }}
+          key: {{ .Values.redisAuth.passwordKey }}
+    {{- end }}
+    {{- with .Values.env }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  ports:
+    - name: sc-admin
+      containerPort: {{ .Values.adminPort }}
+      protocol: TCP
+  livenessProbe:
+    httpGet: { path: /healthz, port: sc-admin }
+    {{- toYaml .Values.probes.liveness | nindent 4 }}
+  readinessProbe:
+    httpGet: { path: /readyz, port: sc-admin }
+    {{- toYaml .Values.probes.readiness | nindent 4 }}
+  startupProbe:
+    httpGet: { path: /readyz, port: sc-admin }
+    {{- toYaml .Values.probes.startup | nindent 4 }}
+  resources:
+    {{- toYaml .Values.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml .Values.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: streamcar-config
+      mountPath: /etc/streamcar
+      readOnly: true
+{{- end -}}
+
+{{/* The volume the container mounts. */}}
+{{- define "streamcar.volume" -}}
+- name: streamcar-config
+  configMap:
+    name: {{ include "streamcar.fullname" . }}
+{{- end -}}
+
+{{/* A pod annotation that changes with the configuration, so pods roll when policies change. */}}
+{{- define "streamcar.checksumAnnotation" -}}
+checksum/streamcar-config: {{ include "streamcar.configYaml" . | sha256sum }}
+{{- end -}}

@@ -1,0 +1,217 @@
+#!/ usr / bin / env python3
+"""The Helm chart, tested with helm itself and with the real binary.
+
+1. helm lint for the default values and each example values file;
+2. helm template in both
+    modes(the chart's own Deployment; a parent chart that includes the streamcar container) and
+    with the native - sidecar option,
+    checking what was rendered;
+3. values.schema.json and the chart's own checks refuse bad values; 4. the rendered
+    streamcar.yaml passes `streamcar check`;
+5. a pod on one machine: the binary runs with exactly the args, env and config the chart renders
+   (the ConfigMap's mount path mapped to a folder, env resolved as the kubelet would) against a
+   local redis-server and the example handler, and entries are delivered.
+
+Usage: chart_test.py STREAMCAR_BINARY REPO_ROOT
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+BINARY, ROOT = sys.argv[1], sys.argv[2]
+CHART = os.path.join(ROOT, "charts", "streamcar")
+HELM = subprocess.run([os.path.join(ROOT, "scripts", "helm")], check=True, capture_output=True,
+                      text=True).stdout.strip()
+checks = 0
+
+
+def check(condition, what):
+    global checks
+    checks += 1
+    if not condition:
+        print(f"FAILED: {what}")
+        sys.exit(1)
+    print(f"ok: {what}")
+
+
+def helm(*args, ok=True):
+    result = subprocess.run([HELM, *args], capture_output=True, text=True)
+    if ok and result.returncode != 0:
+        print(result.stdout, result.stderr)
+    return result
+
+
+def render(*args):
+    result = helm("template", "t", CHART, *args)
+    check(result.returncode == 0, f"helm template {' '.join(args) or '(defaults)'}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def kind(docs, name):
+    return [d for d in docs if d["kind"] == name]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+examples = sorted(os.path.join(CHART, "examples", f) for f in os.listdir(os.path.join(CHART, "examples")))
+
+# 1. lint
+check(helm("lint", CHART).returncode == 0, "helm lint (defaults)")
+for values in examples:
+    check(helm("lint", CHART, "-f", values).returncode == 0, f"helm lint -f {os.path.basename(values)}")
+
+# 2. template, both modes and the native sidecar
+docs = render()
+check(kind(docs, "ConfigMap") and not kind(docs, "Deployment"), "defaults: ConfigMap, no Deployment (include mode)")
+app = render("-f", os.path.join(CHART, "examples", "app-with-sidecar.yaml"))
+pod = kind(app, "Deployment")[0]["spec"]["template"]
+names = [c["name"] for c in pod["spec"]["containers"]]
+check(names == ["app", "streamcar"], f"app mode: containers {names}")
+sidecar = pod["spec"]["containers"][1]
+check(sidecar["securityContext"]["readOnlyRootFilesystem"] and sidecar["securityContext"]["runAsNonRoot"]
+      and sidecar["securityContext"]["capabilities"]["drop"] == ["ALL"]
+      and sidecar["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", "hardened securityContext")
+check(sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz" and sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz"
+      and sidecar["startupProbe"]["httpGet"]["path"] == "/readyz", "probes on /healthz and /readyz")
+env = {e["name"]: e for e in sidecar["env"]}
+check(env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name", "POD_NAME from the downward API")
+check(env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "redis-credentials", "password from the existing Secret")
+check(pod["spec"]["terminationGracePeriodSeconds"] == 35, "grace period = drain_timeout 25s + 10")
+check("checksum/streamcar-config" in pod["metadata"]["annotations"], "config checksum annotation")
+check(kind(app, "ServiceMonitor") and kind(app, "PodDisruptionBudget") and kind(app, "Service"),
+      "ServiceMonitor, PodDisruptionBudget and metrics Service")
+other = render("-f", os.path.join(CHART, "examples", "app-with-sidecar.yaml"), "--set", "config.shutdown.drain_timeout=26s")
+check(kind(other, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"]["checksum/streamcar-config"]
+      != pod["metadata"]["annotations"]["checksum/streamcar-config"], "a policy change rolls the pods")
+
+native = render("-f", os.path.join(CHART, "examples", "native-sidecar.yaml"))
+nspec = kind(native, "Deployment")[0]["spec"]["template"]["spec"]
+check([c["name"] for c in nspec["initContainers"]] == ["streamcar"] and nspec["initContainers"][0]["restartPolicy"] == "Always"
+      and [c["name"] for c in nspec["containers"]] == ["app"], "native sidecar: an initContainer with restartPolicy Always")
+check(nspec["terminationGracePeriodSeconds"] == 60 and kind(native, "Secret"), "native example: grace 60, chart-made Secret")
+
+keda = render("-f", os.path.join(CHART, "examples", "keda.yaml"))
+trigger = kind(keda, "ScaledObject")[0]["spec"]["triggers"][0]
+check(trigger["type"] == "redis-streams" and trigger["metadata"]["address"] == "redis-master.data:6380"
+      and trigger["metadata"]["stream"] == "orders" and trigger["metadata"]["consumerGroup"] == "billing"
+      and trigger["metadata"]["lagCount"] == "500", "KEDA ScaledObject on the group's lag")
+check("replicas" not in kind(keda, "Deployment")[0]["spec"], "with KEDA the Deployment leaves replicas to it")
+
+parent = os.path.join(ROOT, "examples", "kubernetes", "parent-chart")
+check(helm("dependency", "update", parent).returncode == 0, "parent chart: helm dependency update")
+result = helm("template", "r", parent)
+check(result.returncode == 0, "parent chart renders")
+pdocs = [d for d in yaml.safe_load_all(result.stdout) if d]
+pnames = [c["name"] for c in kind(pdocs, "Deployment")[0]["spec"]["template"]["spec"]["containers"]]
+check(pnames == ["orders", "streamcar"] and kind(pdocs, "ConfigMap"), f"include mode: the parent's pod has {pnames}")
+
+# 3. bad values are refused
+for args, what in [
+    (["--set", "config.subscriptions[0].start=later"], "schema: start must be new|beginning|<id>"),
+    (["--set", "config.shutdown.drain_timeout=25"], "schema: a duration needs a unit"),
+    (["--set", "adminPort=0"], "schema: adminPort range"),
+    (["--set", "image.tag="], "schema: image tag required"),
+    (["--set", "config.subscriptions=null"], "chart: at least one subscription"),
+    (["--set", "app.enabled=true"], "chart: app mode needs the app's image"),
+    (["-f", os.path.join(CHART, "examples", "app-with-sidecar.yaml"), "--set", "terminationGracePeriodSeconds=20"],
+     "chart: grace period must exceed drain_timeout"),
+    (["--set", "nativeSidecar=yes"], "schema: nativeSidecar is a boolean"),
+]:
+    check(helm("template", "t", CHART, *args, ok=False).returncode != 0, what)
+
+# 4. the rendered config passes streamcar check
+work = tempfile.mkdtemp(prefix="streamcar-chart-")
+try:
+    for values in [None, *examples]:
+        args = ["-f", values] if values else []
+        cm = kind(render(*args), "ConfigMap")[0]
+        path = os.path.join(work, "check.yaml")
+        with open(path, "w") as f:
+            f.write(cm["data"]["streamcar.yaml"])
+        result = subprocess.run([BINARY, "check", "-c", path], capture_output=True, text=True,
+                                env={**os.environ, "POD_NAME": "pod-0", "REDIS_PASSWORD": "x"})
+        check(result.returncode == 0, f"streamcar check on the rendered config ({os.path.basename(values) if values else 'defaults'}): {result.stderr.strip()}")
+
+# 5. a pod on one machine
+    redis_port, handler_port, admin_port = free_port(), free_port(), free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--requirepass", "chart-secret", "--dir", work],
+                             stdout=subprocess.DEVNULL)
+    handler_log = open(os.path.join(work, "handler.log"), "w")
+    handler = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples", "python", "handler.py"), str(handler_port)],
+                               stdout=handler_log, stderr=subprocess.STDOUT)
+    sidecar_proc = None
+    try:
+        docs = render("-f", os.path.join(CHART, "examples", "app-with-sidecar.yaml"),
+                      "--set", f"config.redis.url=redis://127.0.0.1:{redis_port}/0",
+                      "--set", f"config.admin.listen=127.0.0.1:{admin_port}", "--set", f"adminPort={admin_port}",
+                      "--set", "redisAuth.existingSecret=", "--set", "redisAuth.password=chart-secret",
+                      "--set", f"config.subscriptions[0].handler.url=http://127.0.0.1:{handler_port}/orders",
+                      "--set", "config.subscriptions[0].stream=orders", "--set", "config.subscriptions[0].group=billing",
+                      "--set", "config.subscriptions[0].start=beginning")
+        container = [c for c in kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"] if c["name"] == "streamcar"][0]
+        secret = kind(docs, "Secret")[0]["stringData"]
+        mount = container["volumeMounts"][0]["mountPath"]
+        config_dir = os.path.join(work, "etc-streamcar")  # stands for the ConfigMap volume
+        os.makedirs(config_dir)
+        with open(os.path.join(config_dir, "streamcar.yaml"), "w") as f:
+            f.write(kind(docs, "ConfigMap")[0]["data"]["streamcar.yaml"])
+        env = {
+  "PATH" : os.environ["PATH"]}
+        for e in container["env"]:  # as the kubelet resolves them
+            source = e.get("valueFrom", {})
+            if "fieldRef" in source:
+                env[e["name"]] = "orders-7d9f-abcde"
+            elif "secretKeyRef" in source:
+                env[e["name"]] = secret[source["secretKeyRef"]["key"]]
+            else:
+                env[e["name"]] = e["value"]
+        args = [a.replace(mount, config_dir) for a in container["args"]]
+        check(args[:2] == ["run", "-c"], f"the container runs {container['args']}")
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", handler_port), 0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        sidecar_log = open(os.path.join(work, "sidecar.log"), "w")
+        sidecar_proc = subprocess.Popen([BINARY, *args], env=env, stderr=sidecar_log)
+        cli = ["redis-cli", "-p", str(redis_port), "--no-auth-warning", "-a", "chart-secret"]
+        for n in range(5):
+            subprocess.run([*cli, "XADD", "orders", "*", "action", "ok", "n", str(n)], check=True, capture_output=True)
+        delivered = 0
+        for _ in range(100):
+            with open(os.path.join(work, "handler.log")) as f:
+                delivered = sum(1 for line in f if line.startswith("processed"))
+            if delivered == 5:
+                break
+            time.sleep(0.1)
+        check(delivered == 5, f"the chart-rendered pod delivered {delivered}/5 entries")
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).read().decode()
+        check('streamcar_acked_total{subscription="orders/billing"} 5' in metrics, "metrics count 5 acknowledged")
+        ready = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/readyz", timeout=5).status
+        check(ready == 200, "the readiness probe's path answers 200")
+        consumers = subprocess.run([*cli, "XINFO", "CONSUMERS", "orders", "billing"], capture_output=True, text=True).stdout
+        check("orders-7d9f-abcde" in consumers, "the consumer is named after the pod (POD_NAME)")
+        sidecar_proc.terminate()
+        check(sidecar_proc.wait(timeout=30) == 0, "SIGTERM: exit 0")
+    finally:
+        for proc in [sidecar_proc, handler, redis]:
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+
+print(f"{checks} passed, 0 failed")
