@@ -1,0 +1,74 @@
+// The benchmark's handler: answers 204 at once (TCP_NODELAY, keep-alive) and records, for each
+// entry, the time from the producer's timestamp (field "t", µs since the epoch) to receipt.
+// GET /stats returns "count p50_us p99_us p999_us" and resets; GET /count returns entries seen.
+// Usage: bench_handler PORT THREADS
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Every "t":"<µs>" in the body (one per entry, batch or not).
+void CollectLatencies(const std::string& body, int64_t now, std::vector<int64_t>* out) {
+  size_t at = 0;
+  while ((at = body.find("\"t\":\"", at)) != std::string::npos) {
+    at += 5;
+    out->push_back(now - std::strtoll(body.c_str() + at, nullptr, 10));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int port = argc > 1 ? std::atoi(argv[1]) : 18080;
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 64;
+  std::mutex mutex;
+  std::vector<int64_t> latencies;
+  std::atomic<int64_t> entries{0};
+  httplib::Server server;
+  server.set_tcp_nodelay(true);
+  server.set_keep_alive_max_count(1 << 30);
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.Post(".*", [&](const httplib::Request& req, httplib::Response& res) {
+    const int64_t now = NowMicros();
+    std::vector<int64_t> local;
+    CollectLatencies(req.body, now, &local);
+    entries += local.empty() ? 1 : static_cast<int64_t>(local.size());
+    if (!local.empty()) {
+      std::lock_guard lock(mutex);
+      latencies.insert(latencies.end(), local.begin(), local.end());
+    }
+    res.status = 204;
+  });
+  server.Get("/count", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::to_string(entries.load()), "text/plain");
+  });
+  server.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
+    std::vector<int64_t> all;
+    {
+      std::lock_guard lock(mutex);
+      all.swap(latencies);
+    }
+    std::sort(all.begin(), all.end());
+    auto pct = [&](double p) {
+      return all.empty() ? 0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))];
+    };
+    res.set_content(std::to_string(all.size()) + " " + std::to_string(pct(0.5)) + " " +
+                        std::to_string(pct(0.99)) + " " + std::to_string(pct(0.999)),
+                    "text/plain");
+  });
+  server.listen("127.0.0.1", port);
+}
