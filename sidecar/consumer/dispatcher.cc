@@ -5,7 +5,14 @@
 namespace streamcar::consumer {
 
 Dispatcher::Dispatcher(size_t capacity, std::string key_field)
-    : capacity_(capacity), key_field_(std::move(key_field)) {}
+    : capacity_(capacity),
+      key_field_(std::move(key_field)),
+      min_read_(std::max<size_t>(1, capacity / 4)) {}
+
+bool Dispatcher::WorthReading() const {
+  const size_t room = held_.size() >= capacity_ ? 0 : capacity_ - held_.size();
+  return room >= min_read_ || (room > 0 && ready_.empty());
+}
 
 size_t Dispatcher::Room() const {
   std::lock_guard lock(mutex_);
@@ -33,7 +40,7 @@ size_t Dispatcher::WaitForRoom(Millis timeout) {
     if (stopped_) return 0;
     const auto now = SteadyClock::now();
     // While the handler is down, reading more would only pile entries up in memory.
-    if (held_.size() < capacity_ && !Paused(now)) return capacity_ - held_.size();
+    if (WorthReading() && !Paused(now)) return capacity_ - held_.size();
     if (now >= deadline) return 0;
     auto until = deadline;
     if (!health_paused_ && now < handler_paused_until_)
@@ -78,7 +85,11 @@ size_t Dispatcher::Admit(std::vector<StreamEntry> entries) {
       MakeReady(raw, false);
     }
   }
-  work_cv_.notify_all();
+  if (admitted == 1) {
+    work_cv_.notify_one();
+  } else if (admitted > 1) {
+    work_cv_.notify_all();
+  }
   return admitted;
 }
 
@@ -105,8 +116,12 @@ std::vector<HeldEntry*> Dispatcher::TakeWork(size_t max, Millis timeout) {
     work.push_back(entry);
   }
   in_flight_ += n;
-  // More work left: let another worker take it.
-  if (!ready_.empty()) work_cv_.notify_one();
+  // More work left: let another worker take it. None left: the reader may want to refill.
+  if (!ready_.empty()) {
+    work_cv_.notify_one();
+  } else if (WorthReading()) {
+    room_cv_.notify_one();
+  }
   return work;
 }
 
@@ -186,6 +201,7 @@ void Dispatcher::Requeue(HeldEntry* entry) {
 }
 
 void Dispatcher::Release(HeldEntry* entry) {
+  bool wake_reader = false;
   {
     std::lock_guard lock(mutex_);
     if (entry->state == HeldEntry::State::kInFlight) --in_flight_;
@@ -218,9 +234,10 @@ void Dispatcher::Release(HeldEntry* entry) {
       }
     }
     held_.erase(entry->entry.id);  // destroys *entry
+    wake_reader = WorthReading();
   }
   work_cv_.notify_one();
-  room_cv_.notify_all();
+  if (wake_reader) room_cv_.notify_one();  // the reader is its only waiter
 }
 
 std::vector<std::string> Dispatcher::HeldIds() const {

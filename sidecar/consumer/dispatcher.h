@@ -88,6 +88,8 @@ class Dispatcher {
     std::deque<HeldEntry*> waiting;  // blocked behind the one entry of this key that is out
   };
   bool Paused(SteadyTime now) const;
+  // Whether the reader should read now: room for a worthwhile read, or the workers idle.
+  bool WorthReading() const;
   void MakeReady(HeldEntry* entry, bool front);
 
   const size_t capacity_;
@@ -96,6 +98,9 @@ class Dispatcher {
   std::condition_variable work_cv_;
   std::condition_variable room_cv_;
   std::unordered_map<std::string, std::unique_ptr<HeldEntry>> held_;
+  // The reader waits for this much room (or idle workers) rather than reading a few entries at a
+  // time: fewer round trips and wake-ups under load.
+  const size_t min_read_;
   std::deque<HeldEntry*> ready_;
   std::unordered_map<std::string, KeyLane> lanes_;  // present while a key has an entry out
   std::multimap<SteadyTime, HeldEntry*> retries_;

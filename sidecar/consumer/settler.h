@@ -50,6 +50,10 @@ class Settler {
   void EnableAutoClaim();
 
   // Thread-safe inputs.
+  // Entries the handler accepted: the worker already released them (their room is free at once);
+  // only their ids are acknowledged, in the next batched XACK.
+  void SubmitAcks(std::vector<std::string> ids);
+  // Outcomes that need the entry itself: retries and dead letters.
   void Submit(std::vector<Outcome> outcomes);
   // An entry that is not held (never admitted): acknowledge it (payload gone) ...
   void DirectAckDeleted(std::vector<std::string> ids);
@@ -94,6 +98,7 @@ class Settler {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<Outcome> inbox_;
+  std::vector<std::string> inbox_acks_;
   std::vector<std::string> inbox_direct_acks_;
   std::vector<DeadJob> inbox_direct_dead_;
   bool finishing_ = false;
@@ -101,7 +106,7 @@ class Settler {
   bool autoclaim_enabled_ = false;
 
   // Settler-thread state: work not yet confirmed by Redis.
-  std::vector<HeldEntry*> acks_;
+  std::vector<std::string> acks_;  // ids of delivered entries
   std::vector<std::string> direct_acks_;
   std::vector<DeadJob> dead_;
   std::vector<HeldEntry*> claims_;

@@ -13,10 +13,11 @@ redis::ConnectionOptions WithName(redis::ConnectionOptions options, const std::s
 }  // namespace
 
 size_t SubscriptionRuntime::CapacityFor(const config::Subscription& subscription) {
-  // Twice what the workers can carry at once: the next batch is already in memory when a worker
-  // frees up, and memory stays bounded however long the stream is.
+  // Four times what the workers carry at once: the reader refills in reads of a quarter of it
+  // while the workers still have a full round queued, and memory stays bounded however long the
+  // stream is.
   return static_cast<size_t>(subscription.handler.concurrency) *
-         static_cast<size_t>(subscription.handler.batch_size) * 2;
+         static_cast<size_t>(subscription.handler.batch_size) * 4;
 }
 
 SubscriptionRuntime::SubscriptionRuntime(const config::Subscription& subscription,

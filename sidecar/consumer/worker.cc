@@ -109,6 +109,13 @@ void Worker::DeliverOne(HeldEntry* held) {
   auto decision = delivery::Decide(policy_, response, held->entry.attempts,
                                    SystemClock::Instance().WallMillis(), UnitRandom());
   Count(decision);
+  if (decision.action == delivery::Action::kAck) {
+    // Accepted: free its room (and its ordering key) now; only the id waits for the XACK.
+    std::vector<std::string> ids{held->entry.id};
+    dispatcher_->Release(held);
+    settler_->SubmitAcks(std::move(ids));
+    return;
+  }
   if (decision.action == delivery::Action::kRetry) {
     LogDebug("delivery failed; will retry",
              {{"subscription", sub_.name},
@@ -136,19 +143,30 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
   HandlerAnswered();
 
   std::vector<Outcome> outcomes;
-  outcomes.reserve(entries.size());
+  std::vector<std::string> accepted;
+  // Accepted entries are released at once and only their ids go on to be acknowledged.
+  auto settle = [&](HeldEntry* held, delivery::Decision decision) {
+    Count(decision);
+    if (decision.action == delivery::Action::kAck) {
+      accepted.push_back(held->entry.id);
+      dispatcher_->Release(held);
+    } else {
+      outcomes.push_back({held, std::move(decision)});
+    }
+  };
+  auto hand_over = [&] {
+    if (!accepted.empty()) settler_->SubmitAcks(std::move(accepted));
+    if (!outcomes.empty()) settler_->Submit(std::move(outcomes));
+  };
   const bool success_status = response.kind == delivery::HandlerResponse::Kind::kAnswered &&
                               response.status >= 200 && response.status < 300;
   if (!success_status) {
     // Anything but a 2xx applies SPEC 3.2 to every entry of the batch.
     const int64_t now_ms = SystemClock::Instance().WallMillis();
     for (auto* held : entries) {
-      auto decision =
-          delivery::Decide(policy_, response, held->entry.attempts, now_ms, UnitRandom());
-      Count(decision);
-      outcomes.push_back({held, std::move(decision)});
+      settle(held, delivery::Decide(policy_, response, held->entry.attempts, now_ms, UnitRandom()));
     }
-    settler_->Submit(std::move(outcomes));
+    hand_over();
     return;
   }
   const auto answer = delivery::ParseBatchAnswer(response.body);
@@ -168,8 +186,7 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
                                        it->second->error, held->entry.attempts, UnitRandom());
       decision.status_text = std::to_string(response.status);
     }
-    Count(decision);
-    outcomes.push_back({held, std::move(decision)});
+    settle(held, std::move(decision));
   }
   const size_t unknown = failures.size() - matched + static_cast<size_t>(answer.malformed);
   if (unknown > 0) {
@@ -177,7 +194,7 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
     LogWarn("batch answer named ids that were not in the batch; ignored",
             {{"subscription", sub_.name}, {"count", static_cast<int64_t>(unknown)}});
   }
-  settler_->Submit(std::move(outcomes));
+  hand_over();
 }
 
 }  // namespace streamcar::consumer
