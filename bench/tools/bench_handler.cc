@@ -21,7 +21,14 @@ int64_t NowMicros() {
       .count();
 }
 
-// Every "t":"<µs>" in the body (one per entry, batch or not).
+// Entries in a body: one "attempts" per envelope, batch or not.
+int64_t CountEntries(const std::string& body) {
+  int64_t n = 0;
+  for (size_t at = 0; (at = body.find("\"attempts\":", at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
+// Every "t":"<µs>" in the body (one per entry that carries a send time).
 void CollectLatencies(const std::string& body, int64_t now, std::vector<int64_t>* out) {
   size_t at = 0;
   while ((at = body.find("\"t\":\"", at)) != std::string::npos) {
@@ -46,7 +53,7 @@ int main(int argc, char** argv) {
     const int64_t now = NowMicros();
     std::vector<int64_t> local;
     CollectLatencies(req.body, now, &local);
-    entries += local.empty() ? 1 : static_cast<int64_t>(local.size());
+    entries += CountEntries(req.body);
     if (!local.empty()) {
       std::lock_guard lock(mutex);
       latencies.insert(latencies.end(), local.begin(), local.end());

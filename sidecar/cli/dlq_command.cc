@@ -105,16 +105,34 @@ std::string OneLine(std::string text, size_t limit) {
   return text;
 }
 
+// What both dlq commands start from: the configuration, the subscription and a connection.
+struct DlqSession {
+  config::Config config;
+  const config::Subscription* sub = nullptr;
+  std::unique_ptr<redis::Connection> redis;
+};
+
+// Nullopt (with *exit_code set and the reason printed) when any of them cannot be had.
+std::optional<DlqSession> OpenDlqSession(const Arguments& args, int* exit_code) {
+  DlqSession session;
+  auto config = LoadOrReport(args, exit_code);
+  if (!config) return std::nullopt;
+  session.config = std::move(*config);
+  session.sub = FindSubscriptionOrReport(session.config, args.subscription, exit_code);
+  if (session.sub == nullptr) return std::nullopt;
+  session.redis = ConnectOrReport(session.config, exit_code);
+  if (!session.redis) return std::nullopt;
+  return session;
+}
+
 }  // namespace
 
 int DlqListCommand(const Arguments& args) {
   int exit_code = 0;
-  auto config = LoadOrReport(args, &exit_code);
-  if (!config) return exit_code;
-  const auto* sub = FindSubscriptionOrReport(*config, args.subscription, &exit_code);
-  if (sub == nullptr) return exit_code;
-  auto redis = ConnectOrReport(*config, &exit_code);
-  if (!redis) return exit_code;
+  auto session = OpenDlqSession(args, &exit_code);
+  if (!session) return exit_code;
+  const auto* sub = session->sub;
+  auto& redis = session->redis;
   auto letters = ReadDeadLetters(*redis, *sub, static_cast<size_t>(args.count.value_or(100)), {});
   if (!letters.ok()) {
     std::cerr << "streamcar: cannot read " << sub->dead_letter.stream << ": "
@@ -185,12 +203,10 @@ int DlqListCommand(const Arguments& args) {
 
 int DlqReplayCommand(const Arguments& args) {
   int exit_code = 0;
-  auto config = LoadOrReport(args, &exit_code);
-  if (!config) return exit_code;
-  const auto* sub = FindSubscriptionOrReport(*config, args.subscription, &exit_code);
-  if (sub == nullptr) return exit_code;
-  auto redis = ConnectOrReport(*config, &exit_code);
-  if (!redis) return exit_code;
+  auto session = OpenDlqSession(args, &exit_code);
+  if (!session) return exit_code;
+  const auto* sub = session->sub;
+  auto& redis = session->redis;
   const size_t limit = args.count ? static_cast<size_t>(*args.count) : SIZE_MAX;
   auto letters = ReadDeadLetters(*redis, *sub, limit, args.ids);
   if (!letters.ok()) {

@@ -1,13 +1,11 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """The Helm chart, tested with helm itself and with the real binary.
 
 1. helm lint for the default values and each example values file;
-2. helm template in both
-    modes(the chart's own Deployment; a parent chart that includes the streamcar container) and
-    with the native - sidecar option,
-    checking what was rendered;
-3. values.schema.json and the chart's own checks refuse bad values; 4. the rendered
-    streamcar.yaml passes `streamcar check`;
+2. helm template in both modes (the chart's own Deployment; a parent chart that includes the
+   streamcar container) and with the native-sidecar option, checking what was rendered;
+3. values.schema.json and the chart's own checks refuse bad values;
+4. the rendered streamcar.yaml passes `streamcar check`;
 5. a pod on one machine: the binary runs with exactly the args, env and config the chart renders
    (the ConfigMap's mount path mapped to a folder, env resolved as the kubelet would) against a
    local redis-server and the example handler, and entries are delivered.
@@ -25,20 +23,13 @@ import urllib.request
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from harness import check, eventually, free_port, summary, wait_port  # noqa: E402
+
 BINARY, ROOT = sys.argv[1], sys.argv[2]
 CHART = os.path.join(ROOT, "charts", "streamcar")
 HELM = subprocess.run([os.path.join(ROOT, "scripts", "helm")], check=True, capture_output=True,
                       text=True).stdout.strip()
-checks = 0
-
-
-def check(condition, what):
-    global checks
-    checks += 1
-    if not condition:
-        print(f"FAILED: {what}")
-        sys.exit(1)
-    print(f"ok: {what}")
 
 
 def helm(*args, ok=True):
@@ -58,10 +49,6 @@ def kind(docs, name):
     return [d for d in docs if d["kind"] == name]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 examples = sorted(os.path.join(CHART, "examples", f) for f in os.listdir(os.path.join(CHART, "examples")))
@@ -214,4 +201,4 @@ try:
 finally:
     shutil.rmtree(work, ignore_errors=True)
 
-print(f"{checks} passed, 0 failed")
+summary()

@@ -16,48 +16,21 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from harness import check, eventually, free_port, summary, wait_port  # noqa: E402
+
 BINARY, ROOT = sys.argv[1], sys.argv[2]
 HANDLERS = {
     "python": [sys.executable, os.path.join(ROOT, "examples", "python", "handler.py")],
     "node": ["node", os.path.join(ROOT, "examples", "node", "handler.js")],
     "java": ["java", os.path.join(ROOT, "examples", "java", "Handler.java")],
 }
-checks = 0
 
 
-def check(condition, what):
-    global checks
-    checks += 1
-    if not condition:
-        print(f"FAILED: {what}")
-        sys.exit(1)
-    print(f"ok: {what}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_port(port, seconds=30):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
-def eventually(condition, seconds=20):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 for language, command in HANDLERS.items():
@@ -120,4 +93,4 @@ subscriptions:
                 proc.kill()
         shutil.rmtree(work, ignore_errors=True)
 
-print(f"{checks} passed, 0 failed")
+summary()
