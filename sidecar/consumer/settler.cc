@@ -458,7 +458,10 @@ void Settler::Run() {
       std::unique_lock lock(mutex_);
       auto until = SteadyClock::now() + delay;
       if (finishing_) until = std::min(until, finish_deadline_);
-      cv_.wait_until(lock, until);
+      // New outcomes do not cut the backoff short (they are kept and flushed after it); only
+      // the start of shutdown does.
+      const bool was_finishing = finishing_;
+      cv_.wait_until(lock, until, [&] { return finishing_ != was_finishing; });
     }
   }
 }
