@@ -17,8 +17,11 @@ namespace {
 // Commands carry at most this many ids, so one call never stalls Redis.
 constexpr size_t kIdsPerCommand = 1000;
 constexpr Millis kGaugeInterval{5000};
-// The lag fallback counts at most this many entries when Redis cannot say (XINFO lag is nil).
-constexpr int64_t kLagCountCap = 100'000;
+// When Redis cannot say the lag (XINFO lag is nil, e.g. after unread entries were trimmed), the
+// gauge counts the entries after the group's position itself: at most this many, at most once
+// a minute, because the count transfers the entries.
+constexpr int64_t kLagCountCap = 10'000;
+constexpr Millis kLagCountInterval{60000};
 
 template <typename F>
 void ForChunks(const std::vector<std::string>& ids, const F& emit) {
@@ -395,7 +398,8 @@ void Settler::RefreshGauges() {
   metrics_->pending->Set(static_cast<double>(info->pending));
   if (info->lag) {
     metrics_->lag->Set(static_cast<double>(*info->lag));
-  } else if (!info->last_delivered_id.empty()) {
+  } else if (!info->last_delivered_id.empty() && SteadyClock::now() >= next_lag_count_) {
+    next_lag_count_ = SteadyClock::now() + kLagCountInterval;
     auto count = ops_.CountAfter(*session_, info->last_delivered_id, kLagCountCap);
     if (count.ok()) metrics_->lag->Set(static_cast<double>(*count));
   }

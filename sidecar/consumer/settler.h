@@ -113,6 +113,7 @@ class Settler {
   SteadyTime next_keepalive_{};
   SteadyTime next_autoclaim_{};
   SteadyTime next_gauges_{};
+  SteadyTime next_lag_count_{};
   std::string autoclaim_cursor_ = "0-0";
   StopSignal stop_;  // only for the reconnect backoff at the end of a failed shutdown flush
   std::thread thread_;
