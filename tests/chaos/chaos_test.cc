@@ -253,6 +253,9 @@ TEST(Chaos, NothingIsLostUnderCrashesAndRestarts) {
   EXPECT_EQ(pending(), 0);
   EXPECT_EQ(chaos.figures_.produced, entries);
   for (auto& sidecar : chaos.sidecars_) {
+    // One may have been restarted a moment ago: let it start before asking it to stop.
+    Eventually([&] { return sidecar->Logs().find("streamcar started") != std::string::npos; },
+               seconds(10));
     sidecar->Terminate();
     auto code = sidecar->Wait(seconds(10));
     EXPECT_TRUE(code.has_value() && *code == 0) << sidecar->Logs().substr(0, 2000);

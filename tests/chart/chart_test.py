@@ -185,8 +185,11 @@ try:
                 break
             time.sleep(0.1)
         check(delivered == 5, f"the chart-rendered pod delivered {delivered}/5 entries")
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).read().decode()
-        check('streamcar_acked_total{subscription="orders/billing"} 5' in metrics, "metrics count 5 acknowledged")
+        def metrics():
+            return urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).read().decode()
+        # Acknowledgements are counted when the batched XACK returns, just after delivery.
+        check(eventually(lambda: 'streamcar_acked_total{subscription="orders/billing"} 5' in metrics(), 10),
+              "metrics count 5 acknowledged")
         ready = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/readyz", timeout=5).status
         check(ready == 200, "the readiness probe's path answers 200")
         consumers = subprocess.run([*cli, "XINFO", "CONSUMERS", "orders", "billing"], capture_output=True, text=True).stdout
