@@ -99,7 +99,7 @@ TEST_F(BadInputTest, HugeEntryArrivesIntact) {
   auto sidecar = StartSidecar({});
   std::string id = Add({"big", big});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(15))) << sidecar->Logs();
-  const auto& body = handler_.Requests()[0].body;
+  const std::string body = handler_.Requests()[0].body;  // Requests() returns a copy
   EXPECT_GT(body.size(), big.size()) << body.substr(0, 300);
   const size_t at = body.find("\"big\":\"");
   ASSERT_NE(at, std::string::npos);

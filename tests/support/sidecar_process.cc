@@ -31,6 +31,9 @@ pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>
     int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);
     ::dup2(err, 2);
+    // Nothing else of the test process: an orphan left by a crashed test must not hold the
+    // test runner's pipes open.
+    ::close_range(3, ~0U, 0);
     for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
     std::vector<char*> argv;
     std::string binary = StreamcarBinary();
