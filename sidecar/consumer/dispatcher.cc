@@ -62,11 +62,9 @@ size_t Dispatcher::Admit(std::vector<StreamEntry> entries) {
   size_t admitted = 0;
   {
     std::lock_guard lock(mutex_);
-    const auto now = SteadyClock::now();
     for (auto& entry : entries) {
       if (held_.contains(entry.id)) continue;
       auto held = std::make_unique<HeldEntry>();
-      held->admitted_at = now;
       if (!key_field_.empty()) {
         if (const std::string* key = entry.Find(key_field_)) held->key = *key;
       }
@@ -260,11 +258,6 @@ void Dispatcher::Stop() {
 bool Dispatcher::stopped() const {
   std::lock_guard lock(mutex_);
   return stopped_;
-}
-
-void Dispatcher::Wake() {
-  work_cv_.notify_all();
-  room_cv_.notify_all();
 }
 
 }  // namespace streamcar::consumer

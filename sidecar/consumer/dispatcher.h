@@ -28,7 +28,6 @@ struct HeldEntry {
   std::optional<std::string> key;  // ordering key, when ordering is on and the entry has the field
   State state = State::kQueued;
   SteadyTime retry_at{};
-  SteadyTime admitted_at{};
 };
 
 class Dispatcher {
@@ -79,8 +78,6 @@ class Dispatcher {
   // No more work is handed out; TakeWork and WaitForRoom return at once.
   void Stop();
   bool stopped() const;
-  // Wakes TakeWork/WaitForRoom callers (e.g. after the pause lifted).
-  void Wake();
   size_t in_flight() const;
 
  private:

@@ -24,9 +24,7 @@ Reader::Reader(const config::Subscription& subscription, redis::StreamOps ops,
       settler_(settler),
       metrics_(metrics),
       loop_(loop),
-      callbacks_(std::move(callbacks)) {
-  policy_.max_attempts = sub_.retry.max_attempts;
-}
+      callbacks_(std::move(callbacks)) {}
 
 Reader::~Reader() { StopAndJoin(); }
 
@@ -105,12 +103,8 @@ size_t Reader::Route(std::vector<StreamEntry> entries) {
       deleted.push_back(entry.id);  // DESIGN.md trap 1: acknowledge, count, never POST
       continue;
     }
-    if (delivery::ExhaustedOnArrival(policy_, entry.attempts)) {
-      redis::DeadLetterMeta meta{"max_attempts", "none",
-                                 "delivered " + std::to_string(entry.attempts - 1) +
-                                     " times without an outcome (a consumer stopped during each)",
-                                 entry.attempts, SystemClock::Instance().WallMillis()};
-      settler_->DirectDeadLetter(std::move(entry), std::move(meta));
+    if (settler_->ExhaustedOnArrival(entry)) {
+      settler_->DeadLetterExhausted(std::move(entry));
       continue;
     }
     deliverable.push_back(std::move(entry));

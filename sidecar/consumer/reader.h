@@ -56,7 +56,6 @@ class Reader {
   admin::SubscriptionMetrics* metrics_;
   admin::Watchdog::Loop* loop_;
   ReaderCallbacks callbacks_;
-  delivery::OutcomePolicy policy_;
   StopSignal stop_;
   std::thread thread_;
 };

@@ -32,12 +32,6 @@ void ForChunks(const std::vector<std::string>& ids, const F& emit) {
   }
 }
 
-delivery::OutcomePolicy PolicyOf(const config::Subscription& sub) {
-  delivery::OutcomePolicy policy;
-  policy.max_attempts = sub.retry.max_attempts;
-  return policy;
-}
-
 }  // namespace
 
 Settler::Settler(const config::Subscription& subscription, redis::StreamOps ops,
@@ -51,7 +45,7 @@ Settler::Settler(const config::Subscription& subscription, redis::StreamOps ops,
       metrics_(metrics),
       loop_(loop),
       on_fatal_(std::move(on_fatal)),
-      policy_(PolicyOf(subscription)) {}
+      policy_(delivery::OutcomePolicyOf(subscription)) {}
 
 Settler::~Settler() {
   if (thread_.joinable()) FinishAndJoin(SteadyClock::now());
@@ -107,13 +101,24 @@ void Settler::DirectAckDeleted(std::vector<std::string> ids) {
   cv_.notify_one();
 }
 
-void Settler::DirectDeadLetter(StreamEntry entry, redis::DeadLetterMeta meta) {
+bool Settler::ExhaustedOnArrival(const StreamEntry& entry) const {
+  return delivery::ExhaustedOnArrival(policy_, entry.attempts);
+}
+
+Settler::DeadJob Settler::ExhaustedJob(StreamEntry entry) {
+  DeadJob job;
+  job.meta = {"max_attempts", "none",
+              "delivered " + std::to_string(entry.attempts - 1) +
+                  " times without an outcome (a consumer stopped during each)",
+              entry.attempts, SystemClock::Instance().WallMillis()};
+  job.direct_entry = std::move(entry);
+  return job;
+}
+
+void Settler::DeadLetterExhausted(StreamEntry entry) {
   {
     std::lock_guard lock(mutex_);
-    DeadJob job;
-    job.direct_entry = std::move(entry);
-    job.meta = std::move(meta);
-    inbox_direct_dead_.push_back(std::move(job));
+    inbox_direct_dead_.push_back(ExhaustedJob(std::move(entry)));
   }
   cv_.notify_one();
 }
@@ -349,7 +354,6 @@ bool Settler::Flush(SteadyTime now) {
 }
 
 void Settler::RunAutoClaim() {
-  const auto& policy = policy_;
   while (true) {
     const size_t room = dispatcher_->Room();
     if (room == 0) return;  // keep the cursor: continue on the next beat
@@ -369,14 +373,8 @@ void Settler::RunAutoClaim() {
     }
     std::vector<StreamEntry> deliverable;
     for (auto& entry : result->entries) {
-      if (delivery::ExhaustedOnArrival(policy, entry.attempts)) {
-        DeadJob job;
-        job.meta = {"max_attempts", "none",
-                    "delivered " + std::to_string(entry.attempts - 1) +
-                        " times without an outcome (a consumer stopped during each)",
-                    entry.attempts, SystemClock::Instance().WallMillis()};
-        job.direct_entry = std::move(entry);
-        dead_.push_back(std::move(job));
+      if (ExhaustedOnArrival(entry)) {
+        dead_.push_back(ExhaustedJob(std::move(entry)));
         continue;
       }
       deliverable.push_back(std::move(entry));

@@ -57,8 +57,11 @@ class Settler {
   void Submit(std::vector<Outcome> outcomes);
   // An entry that is not held (never admitted): acknowledge it (payload gone) ...
   void DirectAckDeleted(std::vector<std::string> ids);
-  // ... or dead-letter it without a delivery (claimed with attempts > max_attempts).
-  void DirectDeadLetter(StreamEntry entry, redis::DeadLetterMeta meta);
+  // Whether an entry read or claimed with this many deliveries crashed a consumer each time
+  // (attempts > max_attempts) and must be dead-lettered without another delivery ...
+  bool ExhaustedOnArrival(const StreamEntry& entry) const;
+  // ... which this does (reason max_attempts), for an entry that is not held.
+  void DeadLetterExhausted(StreamEntry entry);
 
   // Shutdown: stop retrying and claiming, settle what is pending (until `deadline`), then exit.
   void FinishAndJoin(SteadyTime deadline);
@@ -71,6 +74,7 @@ class Settler {
     const StreamEntry& entry() const { return held ? held->entry : direct_entry; }
   };
 
+  static DeadJob ExhaustedJob(StreamEntry entry);
   void Run();
   void TakeInputs(SteadyTime now);
   // One pipeline with everything pending; false when Redis could not take it.

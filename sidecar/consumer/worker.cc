@@ -12,17 +12,6 @@
 
 namespace streamcar::consumer {
 
-delivery::OutcomePolicy OutcomePolicyOf(const config::Subscription& subscription) {
-  delivery::OutcomePolicy policy;
-  policy.backoff.initial = subscription.retry.initial_backoff;
-  policy.backoff.max = subscription.retry.max_backoff;
-  policy.backoff.multiplier = subscription.retry.multiplier;
-  policy.backoff.jitter = subscription.retry.jitter;
-  policy.max_attempts = subscription.retry.max_attempts;
-  policy.reject_statuses = subscription.handler.reject_statuses;
-  return policy;
-}
-
 Worker::Worker(const config::Subscription& subscription, Dispatcher* dispatcher, Settler* settler,
                admin::SubscriptionMetrics* metrics, admin::Watchdog::Loop* loop)
     : sub_(subscription),
@@ -30,7 +19,7 @@ Worker::Worker(const config::Subscription& subscription, Dispatcher* dispatcher,
       settler_(settler),
       metrics_(metrics),
       loop_(loop),
-      policy_(OutcomePolicyOf(subscription)),
+      policy_(delivery::OutcomePolicyOf(subscription)),
       context_{subscription.stream, subscription.group, &subscription.handler},
       deliverer_(subscription.handler.url, subscription.handler.timeout) {}
 

@@ -49,6 +49,4 @@ class Worker {
   std::thread thread_;
 };
 
-delivery::OutcomePolicy OutcomePolicyOf(const config::Subscription& subscription);
-
 }  // namespace streamcar::consumer

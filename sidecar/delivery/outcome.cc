@@ -28,6 +28,17 @@ Decision RetryOrExhaust(const OutcomePolicy& policy, Decision decision, int atte
 
 }  // namespace
 
+OutcomePolicy OutcomePolicyOf(const config::Subscription& subscription) {
+  OutcomePolicy policy;
+  policy.backoff.initial = subscription.retry.initial_backoff;
+  policy.backoff.max = subscription.retry.max_backoff;
+  policy.backoff.multiplier = subscription.retry.multiplier;
+  policy.backoff.jitter = subscription.retry.jitter;
+  policy.max_attempts = subscription.retry.max_attempts;
+  policy.reject_statuses = subscription.handler.reject_statuses;
+  return policy;
+}
+
 Decision Decide(const OutcomePolicy& policy, const HandlerResponse& response, int attempts,
                 int64_t now_unix_ms, double unit_random) {
   Decision decision;

@@ -7,6 +7,7 @@
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/clock.h"
+#include "sidecar/config/config.h"
 
 namespace streamcar::delivery {
 
@@ -41,6 +42,9 @@ struct OutcomePolicy {
   int max_attempts = 5;  // 0: retry forever
   std::vector<int> reject_statuses;
 };
+
+// The policy a subscription's retry and handler settings describe.
+OutcomePolicy OutcomePolicyOf(const config::Subscription& subscription);
 
 // `attempts` is the delivery count of the entry that was just delivered; `now_unix_ms` resolves
 // an HTTP-date Retry-After; `unit_random` drives the jitter.

@@ -45,7 +45,6 @@ class ReplyView {
   int64_t Integer() const;       // 0 unless an integer
   size_t Size() const;           // elements of an array, else 0
   ReplyView operator[](size_t index) const;
-  bool valid() const { return reply_ != nullptr; }
 
  private:
   const redisReply* reply_;
