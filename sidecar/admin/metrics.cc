@@ -34,6 +34,12 @@ prometheus::Counter* SubscriptionMetrics::DeadLettered(std::string_view reason) 
   return nullptr;
 }
 
+prometheus::Counter* SubscriptionMetrics::SettleFailed(std::string_view failure_class) const {
+  if (failure_class == "lost_lease") return settle_lost_lease;
+  if (failure_class == "ambiguous") return settle_ambiguous;
+  return settle_definite;
+}
+
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   deliveries_ = &prometheus::BuildCounter()
@@ -61,6 +67,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Name("streamcar_batch_unknown_ids_total")
                       .Help("Ids in a batch answer's failures that were not in the batch")
                       .Register(r);
+  settle_failures_ =
+      &prometheus::BuildCounter()
+           .Name("streamcar_settle_failures_total")
+           .Help("Settlements that failed after the handler's answer, by class (SPEC 4.3)")
+           .Register(r);
   trimmed_ = &prometheus::BuildCounter()
                   .Name("streamcar_trimmed_total")
                   .Help("Entries removed by the retention beat")
@@ -124,6 +135,9 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
   m.claimed_autoclaim = &claimed_->Add(with("source", "autoclaim"));
   m.deleted_entries = &deleted_->Add(base);
   m.batch_unknown_ids = &unknown_ids_->Add(base);
+  m.settle_lost_lease = &settle_failures_->Add(with("class", "lost_lease"));
+  m.settle_definite = &settle_failures_->Add(with("class", "definite"));
+  m.settle_ambiguous = &settle_failures_->Add(with("class", "ambiguous"));
   m.delivery_duration = &duration_->Add(base, kDurationBuckets);
   m.end_to_end = &end_to_end_->Add(base, kEndToEndBuckets);
   m.inflight = &inflight_->Add(base);

@@ -33,6 +33,9 @@ struct SubscriptionMetrics {
   prometheus::Counter* claimed_autoclaim = nullptr;
   prometheus::Counter* deleted_entries = nullptr;
   prometheus::Counter* batch_unknown_ids = nullptr;
+  prometheus::Counter* settle_lost_lease = nullptr;
+  prometheus::Counter* settle_definite = nullptr;
+  prometheus::Counter* settle_ambiguous = nullptr;
   prometheus::Histogram* delivery_duration = nullptr;
   prometheus::Histogram* end_to_end = nullptr;
   prometheus::Gauge* inflight = nullptr;
@@ -43,6 +46,8 @@ struct SubscriptionMetrics {
   // By the outcome label of streamcar_deliveries_total; nullptr for an unknown label.
   prometheus::Counter* Delivered(std::string_view outcome) const;
   prometheus::Counter* DeadLettered(std::string_view reason) const;
+  // By the class label of streamcar_settle_failures_total (SPEC 4.3).
+  prometheus::Counter* SettleFailed(std::string_view failure_class) const;
 };
 
 class Metrics {
@@ -70,6 +75,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* claimed_;
   prometheus::Family<prometheus::Counter>* deleted_;
   prometheus::Family<prometheus::Counter>* unknown_ids_;
+  prometheus::Family<prometheus::Counter>* settle_failures_;
   prometheus::Family<prometheus::Counter>* trimmed_;
   prometheus::Family<prometheus::Histogram>* duration_;
   prometheus::Family<prometheus::Histogram>* end_to_end_;

@@ -24,6 +24,11 @@ size_t Dispatcher::Held() const {
   return held_.size();
 }
 
+bool Dispatcher::Holds(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  return held_.contains(id);
+}
+
 size_t Dispatcher::in_flight() const {
   std::lock_guard lock(mutex_);
   return in_flight_;
@@ -33,6 +38,12 @@ bool Dispatcher::Paused(SteadyTime now) const {
   return health_paused_ || now < handler_paused_until_;
 }
 
+bool Dispatcher::ReadPaused(SteadyTime now) const {
+  // While the handler refuses, the held entries are retried on their own; reading more would only
+  // pile entries up. With nothing held, one read is the only way to try the handler again.
+  return Paused(now) || (handler_down_ && !held_.empty());
+}
+
 size_t Dispatcher::WaitForRoom(Millis timeout) {
   std::unique_lock lock(mutex_);
   const auto deadline = SteadyClock::now() + timeout;
@@ -40,7 +51,7 @@ size_t Dispatcher::WaitForRoom(Millis timeout) {
     if (stopped_) return 0;
     const auto now = SteadyClock::now();
     // While the handler is down, reading more would only pile entries up in memory.
-    if (WorthReading() && !Paused(now)) return capacity_ - held_.size();
+    if (WorthReading() && !ReadPaused(now)) return capacity_ - held_.size();
     if (now >= deadline) return 0;
     auto until = deadline;
     if (!health_paused_ && now < handler_paused_until_)
@@ -111,6 +122,7 @@ std::vector<HeldEntry*> Dispatcher::TakeWork(size_t max, Millis timeout) {
     HeldEntry* entry = ready_.front();
     ready_.pop_front();
     entry->state = HeldEntry::State::kInFlight;
+    entry->posted = true;
     work.push_back(entry);
   }
   in_flight_ += n;
@@ -127,8 +139,12 @@ void Dispatcher::HoldForHandler(const std::vector<HeldEntry*>& entries, Millis p
   {
     std::lock_guard lock(mutex_);
     // Back to the front in their original order.
-    for (size_t i = entries.size(); i-- > 0;) MakeReady(entries[i], true);
+    for (size_t i = entries.size(); i-- > 0;) {
+      entries[i]->posted = false;
+      MakeReady(entries[i], true);
+    }
     in_flight_ -= entries.size();
+    handler_down_ = true;
     handler_paused_until_ = std::max(handler_paused_until_, SteadyClock::now() + pause);
   }
   work_cv_.notify_all();
@@ -137,8 +153,9 @@ void Dispatcher::HoldForHandler(const std::vector<HeldEntry*>& entries, Millis p
 void Dispatcher::HandlerAnswered() {
   {
     std::lock_guard lock(mutex_);
-    if (handler_paused_until_ == SteadyTime{}) return;
+    if (handler_paused_until_ == SteadyTime{} && !handler_down_) return;
     handler_paused_until_ = SteadyTime{};
+    handler_down_ = false;
   }
   work_cv_.notify_all();
   room_cv_.notify_all();
@@ -193,49 +210,88 @@ std::optional<SteadyTime> Dispatcher::NextRetryAt() const {
 void Dispatcher::Requeue(HeldEntry* entry) {
   {
     std::lock_guard lock(mutex_);
+    entry->posted = false;
     MakeReady(entry, true);
   }
   work_cv_.notify_one();
+}
+
+void Dispatcher::ReleaseLocked(HeldEntry* entry) {
+  if (entry->state == HeldEntry::State::kInFlight) --in_flight_;
+  if (entry->state == HeldEntry::State::kWaitingRetry) {
+    for (auto it = retries_.lower_bound(entry->retry_at);
+         it != retries_.end() && it->first == entry->retry_at; ++it) {
+      if (it->second == entry) {
+        retries_.erase(it);
+        break;
+      }
+    }
+  }
+  if (entry->state == HeldEntry::State::kQueued) {
+    ready_.erase(std::remove(ready_.begin(), ready_.end(), entry), ready_.end());
+  }
+  if (entry->key) {
+    auto lane = lanes_.find(*entry->key);
+    if (lane != lanes_.end()) {
+      auto& waiting = lane->second.waiting;
+      auto self = std::find(waiting.begin(), waiting.end(), entry);
+      if (self != waiting.end()) {
+        waiting.erase(self);  // released while still blocked: the lane's head is still out
+      } else if (waiting.empty()) {
+        lanes_.erase(lane);
+      } else {
+        HeldEntry* next = waiting.front();
+        waiting.pop_front();
+        MakeReady(next, false);
+      }
+    }
+  }
+  held_.erase(entry->entry.id);  // destroys *entry
 }
 
 void Dispatcher::Release(HeldEntry* entry) {
   bool wake_reader = false;
   {
     std::lock_guard lock(mutex_);
-    if (entry->state == HeldEntry::State::kInFlight) --in_flight_;
-    if (entry->state == HeldEntry::State::kWaitingRetry) {
-      for (auto it = retries_.lower_bound(entry->retry_at);
-           it != retries_.end() && it->first == entry->retry_at; ++it) {
-        if (it->second == entry) {
-          retries_.erase(it);
-          break;
-        }
-      }
-    }
-    if (entry->state == HeldEntry::State::kQueued) {
-      ready_.erase(std::remove(ready_.begin(), ready_.end(), entry), ready_.end());
-    }
-    if (entry->key) {
-      auto lane = lanes_.find(*entry->key);
-      if (lane != lanes_.end()) {
-        auto& waiting = lane->second.waiting;
-        auto self = std::find(waiting.begin(), waiting.end(), entry);
-        if (self != waiting.end()) {
-          waiting.erase(self);  // released while still blocked: the lane's head is still out
-        } else if (waiting.empty()) {
-          lanes_.erase(lane);
-        } else {
-          HeldEntry* next = waiting.front();
-          waiting.pop_front();
-          MakeReady(next, false);
-        }
-      }
-    }
-    held_.erase(entry->entry.id);  // destroys *entry
+    ReleaseLocked(entry);
     wake_reader = WorthReading();
   }
   work_cv_.notify_one();
   if (wake_reader) room_cv_.notify_one();  // the reader is its only waiter
+}
+
+Dispatcher::LostResult Dispatcher::MarkLost(const std::string& id) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = held_.find(id);
+    if (it == held_.end()) return LostResult::kIgnored;
+    HeldEntry* entry = it->second.get();
+    switch (entry->state) {
+      case HeldEntry::State::kInFlight:
+        if (entry->lost) return LostResult::kIgnored;  // counted at the first keepalive
+        entry->lost = true;
+        return LostResult::kDropped;
+      case HeldEntry::State::kSettling:
+        return LostResult::kIgnored;
+      case HeldEntry::State::kQueued:
+      case HeldEntry::State::kBlocked:
+      case HeldEntry::State::kWaitingRetry:
+        ReleaseLocked(entry);
+        break;
+    }
+  }
+  work_cv_.notify_one();
+  room_cv_.notify_one();
+  return LostResult::kDropped;
+}
+
+std::vector<std::string> Dispatcher::UnpostedIds() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> ids;
+  for (const auto& [id, entry] : held_) {
+    if (!entry->posted) ids.push_back(id);
+  }
+  return ids;
 }
 
 std::vector<std::string> Dispatcher::HeldIds() const {

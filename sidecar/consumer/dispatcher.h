@@ -28,6 +28,12 @@ struct HeldEntry {
   std::optional<std::string> key;  // ordering key, when ordering is on and the entry has the field
   State state = State::kQueued;
   SteadyTime retry_at{};
+  // Handed to a worker for a POST since it was last read or claimed: the delivery Redis counted
+  // happened. Entries never posted get that count taken back at shutdown (SPEC 3.2).
+  bool posted = false;
+  // A keepalive found it owned by another consumer while it was in flight: its result is dropped
+  // unless it is a 2xx (SPEC 3.2, lost lease).
+  bool lost = false;
 };
 
 class Dispatcher {
@@ -38,6 +44,7 @@ class Dispatcher {
   // Room for this many more entries (what the reader may ask Redis for).
   size_t Room() const;
   size_t Held() const;
+  bool Holds(const std::string& id) const;
   // Waits until there is room and delivery is not paused, or `timeout` passes, or Stop().
   // Returns the room (0 on timeout or stop).
   size_t WaitForRoom(Millis timeout);
@@ -51,7 +58,8 @@ class Dispatcher {
   std::vector<HeldEntry*> TakeWork(size_t max, Millis timeout);
 
   // The handler refused the connection: the entries go back to the front of the queue (no
-  // attempt was spent) and delivery pauses for `pause`.
+  // attempt was spent) and delivery pauses for `pause`. Reading pauses until the handler answers
+  // again (SPEC 3.2), as long as something is held to try it with.
   void HoldForHandler(const std::vector<HeldEntry*>& entries, Millis pause);
   // The handler answered: lift a handler pause.
   void HandlerAnswered();
@@ -74,6 +82,14 @@ class Dispatcher {
 
   // Every held id, for the lease keepalive.
   std::vector<std::string> HeldIds() const;
+  // A keepalive found `id` owned by another consumer (a lost lease, SPEC 3.2). A queued, blocked
+  // or waiting entry is released at once; one in flight is marked lost, and only a 2xx result of
+  // it still counts (kDropped both). One settling is left to its own owner-checked step, and an
+  // id no longer held needs nothing (kIgnored).
+  enum class LostResult { kDropped, kIgnored };
+  LostResult MarkLost(const std::string& id);
+  // Held entries never posted since their last read or claim (see HeldEntry::posted).
+  std::vector<std::string> UnpostedIds() const;
 
   // No more work is handed out; TakeWork and WaitForRoom return at once.
   void Stop();
@@ -85,6 +101,8 @@ class Dispatcher {
     std::deque<HeldEntry*> waiting;  // blocked behind the one entry of this key that is out
   };
   bool Paused(SteadyTime now) const;
+  bool ReadPaused(SteadyTime now) const;
+  void ReleaseLocked(HeldEntry* entry);
   // Whether the reader should read now: room for a worthwhile read, or the workers idle.
   bool WorthReading() const;
   void MakeReady(HeldEntry* entry, bool front);
@@ -102,6 +120,7 @@ class Dispatcher {
   std::unordered_map<std::string, KeyLane> lanes_;  // present while a key has an entry out
   std::multimap<SteadyTime, HeldEntry*> retries_;
   SteadyTime handler_paused_until_{};
+  bool handler_down_ = false;  // refused, and not answered since
   bool health_paused_ = false;
   bool stopped_ = false;
   size_t in_flight_ = 0;

@@ -134,7 +134,9 @@ int RunEngine(const config::Config& config) {
              {"drain_timeout_ms", static_cast<int64_t>(config.shutdown.drain_timeout.count())}});
   }
   if (retention) retention->StopAndJoin();
-  for (auto& runtime : runtimes) runtime->StopIntake();
+  // Every subscription stops reading at once; only then are the readers waited for.
+  for (auto& runtime : runtimes) runtime->RequestStopIntake();
+  for (auto& runtime : runtimes) runtime->JoinIntake();
   bool all_finished = true;
   for (auto& runtime : runtimes)
     all_finished = runtime->WaitForDeliveries(drain_deadline) && all_finished;

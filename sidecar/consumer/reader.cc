@@ -2,6 +2,8 @@
 
 #include <prometheus/counter.h>
 
+#include <map>
+
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 
@@ -32,13 +34,13 @@ void Reader::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
-void Reader::StopAndJoin() {
-  stop_.Request();
+void Reader::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
 void Reader::Run() {
   if (Setup() && DrainOwnPending()) {
+    drained_ = true;
     settler_->EnableAutoClaim();
     ReadNew();
   }
@@ -67,6 +69,18 @@ bool Reader::Setup() {
       return false;
   }
 
+  // A dead-letter key of another type would make every dead letter fail (SPEC 3.3): say so now.
+  auto dlq_type = session_->Run(redis::Command("TYPE").Arg(sub_.dead_letter.stream));
+  if (!dlq_type.ok()) return Recover(dlq_type.status()) && Setup();
+  if (auto type = dlq_type->view().Str(); type != "stream" && type != "none") {
+    callbacks_.fatal(Status(StatusCode::kFatal,
+                            "subscription " + sub_.name + ": dead_letter.stream key \"" +
+                                sub_.dead_letter.stream + "\" exists and is a " +
+                                std::string(type) +
+                                ", not a stream (WRONGTYPE); streamcar leaves it untouched: fix "
+                                "the key or the configuration"));
+    return false;
+  }
   if (sub_.ack.delete_entries) {
     auto has_ackdel = redis::StreamOps::HasAckDel(*session_);
     if (!has_ackdel.ok()) return Recover(has_ackdel.status()) && Setup();
@@ -147,9 +161,51 @@ bool Reader::DrainOwnPending() {
   return false;
 }
 
+void Reader::RecoverOwnPending() {
+  constexpr int kPage = 1000;
+  std::string start = "-";
+  size_t recovered = 0;
+  while (!stop_.requested()) {
+    auto page = ops_.OwnPendingIds(*session_, start, kPage);
+    if (!page.ok()) {
+      // Tried again on the next lost connection or ambiguous settlement; the reclaim beat covers
+      // the rest after claim.min_idle.
+      LogWarn("cannot read own pending entries",
+              {{"subscription", sub_.name}, {"error", page.status().message()}});
+      return;
+    }
+    if (page->empty()) break;
+    std::vector<std::string> missing;
+    std::map<std::string, int> counts;
+    for (const auto& [id, count] : *page) {
+      if (dispatcher_->Holds(id) || settler_->Settling(id)) continue;
+      missing.push_back(id);
+      counts[id] = count;
+    }
+    if (!missing.empty()) {
+      auto entries = ops_.Fetch(*session_, missing);
+      if (!entries.ok()) {
+        LogWarn("cannot read own pending entries",
+                {{"subscription", sub_.name}, {"error", entries.status().message()}});
+        return;
+      }
+      for (auto& entry : *entries) entry.attempts = counts[entry.id];
+      recovered += entries->size();
+      metrics_->claimed_drain->Increment(static_cast<double>(Route(std::move(*entries))));
+    }
+    if (page->size() < static_cast<size_t>(kPage)) break;
+    start = "(" + page->back().first;
+  }
+  if (recovered > 0) {
+    LogInfo("recovered own pending entries nothing here held",
+            {{"subscription", sub_.name}, {"count", static_cast<int64_t>(recovered)}});
+  }
+}
+
 void Reader::ReadNew() {
   while (!stop_.requested()) {
     loop_->Beat();
+    if (settler_->TakeRecoveryRequest()) RecoverOwnPending();
     const size_t room = dispatcher_->WaitForRoom(Millis(500));
     if (room == 0) continue;
     auto entries = ops_.ReadNew(*session_, static_cast<int>(std::min(room, kMaxReadCount)), kBlock);
@@ -172,7 +228,15 @@ bool Reader::Recover(const Status& status) {
       callbacks_.fatal(created);
       return false;
     }
-    return true;
+    if (created.ok()) {
+      nogroup_failures_ = 0;
+      return true;
+    }
+    // Out of memory, read-only, or no permission: wait a growing step rather than spin.
+    LogError("cannot re-create the consumer group",
+             {{"subscription", sub_.name}, {"error", created.message()}});
+    return !stop_.WaitFor(
+        ReconnectDelay(nogroup_failures_++, Millis(200), Millis(5000), UnitRandom()));
   }
   if (status.IsServerError("WRONGTYPE")) {
     callbacks_.fatal(Status(StatusCode::kFatal, "key \"" + sub_.stream +
@@ -191,6 +255,9 @@ bool Reader::Recover(const Status& status) {
     callbacks_.fatal(connected);
     return false;
   }
+  // A reply lost with the connection may have carried entries that are now pending for this
+  // consumer and held by nobody: deliver them now, not after claim.min_idle.
+  if (connected.ok() && drained_) RecoverOwnPending();
   return connected.ok();
 }
 

@@ -32,8 +32,13 @@ class Reader {
   ~Reader();
 
   void Start();
-  // No new reads; returns once the thread ended (at most one BLOCK period).
-  void StopAndJoin();
+  // No new reads from now on; the thread ends within one BLOCK period (Join waits for it).
+  void RequestStop() { stop_.Request(); }
+  void Join();
+  void StopAndJoin() {
+    RequestStop();
+    Join();
+  }
 
   // How long one XREADGROUP waits for new entries.
   static constexpr Millis kBlock{1000};
@@ -42,6 +47,10 @@ class Reader {
   void Run();
   bool Setup();
   bool DrainOwnPending();
+  // After a lost connection or an ambiguous settlement: entries pending for this consumer that
+  // nothing here holds (a read whose reply was lost, an acknowledgement that may not have been
+  // applied) are fetched without counting a delivery and delivered again (SPEC 4.3).
+  void RecoverOwnPending();
   void ReadNew();
   // Handles a failed read: reconnects, re-creates a lost group. False when the reader must end.
   bool Recover(const Status& status);
@@ -57,6 +66,9 @@ class Reader {
   admin::Watchdog::Loop* loop_;
   ReaderCallbacks callbacks_;
   StopSignal stop_;
+  int nogroup_failures_ = 0;
+  bool drained_ = false;  // the start-up drain is done: later recoveries read the PEL by XPENDING
+                          // // consecutive failed group re-creations: their backoff step
   std::thread thread_;
 };
 

@@ -5,7 +5,8 @@
 #include <prometheus/histogram.h>
 
 #include <algorithm>
-#include <set>
+#include <map>
+#include <unordered_map>
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
@@ -32,7 +33,36 @@ void ForChunks(const std::vector<std::string>& ids, const F& emit) {
   }
 }
 
+const char* FailureName(SettleFailure failure) {
+  switch (failure) {
+    case SettleFailure::kLostLease:
+      return "lost_lease";
+    case SettleFailure::kDefinite:
+      return "definite";
+    case SettleFailure::kAmbiguous:
+      return "ambiguous";
+  }
+  return "definite";
+}
+
+// A transaction's replies hold an error: a refusal while queueing, EXECABORT, or a command that
+// failed inside EXEC.
+std::string FirstError(const std::vector<redis::Reply>& replies, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    redis::ReplyView reply = replies[i].view();
+    if (reply.IsError()) return std::string(reply.Str());
+    for (size_t k = 0; k < reply.Size(); ++k) {
+      if (reply[k].IsError()) return std::string(reply[k].Str());
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+void Settler::Backoff::Failed(SteadyTime now) {
+  retry_at = now + ReconnectDelay(streak++, Millis(100), Millis(5000), UnitRandom());
+}
 
 Settler::Settler(const config::Subscription& subscription, redis::StreamOps ops,
                  std::unique_ptr<redis::Session> session, Dispatcher* dispatcher,
@@ -74,6 +104,7 @@ void Settler::SubmitAcks(std::vector<std::string> ids) {
   {
     std::lock_guard lock(mutex_);
     wake = inbox_acks_.empty() && inbox_.empty();
+    for (const auto& id : ids) settling_ids_.insert(id);
     if (inbox_acks_.empty()) {
       inbox_acks_ = std::move(ids);
     } else {
@@ -118,14 +149,33 @@ Settler::DeadJob Settler::ExhaustedJob(StreamEntry entry) {
 void Settler::DeadLetterExhausted(StreamEntry entry) {
   {
     std::lock_guard lock(mutex_);
+    settling_ids_.insert(entry.id);
     inbox_direct_dead_.push_back(ExhaustedJob(std::move(entry)));
   }
   cv_.notify_one();
 }
 
+bool Settler::Settling(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  return settling_ids_.contains(id);
+}
+
+void Settler::ForgetSettling(const std::vector<std::string>& ids) {
+  std::lock_guard lock(mutex_);
+  for (const auto& id : ids) {
+    if (auto it = settling_ids_.find(id); it != settling_ids_.end()) settling_ids_.erase(it);
+  }
+}
+
+void Settler::BeginDraining() {
+  std::lock_guard lock(mutex_);
+  draining_ = true;
+}
+
 void Settler::FinishAndJoin(SteadyTime deadline) {
   {
     std::lock_guard lock(mutex_);
+    draining_ = true;
     finishing_ = true;
     finish_deadline_ = deadline;
   }
@@ -133,19 +183,36 @@ void Settler::FinishAndJoin(SteadyTime deadline) {
   if (thread_.joinable()) thread_.join();
 }
 
+void Settler::CountFailure(SettleFailure failure, size_t n) {
+  if (n == 0) return;
+  metrics_->SettleFailed(FailureName(failure))->Increment(static_cast<double>(n));
+}
+
+void Settler::Release(HeldEntry* entry) { dispatcher_->Release(entry); }
+
+bool Settler::HasDueWork(SteadyTime now) const {
+  return ((!acks_.empty() || !direct_acks_.empty()) && ack_backoff_.Due(now)) ||
+         (!dead_.empty() && dead_backoff_.Due(now)) ||
+         (!claims_.empty() && claim_backoff_.Due(now));
+}
+
 SteadyTime Settler::NextWake(SteadyTime now) const {
   SteadyTime wake = std::min({next_keepalive_, next_gauges_, now + Millis(1000)});
-  if (autoclaim_enabled_) wake = std::min(wake, next_autoclaim_);
-  if (auto retry = dispatcher_->NextRetryAt()) wake = std::min(wake, *retry);
-  return wake;
+  if (autoclaim_enabled_ && !draining_) wake = std::min(wake, next_autoclaim_);
+  if (!draining_) {
+    if (auto retry = dispatcher_->NextRetryAt()) wake = std::min(wake, *retry);
+  }
+  if (!acks_.empty() || !direct_acks_.empty()) wake = std::min(wake, ack_backoff_.retry_at);
+  if (!dead_.empty()) wake = std::min(wake, dead_backoff_.retry_at);
+  if (!claims_.empty()) wake = std::min(wake, claim_backoff_.retry_at);
+  return std::max(wake, now);
 }
 
 void Settler::TakeInputs(SteadyTime now) {
   std::vector<Outcome> outcomes;
   {
     std::unique_lock lock(mutex_);
-    const bool has_backlog = !acks_.empty() || !dead_.empty() || !direct_acks_.empty();
-    if (!has_backlog) {
+    if (!HasDueWork(now)) {
       cv_.wait_until(lock, NextWake(now), [this] {
         return !inbox_.empty() || !inbox_acks_.empty() || !inbox_direct_acks_.empty() ||
                !inbox_direct_dead_.empty() || finishing_;
@@ -166,22 +233,34 @@ void Settler::TakeInputs(SteadyTime now) {
   const auto after = SteadyClock::now();
   for (auto& outcome : outcomes) {
     auto& decision = outcome.decision;
+    HeldEntry* held = outcome.entry;
+    if (held->lost && decision.action != delivery::Action::kAck) {
+      // A peer reclaimed it while it was in flight (counted then): only a 2xx is still ours.
+      LogWarn("result dropped: the entry was reclaimed by another consumer (lost lease)",
+              {{"subscription", sub_.name}, {"id", held->entry.id}});
+      Release(held);
+      continue;
+    }
     switch (decision.action) {
       case delivery::Action::kAck:  // workers use SubmitAcks; kept correct all the same
-        acks_.push_back(outcome.entry->entry.id);
-        dispatcher_->Release(outcome.entry);
+        acks_.push_back(held->entry.id);
+        {
+          std::lock_guard lock(mutex_);
+          settling_ids_.insert(held->entry.id);
+        }
+        Release(held);
         break;
       case delivery::Action::kRetry:
-        dispatcher_->ScheduleRetry(outcome.entry, after + decision.delay);
+        dispatcher_->ScheduleRetry(held, after + decision.delay);
         break;
       case delivery::Action::kDeadLetter: {
-        dispatcher_->MarkSettling(outcome.entry);
+        dispatcher_->MarkSettling(held);
         DeadJob job;
-        job.held = outcome.entry;
+        job.held = held;
         job.meta.reason = decision.reason;
         job.meta.status = decision.status_text;
         job.meta.error = decision.error;
-        job.meta.attempts = outcome.entry->entry.attempts;
+        job.meta.attempts = held->entry.attempts;
         job.meta.time_ms = SystemClock::Instance().WallMillis();
         dead_.push_back(std::move(job));
         break;
@@ -192,9 +271,13 @@ void Settler::TakeInputs(SteadyTime now) {
   }
 }
 
-void Settler::AppendAckCommands(const std::vector<std::string>& ids,
-                                std::vector<redis::Command>* out, bool in_transaction) const {
+void Settler::AppendAckCommands(const std::vector<std::string>& ids, bool delivered,
+                                std::vector<redis::Command>* out,
+                                std::vector<AckChunk>* chunks) const {
   ForChunks(ids, [&](const std::vector<std::string>& chunk) {
+    AckChunk span;
+    span.begin = out->size();
+    span.delivered = delivered;
     switch (ack_mode_.load()) {
       case AckMode::kAckOnly:
         out->push_back(ops_.Ack(chunk));
@@ -203,105 +286,122 @@ void Settler::AppendAckCommands(const std::vector<std::string>& ids,
         out->push_back(ops_.AckDelete(chunk));
         break;
       case AckMode::kAckThenDelete:
-        // XACK and XDEL together or not at all; a MULTI cannot nest, so inside one it is omitted.
-        if (!in_transaction) out->emplace_back("MULTI");
+        // XACK and XDEL together or not at all.
+        out->emplace_back("MULTI");
         out->push_back(ops_.Ack(chunk));
         out->push_back(ops_.Delete(chunk));
-        if (!in_transaction) out->emplace_back("EXEC");
+        out->emplace_back("EXEC");
         break;
     }
+    span.end = out->size();
+    span.ids = chunk;
+    chunks->push_back(std::move(span));
   });
 }
 
-bool Settler::Flush(SteadyTime now) {
-  const bool keepalive_due = now >= next_keepalive_;
-  std::vector<std::string> ack_ids;
-  ack_ids.reserve(acks_.size() + direct_acks_.size());
-  ack_ids.insert(ack_ids.end(), acks_.begin(), acks_.end());
-  for (const auto& id : direct_acks_) ack_ids.push_back(id);
-
-  std::vector<redis::Command> commands;
-  AppendAckCommands(ack_ids, &commands);
-  const size_t ack_commands = commands.size();
-
-  // Where each dead letter's MULTI and EXEC sit in the pipeline.
-  std::vector<std::pair<size_t, size_t>> dead_spans;
-  for (const auto& job : dead_) {
-    const size_t multi = commands.size();
-    commands.emplace_back("MULTI");
-    commands.push_back(ops_.DeadLetterAdd(sub_.dead_letter.stream, sub_.dead_letter.max_len,
-                                          job.entry(), job.meta));
-    AppendAckCommands({job.entry().id}, &commands, /*in_transaction=*/true);
-    commands.emplace_back("EXEC");
-    dead_spans.emplace_back(multi, commands.size() - 1);
+void Settler::SettleAmbiguous(const std::vector<AckChunk>& acks, size_t dead_sent,
+                              size_t claims_sent, const std::string& error) {
+  // SPEC 4.3 "ambiguous": the commands may or may not have been applied. The entries are let go
+  // without another write; what was not applied is still pending, and the reader reads this
+  // consumer's pending list again to deliver it.
+  size_t released = 0;
+  for (const auto& chunk : acks) {
+    released += chunk.ids.size();
+    ForgetSettling(chunk.ids);
   }
-
-  std::vector<std::string> claim_ids;
-  for (auto* entry : claims_) claim_ids.push_back(entry->entry.id);
-  const size_t claim_begin = commands.size();
-  ForChunks(claim_ids, [&](const std::vector<std::string>& chunk) {
-    commands.push_back(ops_.ClaimForRetry(chunk));
-  });
-  const size_t claim_end = commands.size();
-
-  if (keepalive_due) {
-    ForChunks(dispatcher_->HeldIds(), [&](const std::vector<std::string>& chunk) {
-      commands.push_back(ops_.KeepAlive(chunk));
-    });
+  if (!acks.empty()) {  // every queued acknowledgement was in the pipeline
+    acks_.clear();
+    direct_acks_.clear();
   }
-  // Connected even when idle: readiness counts this connection, and beats need it.
-  Millis retry_in{0};
-  if (Status s = session_->ConnectOnce(&retry_in); !s.ok()) {
-    if (s.code() == StatusCode::kFatal) on_fatal_(s);
-    return false;
-  }
-  if (commands.empty()) {
-    if (keepalive_due) next_keepalive_ = now + sub_.claim.min_idle / 3;
-    return true;
-  }
-  auto replies = session_->RunPipeline(commands);
-  if (!replies.ok()) {
-    LogWarn("redis write failed; will retry after reconnect",
-            {{"subscription", sub_.name}, {"error", replies.status().message()}});
-    return false;
-  }
-
-  // Acknowledgements.
-  for (size_t i = 0; i < ack_commands; ++i) {
-    if ((*replies)[i].IsError()) {
-      LogError("acknowledgement failed",
-               {{"subscription", sub_.name}, {"error", (*replies)[i].view().Str()}});
-    }
-  }
-  const int64_t now_ms = SystemClock::Instance().WallMillis();
-  for (const auto& entry_id : acks_) {
-    if (auto id = ParseEntryId(entry_id)) {
-      metrics_->end_to_end->Observe(static_cast<double>(now_ms - static_cast<int64_t>(id->ms)) /
-                                    1000.0);
-    }
-  }
-  metrics_->acked->Increment(static_cast<double>(ack_ids.size()));
-  acks_.clear();
-  direct_acks_.clear();
-
-  // Dead letters: each its own MULTI/EXEC.
-  for (size_t k = 0; k < dead_.size(); ++k) {
+  for (size_t k = 0; k < dead_sent; ++k) {
     auto& job = dead_[k];
-    // Replies: MULTI's OK, one QUEUED (or a refusal such as OOM) per command, then EXEC's array
-    // (or EXECABORT when a command was refused while queueing).
-    const auto [multi, exec_index] = dead_spans[k];
-    redis::ReplyView exec = (*replies)[exec_index].view();
-    std::string error;
-    for (size_t q = multi + 1; q < exec_index && error.empty(); ++q) {
-      if ((*replies)[q].IsError()) error = std::string((*replies)[q].view().Str());
+    if (job.held != nullptr) {
+      Release(job.held);
+    } else {
+      ForgetSettling({job.direct_entry.id});
     }
-    for (size_t e = 0; error.empty() && e < exec.Size(); ++e) {
-      if (exec[e].IsError()) error = std::string(exec[e].Str());
+  }
+  dead_.erase(dead_.begin(), dead_.begin() + static_cast<std::ptrdiff_t>(dead_sent));
+  for (size_t k = 0; k < claims_sent; ++k) Release(claims_[k]);
+  claims_.erase(claims_.begin(), claims_.begin() + static_cast<std::ptrdiff_t>(claims_sent));
+  released += dead_sent + claims_sent;
+  CountFailure(SettleFailure::kAmbiguous, released);
+  if (released > 0) {
+    recovery_requested_ = true;
+    LogWarn(
+        "settlement ambiguous: the connection failed after sending; entries released, the "
+        "pending list will bring back what was not applied",
+        {{"subscription", sub_.name},
+         {"class", "ambiguous"},
+         {"entries", static_cast<int64_t>(released)},
+         {"error", error}});
+  }
+}
+
+void Settler::ApplyAcks(const std::vector<redis::Reply>& replies,
+                        const std::vector<AckChunk>& chunks, SteadyTime now) {
+  std::vector<std::string> kept_delivered, kept_direct;
+  size_t acked = 0;
+  std::string error;
+  const int64_t now_ms = SystemClock::Instance().WallMillis();
+  for (const auto& chunk : chunks) {
+    std::string failed = FirstError(replies, chunk.begin, chunk.end);
+    if (!failed.empty()) {
+      // SPEC 4.3 "definite": not applied; the acknowledgement is tried again after a delay.
+      error = failed;
+      auto& kept = chunk.delivered ? kept_delivered : kept_direct;
+      kept.insert(kept.end(), chunk.ids.begin(), chunk.ids.end());
+      continue;
     }
-    if (error.empty() && !exec.IsArray())
-      error = exec.IsError() ? std::string(exec.Str()) : "transaction aborted";
-    const bool written = error.empty();
-    if (written) {
+    acked += chunk.ids.size();
+    ForgetSettling(chunk.ids);
+    if (!chunk.delivered) continue;
+    for (const auto& entry_id : chunk.ids) {
+      if (auto id = ParseEntryId(entry_id)) {
+        metrics_->end_to_end->Observe(static_cast<double>(now_ms - static_cast<int64_t>(id->ms)) /
+                                      1000.0);
+      }
+    }
+  }
+  metrics_->acked->Increment(static_cast<double>(acked));
+  if (chunks.empty()) return;  // not due: nothing was sent
+  // Every queued acknowledgement was in the pipeline; what failed is queued again.
+  acks_ = std::move(kept_delivered);
+  direct_acks_ = std::move(kept_direct);
+  if (acks_.empty() && direct_acks_.empty()) {
+    ack_backoff_.Succeeded();
+    return;
+  }
+  CountFailure(SettleFailure::kDefinite, acks_.size() + direct_acks_.size());
+  LogError("acknowledgement refused by Redis; will retry",
+           {{"subscription", sub_.name}, {"class", "definite"}, {"error", error}});
+  ack_backoff_.Failed(now);
+}
+
+void Settler::ApplyDeadLetters(const std::vector<redis::Reply>& replies, size_t begin, size_t count,
+                               SteadyTime now) {
+  std::vector<DeadJob> kept;
+  for (size_t k = 0; k < count; ++k) {
+    auto& job = dead_[k];
+    redis::ReplyView reply = replies[begin + k].view();
+    if (reply.IsError()) {
+      if (redis::IsNoScript(reply)) {
+        scripts_loaded_for_ = 0;  // load again, then retry
+      } else {
+        // "definite": nothing was written and nothing acknowledged (the script stops at the
+        // failing command). The entry stays held and pending until the step succeeds.
+        CountFailure(SettleFailure::kDefinite);
+        LogError("cannot write dead letter; the entry stays pending and is tried again",
+                 {{"subscription", sub_.name},
+                  {"id", job.entry().id},
+                  {"class", "definite"},
+                  {"dead_letter_stream", sub_.dead_letter.stream},
+                  {"error", reply.Str()}});
+      }
+      kept.push_back(std::move(job));
+      continue;
+    }
+    if (reply.Integer() == 1) {
       LogWarn("entry dead-lettered", {{"subscription", sub_.name},
                                       {"id", job.entry().id},
                                       {"reason", job.meta.reason},
@@ -310,47 +410,206 @@ bool Settler::Flush(SteadyTime now) {
       if (auto* counter = metrics_->DeadLettered(job.meta.reason)) counter->Increment();
       metrics_->acked->Increment();
     } else {
-      // Not written (out of memory, the DLQ key has the wrong type, ...): the entry stays
-      // pending in Redis and comes back through a reclaim; nothing is lost.
-      LogError("cannot write dead letter; the entry stays pending",
-               {{"subscription", sub_.name},
-                {"id", job.entry().id},
-                {"dead_letter_stream", sub_.dead_letter.stream},
-                {"error", error}});
+      CountFailure(SettleFailure::kLostLease);
+      LogWarn("dead letter not written: the entry is no longer this consumer's (lost lease)",
+              {{"subscription", sub_.name}, {"id", job.entry().id}, {"class", "lost_lease"}});
     }
-    if (job.held != nullptr) dispatcher_->Release(job.held);
+    if (job.held != nullptr) {
+      Release(job.held);
+    } else {
+      ForgetSettling({job.direct_entry.id});
+    }
   }
-  dead_.clear();
+  dead_.erase(dead_.begin(), dead_.begin() + static_cast<std::ptrdiff_t>(count));
+  if (kept.empty()) {
+    dead_backoff_.Succeeded();
+    return;
+  }
+  dead_.insert(dead_.begin(), std::make_move_iterator(kept.begin()),
+               std::make_move_iterator(kept.end()));
+  dead_backoff_.Failed(now);
+}
 
-  // Retry claims: what came back counts one more delivery; what did not is gone.
-  std::set<std::string> returned;
-  std::map<std::string, bool> returned_deleted;
-  for (size_t i = claim_begin; i < claim_end; ++i) {
-    if ((*replies)[i].IsError()) {
-      LogError("retry claim failed",
-               {{"subscription", sub_.name}, {"error", (*replies)[i].view().Str()}});
+void Settler::ApplyRetryClaims(const std::vector<redis::Reply>& replies, size_t begin,
+                               const std::vector<std::vector<HeldEntry*>>& chunks, SteadyTime now) {
+  std::vector<HeldEntry*> kept;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    redis::ReplyView reply = replies[begin + c].view();
+    if (reply.IsError()) {
+      // An error means "unknown", never "gone" (SPEC 3.2): keep every entry and try again.
+      if (redis::IsNoScript(reply)) {
+        scripts_loaded_for_ = 0;
+      } else {
+        CountFailure(SettleFailure::kDefinite, chunks[c].size());
+        LogError("retry claim refused by Redis; the entries stay held and are tried again",
+                 {{"subscription", sub_.name}, {"class", "definite"}, {"error", reply.Str()}});
+      }
+      kept.insert(kept.end(), chunks[c].begin(), chunks[c].end());
       continue;
     }
-    for (auto& entry : redis::StreamOps::ParseEntries((*replies)[i].view())) {
-      returned_deleted[entry.id] = entry.deleted;
+    auto result = redis::StreamOps::ParseRetryClaim(reply);
+    std::unordered_map<std::string, bool> claimed;  // id -> payload gone (Redis 6.2 nil)
+    for (const auto& entry : result.entries) claimed[entry.id] = entry.deleted;
+    std::unordered_set<std::string> lost(result.lost_ids.begin(), result.lost_ids.end());
+    for (HeldEntry* entry : chunks[c]) {
+      if (lost.contains(entry->entry.id)) {
+        CountFailure(SettleFailure::kLostLease);
+        LogWarn("retry not claimed: the entry is another consumer's now (lost lease)",
+                {{"subscription", sub_.name}, {"id", entry->entry.id}, {"class", "lost_lease"}});
+        Release(entry);
+        continue;
+      }
+      auto it = claimed.find(entry->entry.id);
+      if (it != claimed.end() && !it->second) {
+        entry->entry.attempts += 1;
+        dispatcher_->Requeue(entry);
+        continue;
+      }
+      // Ours, but its payload is gone (deleted or trimmed while it waited): Redis 7 drops it
+      // from the pending list on the claim; the acknowledgement covers older servers. It is
+      // never POSTed again.
+      metrics_->deleted_entries->Increment();
+      direct_acks_.push_back(entry->entry.id);
+      Release(entry);
     }
   }
-  for (auto* entry : claims_) {
-    auto it = returned_deleted.find(entry->entry.id);
-    if (it != returned_deleted.end() && !it->second) {
-      entry->entry.attempts += 1;
-      dispatcher_->Requeue(entry);
+  if (kept.empty()) {
+    claim_backoff_.Succeeded();
+  } else {
+    claim_backoff_.Failed(now);
+  }
+  claims_ = std::move(kept);
+}
+
+void Settler::ApplyKeepAlive(const std::vector<redis::Reply>& replies, size_t begin, size_t end,
+                             SteadyTime now) {
+  bool failed = false;
+  for (size_t i = begin; i < end; ++i) {
+    redis::ReplyView reply = replies[i].view();
+    if (reply.IsError()) {
+      if (redis::IsNoScript(reply)) scripts_loaded_for_ = 0;
+      if (!failed) {
+        LogWarn("lease keepalive refused by Redis; trying again soon",
+                {{"subscription", sub_.name}, {"error", reply.Str()}});
+      }
+      failed = true;
       continue;
     }
-    // Deleted or trimmed while waiting, or no longer pending: acknowledge (harmless if already
-    // gone from the PEL) and count it; it is not POSTed again.
-    metrics_->deleted_entries->Increment();
-    direct_acks_.push_back(entry->entry.id);
-    dispatcher_->Release(entry);
+    for (const auto& id : redis::StreamOps::ParseIds(reply)) {
+      if (dispatcher_->MarkLost(id) == Dispatcher::LostResult::kIgnored) continue;
+      CountFailure(SettleFailure::kLostLease);
+      LogWarn("lease lost: another consumer owns the entry now; it is not delivered again here",
+              {{"subscription", sub_.name}, {"id", id}, {"class", "lost_lease"}});
+    }
   }
-  claims_.clear();
-  if (keepalive_due) next_keepalive_ = now + sub_.claim.min_idle / 3;
+  if (failed) {
+    keepalive_backoff_.Failed(now);
+    next_keepalive_ = std::min(now + sub_.claim.min_idle / 3, keepalive_backoff_.retry_at);
+  } else {
+    keepalive_backoff_.Succeeded();
+    next_keepalive_ = now + sub_.claim.min_idle / 3;
+  }
+}
+
+bool Settler::Flush(SteadyTime now) {
+  // Connected even when idle: readiness counts this connection, and beats need it.
+  Millis retry_in{0};
+  if (Status s = session_->ConnectOnce(&retry_in); !s.ok()) {
+    if (s.code() == StatusCode::kFatal) on_fatal_(s);
+    return false;
+  }
+  std::vector<redis::Command> commands;
+  // Scripts are loaded once per connection, in front of the first pipeline that may use them.
+  const bool load_scripts = scripts_loaded_for_ != session_->generation();
+  if (load_scripts) {
+    for (const auto* script : redis::StreamOps::Scripts()) commands.push_back(script->Load());
+  }
+  const size_t loads = commands.size();
+
+  std::vector<AckChunk> ack_chunks;
+  if (ack_backoff_.Due(now)) {
+    AppendAckCommands(acks_, /*delivered=*/true, &commands, &ack_chunks);
+    AppendAckCommands(direct_acks_, /*delivered=*/false, &commands, &ack_chunks);
+  }
+
+  const size_t dead_begin = commands.size();
+  const size_t dead_count = dead_backoff_.Due(now) ? dead_.size() : 0;
+  for (size_t k = 0; k < dead_count; ++k) {
+    commands.push_back(ops_.DeadLetter(sub_.dead_letter.stream, sub_.dead_letter.max_len,
+                                       dead_[k].entry(), dead_[k].meta, ack_mode_.load()));
+  }
+
+  const size_t claim_begin = commands.size();
+  std::vector<std::vector<HeldEntry*>> claim_chunks;
+  if (claim_backoff_.Due(now)) {
+    for (size_t begin = 0; begin < claims_.size(); begin += kIdsPerCommand) {
+      const size_t end = std::min(claims_.size(), begin + kIdsPerCommand);
+      claim_chunks.emplace_back(claims_.begin() + static_cast<std::ptrdiff_t>(begin),
+                                claims_.begin() + static_cast<std::ptrdiff_t>(end));
+      std::vector<std::string> ids;
+      for (auto* entry : claim_chunks.back()) ids.push_back(entry->entry.id);
+      commands.push_back(ops_.ClaimForRetry(ids));
+    }
+  }
+  size_t claims_sent = 0;
+  for (const auto& chunk : claim_chunks) claims_sent += chunk.size();
+
+  const size_t keepalive_begin = commands.size();
+  const bool keepalive_due = now >= next_keepalive_;
+  if (keepalive_due) {
+    ForChunks(dispatcher_->HeldIds(), [&](const std::vector<std::string>& chunk) {
+      commands.push_back(ops_.KeepAlive(chunk));
+    });
+  }
+  const size_t keepalive_end = commands.size();
+  if (commands.empty()) {
+    if (keepalive_due) next_keepalive_ = now + sub_.claim.min_idle / 3;
+    return true;
+  }
+  auto replies = session_->RunPipeline(commands);
+  if (!replies.ok()) {
+    SettleAmbiguous(ack_chunks, dead_count, claims_sent, replies.status().message());
+    return false;
+  }
+  if (load_scripts) {
+    const std::string error = FirstError(*replies, 0, loads);
+    if (error.empty()) {
+      scripts_loaded_for_ = session_->generation();
+    } else {
+      LogError("cannot load scripts into Redis", {{"subscription", sub_.name}, {"error", error}});
+    }
+  }
+  ApplyAcks(*replies, ack_chunks, now);
+  ApplyDeadLetters(*replies, dead_begin, dead_count, now);
+  if (!claim_chunks.empty()) ApplyRetryClaims(*replies, claim_begin, claim_chunks, now);
+  if (keepalive_due) ApplyKeepAlive(*replies, keepalive_begin, keepalive_end, now);
   return true;
+}
+
+void Settler::UndoUnpostedReads() {
+  const std::vector<std::string> ids = dispatcher_->UnpostedIds();
+  if (ids.empty() || !session_->connected()) return;
+  std::vector<redis::Command> commands;
+  if (scripts_loaded_for_ != session_->generation()) {
+    for (const auto* script : redis::StreamOps::Scripts()) commands.push_back(script->Load());
+  }
+  const size_t first = commands.size();
+  ForChunks(ids, [&](const std::vector<std::string>& chunk) {
+    commands.push_back(ops_.UndoReads(chunk));
+  });
+  auto replies = session_->RunPipeline(commands);
+  int64_t undone = 0;
+  std::string error =
+      replies.ok() ? FirstError(*replies, 0, replies->size()) : replies.status().message();
+  if (replies.ok()) {
+    for (size_t i = first; i < replies->size(); ++i) undone += (*replies)[i].view().Integer();
+  }
+  if (!error.empty()) {
+    LogWarn("shutdown: cannot take back the delivery count of entries never delivered",
+            {{"subscription", sub_.name}, {"error", error}});
+  }
+  LogInfo("shutdown: entries read but never delivered keep their delivery count",
+          {{"subscription", sub_.name}, {"entries", undone}});
 }
 
 void Settler::RunAutoClaim() {
@@ -411,17 +670,19 @@ void Settler::Run() {
     TakeInputs(now);
     now = SteadyClock::now();
     bool finishing = false;
+    bool draining = false;
     bool autoclaim = false;
     SteadyTime deadline{};
     {
       std::lock_guard lock(mutex_);
       finishing = finishing_;
+      draining = draining_;
       deadline = finish_deadline_;
       autoclaim = autoclaim_enabled_;
     }
-    if (finishing) {
-      // A retry claim counts a delivery; at shutdown none follows, so none is claimed. The
-      // entries stay pending for this consumer's restart or a peer.
+    if (draining) {
+      // A retry claim counts a delivery; once shutdown has begun none follows, so none is
+      // claimed (SPEC 3.2). The entries stay pending for this consumer's restart or a peer.
       claims_.clear();
     } else {
       for (auto* entry : dispatcher_->TakeDueRetries(now)) claims_.push_back(entry);
@@ -429,7 +690,7 @@ void Settler::Run() {
     const bool flushed = Flush(now);
     if (flushed && session_->connected()) {
       failures = 0;
-      if (!finishing && autoclaim && now >= next_autoclaim_) {
+      if (!draining && autoclaim && now >= next_autoclaim_) {
         RunAutoClaim();
         next_autoclaim_ = SteadyClock::now() + sub_.claim.interval;
       }
@@ -441,16 +702,20 @@ void Settler::Run() {
     metrics_->inflight->Set(static_cast<double>(dispatcher_->Held()));
 
     if (finishing) {
-      std::lock_guard lock(mutex_);
-      const bool idle = acks_.empty() && dead_.empty() && direct_acks_.empty() && inbox_.empty() &&
-                        inbox_acks_.empty() && inbox_direct_acks_.empty() &&
-                        inbox_direct_dead_.empty();
-      if (idle) return;
-      if (SteadyClock::now() >= deadline) {
-        LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
-                {{"subscription", sub_.name},
-                 {"acks", static_cast<int64_t>(acks_.size() + direct_acks_.size())},
-                 {"dead_letters", static_cast<int64_t>(dead_.size())}});
+      bool idle = false;
+      {
+        std::lock_guard lock(mutex_);
+        idle = acks_.empty() && dead_.empty() && direct_acks_.empty() && inbox_.empty() &&
+               inbox_acks_.empty() && inbox_direct_acks_.empty() && inbox_direct_dead_.empty();
+      }
+      if (idle || SteadyClock::now() >= deadline) {
+        if (!idle) {
+          LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
+                  {{"subscription", sub_.name},
+                   {"acks", static_cast<int64_t>(acks_.size() + direct_acks_.size())},
+                   {"dead_letters", static_cast<int64_t>(dead_.size())}});
+        }
+        UndoUnpostedReads();
         return;
       }
     }

@@ -68,9 +68,14 @@ void SubscriptionRuntime::Start() {
   reader_->Start();
 }
 
-void SubscriptionRuntime::StopIntake() {
+void SubscriptionRuntime::RequestStopIntake() {
   dispatcher_.Stop();
-  reader_->StopAndJoin();
+  settler_->BeginDraining();
+  reader_->RequestStop();
+}
+
+void SubscriptionRuntime::JoinIntake() {
+  reader_->Join();
   if (health_probe_) health_probe_->StopAndJoin();
 }
 

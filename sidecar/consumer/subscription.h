@@ -34,8 +34,14 @@ class SubscriptionRuntime {
   ~SubscriptionRuntime();
 
   void Start();
-  // Stage 1: no new reads, no new deliveries (in-flight requests go on).
-  void StopIntake();
+  // Stage 1: no new reads, no new deliveries, no retry claims or reclaims (in-flight requests go
+  // on). Request it of every subscription before waiting for any (SPEC 4.5: no new reads).
+  void RequestStopIntake();
+  void JoinIntake();
+  void StopIntake() {
+    RequestStopIntake();
+    JoinIntake();
+  }
   // Stage 2: wait for in-flight requests; true when all finished before `deadline`.
   bool WaitForDeliveries(SteadyTime deadline);
   // Stage 3: settle what is pending (acks, dead letters), until `deadline`.

@@ -100,9 +100,10 @@ void Worker::DeliverOne(HeldEntry* held) {
   Count(decision);
   if (decision.action == delivery::Action::kAck) {
     // Accepted: free its room (and its ordering key) now; only the id waits for the XACK.
-    std::vector<std::string> ids{held->entry.id};
+    // The settler knows the id before the entry stops being held: an own-PEL recovery never
+    // sees it as lost in between.
+    settler_->SubmitAcks({held->entry.id});
     dispatcher_->Release(held);
-    settler_->SubmitAcks(std::move(ids));
     return;
   }
   if (decision.action == delivery::Action::kRetry) {
@@ -132,19 +133,24 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
   HandlerAnswered();
 
   std::vector<Outcome> outcomes;
-  std::vector<std::string> accepted;
+  std::vector<HeldEntry*> accepted;
   // Accepted entries are released at once and only their ids go on to be acknowledged.
   auto settle = [&](HeldEntry* held, delivery::Decision decision) {
     Count(decision);
     if (decision.action == delivery::Action::kAck) {
-      accepted.push_back(held->entry.id);
-      dispatcher_->Release(held);
+      accepted.push_back(held);
     } else {
       outcomes.push_back({held, std::move(decision)});
     }
   };
   auto hand_over = [&] {
-    if (!accepted.empty()) settler_->SubmitAcks(std::move(accepted));
+    if (!accepted.empty()) {
+      std::vector<std::string> ids;
+      ids.reserve(accepted.size());
+      for (auto* held : accepted) ids.push_back(held->entry.id);
+      settler_->SubmitAcks(std::move(ids));
+      for (auto* held : accepted) dispatcher_->Release(held);
+    }
     if (!outcomes.empty()) settler_->Submit(std::move(outcomes));
   };
   const bool success_status = response.kind == delivery::HandlerResponse::Kind::kAnswered &&

@@ -29,6 +29,7 @@ Status Session::ConnectOnce(Millis* retry_in) {
   auto opened = Connection::Open(options_);
   if (opened.ok()) {
     connection_ = std::move(*opened);
+    ++generation_;
     if (failures_ > 0) {
       LogInfo("redis connection restored", {{"role", role_},
                                             {"redis", options_.endpoint.Describe()},

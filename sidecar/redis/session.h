@@ -50,6 +50,8 @@ class Session {
   StatusOr<std::vector<Reply>> RunPipeline(const std::vector<Command>& commands);
 
   bool connected() const { return connection_ != nullptr; }
+  // Counts the connections made: per-connection state (loaded scripts) is stale when it moves.
+  uint64_t generation() const { return generation_; }
   const std::string& role() const { return role_; }
 
  private:
@@ -63,6 +65,7 @@ class Session {
   std::unique_ptr<Connection> connection_;
   bool counted_down_ = false;
   int failures_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace streamcar::redis

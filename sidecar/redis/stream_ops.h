@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sidecar/redis/entry.h"
+#include "sidecar/redis/script.h"
 #include "sidecar/redis/session.h"
 
 namespace streamcar::redis {
@@ -25,6 +26,15 @@ struct DeadLetterMeta {
   std::string error;   // first 1 KiB of the body or the error
   int attempts = 0;
   int64_t time_ms = 0;
+};
+
+// How acknowledged entries leave the stream (SPEC 4.3).
+enum class AckMode { kAckOnly, kAckDel, kAckThenDelete };
+
+// What an owner-checked retry claim found (SPEC 3.2).
+struct RetryClaimReply {
+  std::vector<StreamEntry> entries;   // claimed again (one more delivery); deleted ones flagged
+  std::vector<std::string> lost_ids;  // no longer this consumer's: a lost lease
 };
 
 struct GroupInfo {
@@ -59,16 +69,41 @@ class StreamOps {
   Command Ack(const std::vector<std::string>& ids) const;
   Command Delete(const std::vector<std::string>& ids) const;
   Command AckDelete(const std::vector<std::string>& ids) const;  // XACKDEL ... ACKED
-  // XCLAIM to ourselves with min-idle 0: counts one more delivery and returns the entries.
+
+  // The scripts below check in the same step that this consumer still owns each entry: a claim
+  // never takes an entry back from a peer that reclaimed it (SPEC 3.2). Each connection that
+  // sends them loads Scripts() first.
+  static const std::vector<const Script*>& Scripts();
+  // Claims the ids this consumer still owns again (one more delivery, the entries returned);
+  // the others are reported lost. Reply: ParseRetryClaim.
   Command ClaimForRetry(const std::vector<std::string>& ids) const;
-  // XCLAIM ... JUSTID: resets idle time, does not count a delivery (the lease keepalive).
+  static RetryClaimReply ParseRetryClaim(const ReplyView& reply);
+  // The lease keepalive: refreshes the idle time of the ids this consumer still owns without
+  // counting a delivery. Reply: the ids it no longer owns (ParseIds).
   Command KeepAlive(const std::vector<std::string>& ids) const;
-  // XADD to the dead-letter stream: the original fields plus streamcar.* metadata.
-  Command DeadLetterAdd(const std::string& dlq_stream, int64_t dlq_max_len,
-                        const StreamEntry& entry, const DeadLetterMeta& meta) const;
+  static std::vector<std::string> ParseIds(const ReplyView& reply);
+  // The dead letter (SPEC 3.3) as one step: XADD the original fields plus streamcar.* metadata
+  // to `dlq_stream`, and only if that succeeded, acknowledge the entry (XACKDEL, or XACK and
+  // XDEL, by `ack_mode`). Reply: 1 written, 0 not written because the entry is no longer
+  // pending for this consumer (lost lease), or the error of the command that failed.
+  Command DeadLetter(const std::string& dlq_stream, int64_t dlq_max_len, const StreamEntry& entry,
+                     const DeadLetterMeta& meta, AckMode ack_mode) const;
+  // Reading is not delivering (SPEC 3.2): for entries read but never POSTed, puts back the
+  // delivery count they had before the read, keeping their idle time. Reply: how many.
+  Command UndoReads(const std::vector<std::string>& ids) const;
 
   // Reads an XCLAIM (or XRANGE-like) reply: [[id, [f, v, ...]] | nil, ...].
   static std::vector<StreamEntry> ParseEntries(const ReplyView& list);
+
+  // This consumer's pending entries from `start` on (inclusive; "(<id>" exclusive), with their
+  // delivery counts, up to `count`: XPENDING, which counts no delivery.
+  StatusOr<std::vector<std::pair<std::string, int>>> OwnPendingIds(Session& session,
+                                                                   const std::string& start,
+                                                                   int count) const;
+  // The entries with these ids, without counting a delivery (XRANGE id id, pipelined). An id
+  // whose payload is gone comes back with `deleted` set.
+  StatusOr<std::vector<StreamEntry>> Fetch(Session& session,
+                                           const std::vector<std::string>& ids) const;
 
   // Delivery counts of this consumer's pending entries in [first, last].
   StatusOr<std::map<std::string, int>> DeliveryCounts(Session& session, const std::string& first,

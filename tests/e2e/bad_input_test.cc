@@ -128,15 +128,19 @@ TEST_F(BadInputTest, RedisOutOfMemoryKeepsTheEntryPendingUntilItCanBeDeadLettere
   // Memory is full from now on: the dead letter's XADD is refused with OOM.
   redis_->Run({"CONFIG", "SET", "maxmemory", "1"});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
-  std::this_thread::sleep_for(milliseconds(1000));
+  // SPEC 4.3 "definite": the settlement is retried while the entry stays held.
+  ASSERT_TRUE(
+      Eventually([&] { return sidecar->Logs().find("OOM") != std::string::npos; }, seconds(10)))
+      << sidecar->Logs();
+  ASSERT_TRUE(WaitMetric("streamcar_settle_failures_total", {"class=\"definite\""}, 1));
   EXPECT_EQ(Len("orders:dlq"), 0);
   EXPECT_EQ(PendingCount(), 1);  // not acknowledged: nothing is lost
-  EXPECT_NE(sidecar->Logs().find("OOM"), std::string::npos) << sidecar->Logs();
-  // Memory again: a reclaim delivers it again, and this time the dead letter is written.
+  // Memory again: the held entry is dead-lettered, without being POSTed a second time.
   redis_->Run({"CONFIG", "SET", "maxmemory", "0"});
   ASSERT_TRUE(
       Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(15)))
       << sidecar->Logs();
+  EXPECT_EQ(RequestsFor(id).size(), 1u);
 }
 
 TEST_F(BadInputTest, ReadOnlyReplicaIsRetriedLoudlyNotReady) {

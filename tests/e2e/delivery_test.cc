@@ -125,12 +125,15 @@ TEST_F(DeliveryTest, HandlerDownSpendsNoAttemptsAndPausesReading) {
   auto sidecar = StartSidecar({});
   ASSERT_TRUE(WaitReady()) << sidecar->Logs();
   std::vector<std::string> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(Add({"n", std::to_string(i)}));
+  ids.push_back(Add({"n", "0"}));
   ASSERT_TRUE(WaitMetric("streamcar_pending", {}, 1, seconds(10)));
   ASSERT_TRUE(Eventually([&] { return Metric("streamcar_handler_up") == 0; }, seconds(10)));
-  std::this_thread::sleep_for(milliseconds(1500));  // several refused tries
+  // While the handler refuses, nothing more is read (SPEC 3.2): these stay unread.
+  for (int i = 1; i < 6; ++i) ids.push_back(Add({"n", std::to_string(i)}));
+  std::this_thread::sleep_for(milliseconds(2000));  // several refused tries, several reads' worth
+  EXPECT_EQ(PendingCount(), 1);
   handler_.Restart();
-  ASSERT_TRUE(handler_.WaitForCount(5, seconds(10))) << sidecar->Logs();
+  ASSERT_TRUE(handler_.WaitForCount(6, seconds(10))) << sidecar->Logs();
   for (const auto& id : ids) {
     auto requests = RequestsFor(id);
     ASSERT_EQ(requests.size(), 1u);

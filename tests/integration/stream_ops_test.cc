@@ -22,6 +22,7 @@ class StreamOpsTest : public ::testing::Test {
     session_ = std::make_unique<Session>(options, "test", &health_);
     StopSignal stop;
     ASSERT_TRUE(session_->EnsureConnected(stop).ok());
+    for (const auto* script : StreamOps::Scripts()) ASSERT_TRUE(session_->Run(script->Load()).ok());
   }
 
   std::string Add(const std::string& stream, std::vector<std::string> fields) {
@@ -104,7 +105,7 @@ TEST_F(StreamOpsTest, KeepAliveResetsIdleWithoutCountingRetryClaimCounts) {
   EXPECT_EQ(DeliveryCount(ops, a), 1);
   auto claimed = session_->Run(ops.ClaimForRetry({a}));
   ASSERT_TRUE(claimed.ok());
-  auto entries = StreamOps::ParseEntries(claimed->view());
+  auto entries = StreamOps::ParseRetryClaim(claimed->view()).entries;
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].fields[0].second, "1");
   EXPECT_EQ(DeliveryCount(ops, a), 2);
@@ -129,16 +130,16 @@ TEST_F(StreamOpsTest, AutoClaimTakesIdleEntriesOfOthersWithCounts) {
   EXPECT_EQ(result->deleted_ids[0], b);
 }
 
-TEST_F(StreamOpsTest, DeadLetterTransactionWritesFieldsAndMetadata) {
+TEST_F(StreamOpsTest, DeadLetterWritesFieldsAndMetadataThenAcknowledges) {
   StreamOps ops("s", "g", "c1");
   ASSERT_TRUE(ops.EnsureGroup(*session_, "0").ok());
   std::string a = Add("s", {"k", "v", "k", "w"});
   auto entries = ops.ReadNew(*session_, 10, Millis(10));
   DeadLetterMeta meta{"rejected", "422", std::string(2000, 'e'), 1, 1700000000000};
-  auto replies =
-      session_->RunPipeline({Command("MULTI"), ops.DeadLetterAdd("s:dlq", 0, (*entries)[0], meta),
-                             ops.Ack({a}), Command("EXEC")});
-  ASSERT_TRUE(replies.ok());
+  auto written =
+      session_->Run(ops.DeadLetter("s:dlq", 0, (*entries)[0], meta, AckMode::kAckOnly));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_EQ(written->view().Integer(), 1);
   auto dlq = server_.Run({"XRANGE", "s:dlq", "-", "+"});
   ASSERT_EQ(dlq.view().Size(), 1u);
   auto fields = dlq.view()[0][1];
