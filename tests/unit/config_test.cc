@@ -456,10 +456,9 @@ TEST(Config, MaxHeldBytesDefaultsTo32MiB) {
 }
 
 TEST(Config, MaxHeldBytesTakesEachSizeUnit) {
-  auto held = [](const std::string& size) {
-    return Load(WithSub("    handler: { url: \"http://h/\", max_held_bytes: " + size + " }\n"))
-        .subscriptions[0]
-        .handler.max_held_bytes;
+  auto held = [](const std::string& size) -> uint64_t {
+    Config c = Load(WithSub("    handler: { url: \"http://h/\", max_held_bytes: " + size + " }\n"));
+    return c.subscriptions.empty() ? 0 : c.subscriptions[0].handler.max_held_bytes;
   };
   EXPECT_EQ(held("512B"), 512u);
   EXPECT_EQ(held("64KiB"), uint64_t{64} << 10);
@@ -474,6 +473,7 @@ defaults:
 subscriptions:
   - { stream: a, group: g, start: new }
 )");
+  ASSERT_EQ(c.subscriptions.size(), 1u);
   EXPECT_EQ(c.subscriptions[0].handler.max_held_bytes, uint64_t{4} << 20);
 }
 
@@ -495,10 +495,13 @@ TEST(Config, MaxHeldBytesRejectsBareNegativeZeroAndUnknownUnits) {
 
 TEST(Config, EffectiveYamlPrintsMaxHeldBytesCanonically) {
   Config c = Load(WithSub("    handler: { url: \"http://h/\", max_held_bytes: 2048KiB }\n"));
+  ASSERT_EQ(c.subscriptions.size(), 1u);
   std::string yaml = EmitEffectiveYaml(c);
   EXPECT_NE(yaml.find("max_held_bytes: 2MiB"), std::string::npos) << yaml;
   EXPECT_NE(EmitEffectiveYaml(Load(kMinimal)).find("max_held_bytes: 32MiB"), std::string::npos);
-  EXPECT_EQ(Load(yaml).subscriptions[0].handler.max_held_bytes, uint64_t{2} << 20);
+  Config again = Load(yaml);
+  ASSERT_EQ(again.subscriptions.size(), 1u);
+  EXPECT_EQ(again.subscriptions[0].handler.max_held_bytes, uint64_t{2} << 20);
 }
 
 TEST(Config, EffectiveYamlMasksSensitiveHeaderValues) {
