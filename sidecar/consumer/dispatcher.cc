@@ -23,16 +23,17 @@ uint64_t Dispatcher::SizeEstimate() const {
 size_t Dispatcher::ReadRoom() const {
   const size_t room = held_.size() >= capacity_ ? 0 : capacity_ - held_.size();
   if (room == 0 || max_held_bytes_ == kNoByteLimit) return room;
-  // Nothing held: one entry may be read whatever its size (SPEC 4.2: taken, alone).
   const uint64_t estimate = SizeEstimate();
   // No size seen yet: one round of the workers (concurrency x batch_size), so a first batch is
   // full, and an unknown size costs at most a quarter of what the entry capacity allows.
   if (estimate == 0) return std::min(room, min_read_);
   const uint64_t free_bytes = held_bytes_ >= max_held_bytes_ ? 0 : max_held_bytes_ - held_bytes_;
-  // One read brings at most a quarter of the budget, so the read's reply buffers (the socket
-  // buffer and the parsed reply, both alive while the entries are copied out) stay small too.
-  const uint64_t read_bytes = std::min(free_bytes, std::max<uint64_t>(1, max_held_bytes_ / 4));
-  const uint64_t fits = read_bytes / std::max<uint64_t>(1, estimate);
+  // One read brings at most a quarter of the budget (or one entry, when one is larger), so the
+  // read's reply buffers (the socket buffer and the parsed reply, both alive while the entries
+  // are copied out) stay small too.
+  const uint64_t per_read = std::max<uint64_t>(1, max_held_bytes_ / 4 / estimate);
+  const uint64_t fits = std::min(free_bytes / estimate, per_read);
+  // Nothing held: one entry is read whatever its size (SPEC 4.2: taken, alone).
   if (fits == 0) return held_.empty() ? 1 : 0;
   return static_cast<size_t>(std::min<uint64_t>(room, fits));
 }

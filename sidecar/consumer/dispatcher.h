@@ -11,13 +11,14 @@
 // field names and values of the entries held). Entries read from Redis are already in this
 // consumer's pending list, so Admit always takes them; the bound is kept by how much the reader
 // and the reclaim beat ask for. Sizes are unknown before a read, so Room() sizes a read by the
-// largest of the last kSizeWindow entries admitted (a read of a quarter of the byte budget at
-// most; before any size is known, a quarter of the entry capacity), and nothing is read while that
-// estimate does not fit in the free bytes, unless nothing is held: then one entry is read, alone,
-// however large. So the bytes held stay at or below max_held_bytes while entries are no larger than
-// the recent ones. Entries suddenly larger than any of the last kSizeWindow can overshoot it, by
-// one read (whose count was sized for the smaller entries); no read follows until the bytes are
-// back under the budget, and the estimate has then learnt the new size (docs/configuration.md).
+// largest of the last kSizeWindow entries admitted: a quarter of the byte budget at most (or one
+// entry, when one is larger), before any size is known a quarter of the entry capacity. Nothing
+// is read while that estimate does not fit in the free bytes, unless nothing is held: then one
+// entry is read, alone, however large. So the bytes held stay at or below max_held_bytes while
+// entries are no larger than the recent ones. Entries suddenly larger than any of the last
+// kSizeWindow can overshoot it, by one read (whose count was sized for the smaller entries); no
+// read follows until the bytes are back under the budget, and the estimate has then learnt the
+// new size (docs/configuration.md).
 
 #include <array>
 #include <condition_variable>

@@ -236,6 +236,19 @@ TEST(DispatcherBytes, AnEntryLargerThanTheBudgetIsTakenAlone) {
   EXPECT_EQ(d.Room(), 0u);
 }
 
+TEST(DispatcherBytes, EntriesOverAQuarterOfTheBudgetAreReadOneAtATimeWhileTheyFit) {
+  const uint64_t budget = 32 << 20;
+  Dispatcher d(64, "", budget);
+  int next = 1;
+  d.Admit(SizedRun(next++, 1, 10 << 20));
+  EXPECT_EQ(d.Room(), 1u);  // 22 MiB free: two would fit, but a read takes one this large
+  d.Admit(SizedRun(next++, 1, 10 << 20));
+  EXPECT_EQ(d.Room(), 1u);
+  d.Admit(SizedRun(next++, 1, 10 << 20));
+  EXPECT_EQ(d.Room(), 0u);  // 30 MiB held, 2 MiB free
+  EXPECT_LE(d.HeldBytes(), budget);
+}
+
 TEST(DispatcherBytes, NoReadWhileTheRecentSizeDoesNotFit) {
   const uint64_t budget = 10 << 20;
   Dispatcher d(64, "", budget);
