@@ -1,5 +1,6 @@
 #include "sidecar/cli/args.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -201,7 +202,10 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       if (!accepts.id) return not_here();
       auto v = value();
       if (!v || !ParseEntryId(*v)) return fail("--id needs an entry id like 1700000000000-0");
-      parsed.ids.push_back(*v);
+      // An id given twice is replayed once (SPEC 3.3).
+      if (std::find(parsed.ids.begin(), parsed.ids.end(), *v) == parsed.ids.end()) {
+        parsed.ids.push_back(*v);
+      }
     } else if (arg == "--dry-run") {
       if (!accepts.dry_run) return not_here();
       parsed.dry_run = true;

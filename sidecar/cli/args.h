@@ -18,7 +18,7 @@ struct Arguments {
   bool json = false;
   std::string subscription;
   std::optional<long> count;
-  std::vector<std::string> ids;
+  std::vector<std::string> ids;  // --id, each once, in the order first given
   bool dry_run = false;
 };
 

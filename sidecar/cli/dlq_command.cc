@@ -24,6 +24,19 @@ const std::set<std::string, std::less<>> kMetaFields = {
 // Dead letters are read in pages of this many entries.
 constexpr int64_t kPage = 500;
 
+// One replay, atomically in Redis: the dead letter must still exist (a concurrent replay or an
+// operator may have taken it), then XADD its original fields to the source stream, and only then
+// XDEL it. MULTI/EXEC would not do: it does not roll back, so an XADD failing at EXEC time
+// (WRONGTYPE: the source key is not a stream) would still delete the dead letter. In a script a
+// failing redis.call ends the script before the XDEL. Nil: the dead letter is gone.
+// KEYS: source stream, dead-letter stream. ARGV: dead-letter id, then field, value, ...
+constexpr const char* kReplayScript = R"lua(
+if #redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1]) == 0 then return false end
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('XDEL', KEYS[2], ARGV[1])
+return id
+)lua";
+
 struct DeadLetter {
   StreamEntry entry;  // the dead letter itself: its id, original fields and metadata
   std::string Meta(std::string_view key) const {
@@ -222,29 +235,27 @@ int DlqReplayCommand(const Arguments& args) {
                 << ") onto " << sub->stream << "\n";
       continue;
     }
-    redis::Command add("XADD");
-    add.Arg(sub->stream).Arg("*");
-    for (const auto& [field, value] : letter.Original()) add.Arg(field).Arg(value);
-    // One MULTI/EXEC per entry: the copy and the deletion happen together or not at all.
-    auto replies = redis->RunPipeline(
-        {redis::Command("MULTI"), add,
-         redis::Command("XDEL").Arg(sub->dead_letter.stream).Arg(letter.entry.id),
-         redis::Command("EXEC")});
-    if (!replies.ok()) {
-      std::cerr << "streamcar: replay stopped after " << replayed
-                << " entries: " << replies.status().message() << "\n";
+    redis::Command replay("EVAL");
+    replay.Arg(kReplayScript).Arg(int64_t{2}).Arg(sub->stream).Arg(sub->dead_letter.stream);
+    replay.Arg(letter.entry.id);
+    for (const auto& [field, value] : letter.Original()) replay.Arg(field).Arg(value);
+    auto reply = redis->Run(replay);
+    if (!reply.ok()) {
+      // A reply error (WRONGTYPE on the source key, OOM, ...) stopped the script before its XDEL:
+      // the dead letter is still there. A lost connection may or may not have run it.
+      const bool kept = reply.status().code() == StatusCode::kServerError;
+      std::cerr << "streamcar: replay of " << letter.entry.id << " onto " << sub->stream
+                << " failed after " << replayed << " replayed: " << reply.status().message()
+                << (kept ? " (the dead letter is kept)" : "") << "\n";
       return 1;
     }
-    auto exec = (*replies)[3].view();
-    if (!exec.IsArray() || exec[0].IsError() || exec[1].IsError()) {
-      std::string error = exec.IsArray()
-                              ? std::string(exec[0].IsError() ? exec[0].Str() : exec[1].Str())
-                              : std::string(exec.Str());
-      std::cerr << "streamcar: replay of " << letter.entry.id << " failed: " << error << "\n";
-      return 1;
+    if (reply->view().IsNil()) {
+      std::cout << "skipped " << letter.entry.id
+                << ": no longer in the dead-letter stream (replayed or deleted meanwhile)\n";
+      continue;
     }
     std::cout << "replayed " << letter.entry.id << " (original " << letter.Meta("streamcar.id")
-              << ") as " << exec[0].Str() << " on " << sub->stream << "\n";
+              << ") as " << reply->view().Str() << " on " << sub->stream << "\n";
     ++replayed;
   }
   if (args.dry_run) {

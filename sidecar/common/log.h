@@ -4,13 +4,22 @@
 // id), with "repeated" counting what was held back: events about different entries are all
 // written, a failure that repeats for the same cause is not. Callers never pass secrets: the log
 // has no filter. Thread-safe.
+//
+// The table behind the limit stays small whatever the traffic: a sweep at most once a second
+// (run by the next line logged, at any level) drops every key not written in the last second,
+// first writing a line with its "repeated" count when something was held back (so a count is
+// never lost because the error stopped repeating), and the table never holds more than
+// kMaxRepeatKeys keys: past that, a warning or error with a new key is written untracked.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
 #include <variant>
+
+#include "sidecar/common/clock.h"
 
 namespace streamcar {
 
@@ -48,7 +57,15 @@ inline void LogDebug(std::string_view msg, std::initializer_list<LogField> field
 void SetLogLevel(LogLevel level);
 // From $STREAMCAR_LOG_LEVEL (debug|info|warn|error); unknown values keep "info".
 void SetLogLevelFromEnv();
-// Tests capture lines here instead of stderr; pass nullptr to restore stderr.
+// Tests capture lines here instead of stderr; pass nullptr to restore stderr. Clears the
+// repeat table.
 void SetLogSinkForTest(std::function<void(std::string_view)> sink);
+// Tests move time by hand; nullptr restores the system clock. Clears the repeat table.
+void SetLogClockForTest(const Clock* clock);
+// How many keys the repeat table holds now (tests check it stays bounded).
+size_t LogRepeatKeysForTest();
+
+// The most (msg, subscription, id) keys the rate limiter remembers at once.
+inline constexpr size_t kMaxRepeatKeys = 4096;
 
 }  // namespace streamcar

@@ -1,6 +1,21 @@
 #include "sidecar/config/config.h"
 
+#include <array>
+#include <cctype>
+
 namespace streamcar::config {
+
+bool IsSensitiveHeader(std::string_view name) {
+  static constexpr std::array<std::string_view, 10> kMarks = {
+      "auth",   "token",  "secret",  "key",       "password",
+      "passwd", "cookie", "session", "signature", "credential"};
+  std::string lower(name);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto mark : kMarks) {
+    if (lower.find(mark) != std::string::npos) return true;
+  }
+  return false;
+}
 
 const char* FormatName(Format format) {
   switch (format) {

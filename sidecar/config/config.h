@@ -2,8 +2,10 @@
 // The configuration of SPEC section 2 as plain structs, with every default filled in. Only
 // loader.cc knows YAML; everything else reads these structs.
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sidecar/common/clock.h"
@@ -30,11 +32,20 @@ struct RedisConfig {
 enum class Format { kJson, kRaw, kCloudEvents };
 const char* FormatName(Format format);
 
+// Whether a handler header carries a credential, so `check` prints its value as "***". The rule
+// (docs/configuration.md): the name, in any case, contains "auth" (Authorization,
+// Proxy-Authorization, X-Auth-...), "token", "secret", "key" (X-Api-Key), "password", "passwd",
+// "cookie", "session", "signature" or "credential". Over-masking a harmless header costs a look
+// at the file; under-masking leaks a secret into CI logs.
+bool IsSensitiveHeader(std::string_view name);
+
 struct HandlerConfig {
   std::string url;
   Millis timeout{10000};
   int concurrency = 16;
   int batch_size = 1;
+  // Payload bytes (field names + values) held in memory at once (SPEC 4.2).
+  uint64_t max_held_bytes = uint64_t{32} * 1024 * 1024;
   Format format = Format::kJson;
   std::string raw_field = "data";
   std::map<std::string, std::string> headers;

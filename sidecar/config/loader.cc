@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sidecar/common/duration.h"
+#include "sidecar/common/size.h"
 #include "sidecar/common/text.h"
 #include "sidecar/config/redis_url.h"
 #include "sidecar/config/validate.h"
@@ -32,9 +33,9 @@ const std::vector<std::string_view> kTlsKeys = {"ca_file", "cert_file", "key_fil
 const std::vector<std::string_view> kIdentityKeys = {"stream", "group", "start", "name"};
 const std::vector<std::string_view> kBodyKeys = {"handler",  "retry", "dead_letter", "claim",
                                                  "ordering", "ack",   "retention"};
-const std::vector<std::string_view> kHandlerKeys = {"url",        "timeout",    "concurrency",
-                                                    "batch_size", "format",     "raw_field",
-                                                    "headers",    "health_url", "reject_statuses"};
+const std::vector<std::string_view> kHandlerKeys = {
+    "url",    "timeout",   "concurrency", "batch_size", "max_held_bytes",
+    "format", "raw_field", "headers",     "health_url", "reject_statuses"};
 const std::vector<std::string_view> kRetryKeys = {"max_attempts", "initial_backoff", "max_backoff",
                                                   "multiplier", "jitter"};
 
@@ -220,6 +221,15 @@ class Decoder {
     return *value;
   }
 
+  uint64_t Size(const YAML::Node& node, const std::string& path) {
+    const std::string text = Text(node, path);
+    std::string error;
+    auto value = ParseSize(text, &error);
+    if (!value) Fail(node, path, error);
+    if (*value == 0) Fail(node, path, "must be greater than 0B");
+    return *value;
+  }
+
   void CheckListen(const YAML::Node& node, const std::string& listen) {
     if (listen.empty()) return;
     auto colon = listen.rfind(':');
@@ -385,6 +395,8 @@ class Decoder {
       h->concurrency = static_cast<int>(Int(node["concurrency"], p + ".concurrency", 1, 1024));
     if (node["batch_size"])
       h->batch_size = static_cast<int>(Int(node["batch_size"], p + ".batch_size", 1, 1000));
+    if (node["max_held_bytes"])
+      h->max_held_bytes = Size(node["max_held_bytes"], p + ".max_held_bytes");
     if (node["format"]) {
       const std::string format = Text(node["format"], p + ".format");
       if (format == "json") {
@@ -491,12 +503,15 @@ void EmitSubscription(YAML::Emitter& out, const Subscription& sub) {
   EmitDuration(out, "timeout", h.timeout);
   out << YAML::Key << "concurrency" << YAML::Value << h.concurrency;
   out << YAML::Key << "batch_size" << YAML::Value << h.batch_size;
+  out << YAML::Key << "max_held_bytes" << YAML::Value << FormatSize(h.max_held_bytes);
   out << YAML::Key << "format" << YAML::Value << FormatName(h.format);
   out << YAML::Key << "raw_field" << YAML::Value << h.raw_field;
   out << YAML::Key << "headers" << YAML::Value;
   if (h.headers.empty()) out << YAML::Flow;
   out << YAML::BeginMap;
-  for (const auto& [name, value] : h.headers) out << YAML::Key << name << YAML::Value << value;
+  for (const auto& [name, value] : h.headers) {
+    out << YAML::Key << name << YAML::Value << (IsSensitiveHeader(name) ? "***" : value);
+  }
   out << YAML::EndMap;
   out << YAML::Key << "health_url" << YAML::Value << h.health_url;
   out << YAML::Key << "reject_statuses" << YAML::Value << YAML::Flow << h.reject_statuses;

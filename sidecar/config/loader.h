@@ -17,7 +17,8 @@ StatusOr<Config> LoadConfigText(std::string_view yaml, const std::string& source
                                 const EnvLookup& env = ProcessEnv());
 
 // The effective configuration as YAML, as `streamcar check` prints it: every default filled in,
-// variables expanded, the password (and any password in the URL) shown as "***".
+// variables expanded, the password (and any password in the URL) and the values of sensitive
+// handler headers (IsSensitiveHeader) shown as "***".
 std::string EmitEffectiveYaml(const Config& config);
 
 }  // namespace streamcar::config

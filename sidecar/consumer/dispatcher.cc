@@ -4,19 +4,58 @@
 
 namespace streamcar::consumer {
 
-Dispatcher::Dispatcher(size_t capacity, std::string key_field)
+Dispatcher::Dispatcher(size_t capacity, std::string key_field, uint64_t max_held_bytes)
     : capacity_(capacity),
       key_field_(std::move(key_field)),
+      max_held_bytes_(max_held_bytes),
       min_read_(std::max<size_t>(1, capacity / 4)) {}
 
-bool Dispatcher::WorthReading() const {
+uint64_t Dispatcher::PayloadBytes(const StreamEntry& entry) {
+  uint64_t bytes = 0;
+  for (const auto& [field, value] : entry.fields) bytes += field.size() + value.size();
+  return bytes;
+}
+
+uint64_t Dispatcher::SizeEstimate() const {
+  return *std::max_element(recent_sizes_.begin(), recent_sizes_.end());
+}
+
+size_t Dispatcher::ReadRoom() const {
   const size_t room = held_.size() >= capacity_ ? 0 : capacity_ - held_.size();
-  return room >= min_read_ || (room > 0 && ready_.empty());
+  if (room == 0 || max_held_bytes_ == kNoByteLimit) return room;
+  const uint64_t estimate = SizeEstimate();
+  // No size seen yet: one round of the workers (concurrency x batch_size), so a first batch is
+  // full, and an unknown size costs at most a quarter of what the entry capacity allows.
+  if (estimate == 0) return std::min(room, min_read_);
+  const uint64_t free_bytes = held_bytes_ >= max_held_bytes_ ? 0 : max_held_bytes_ - held_bytes_;
+  // One read brings at most a quarter of the budget (or one entry, when one is larger), so the
+  // read's reply buffers (the socket buffer and the parsed reply, both alive while the entries
+  // are copied out) stay small too.
+  const uint64_t per_read = std::max<uint64_t>(1, max_held_bytes_ / 4 / estimate);
+  const uint64_t fits = std::min(free_bytes / estimate, per_read);
+  // Nothing held: one entry is read whatever its size (SPEC 4.2: taken, alone).
+  if (fits == 0) return held_.empty() ? 1 : 0;
+  return static_cast<size_t>(std::min<uint64_t>(room, fits));
+}
+
+bool Dispatcher::WorthReading() const {
+  const size_t room = ReadRoom();
+  if (room == 0) return false;
+  if (room >= min_read_ || ready_.empty()) return true;
+  // Large entries: a quarter of the byte budget free is worth a read even when it is fewer
+  // entries than a quarter of the capacity.
+  return max_held_bytes_ != kNoByteLimit && held_bytes_ < max_held_bytes_ &&
+         max_held_bytes_ - held_bytes_ >= max_held_bytes_ / 4;
 }
 
 size_t Dispatcher::Room() const {
   std::lock_guard lock(mutex_);
-  return held_.size() >= capacity_ ? 0 : capacity_ - held_.size();
+  return ReadRoom();
+}
+
+uint64_t Dispatcher::HeldBytes() const {
+  std::lock_guard lock(mutex_);
+  return held_bytes_;
 }
 
 size_t Dispatcher::Held() const {
@@ -51,7 +90,7 @@ size_t Dispatcher::WaitForRoom(Millis timeout) {
     if (stopped_) return 0;
     const auto now = SteadyClock::now();
     // While the handler is down, reading more would only pile entries up in memory.
-    if (WorthReading() && !ReadPaused(now)) return capacity_ - held_.size();
+    if (WorthReading() && !ReadPaused(now)) return ReadRoom();
     if (now >= deadline) return 0;
     auto until = deadline;
     if (!health_paused_ && now < handler_paused_until_)
@@ -76,6 +115,10 @@ size_t Dispatcher::Admit(std::vector<StreamEntry> entries) {
     for (auto& entry : entries) {
       if (held_.contains(entry.id)) continue;
       auto held = std::make_unique<HeldEntry>();
+      held->bytes = PayloadBytes(entry);
+      held_bytes_ += held->bytes;
+      recent_sizes_[recent_next_] = held->bytes;
+      recent_next_ = (recent_next_ + 1) % kSizeWindow;
       if (!key_field_.empty()) {
         if (const std::string* key = entry.Find(key_field_)) held->key = *key;
       }
@@ -246,6 +289,7 @@ void Dispatcher::ReleaseLocked(HeldEntry* entry) {
       }
     }
   }
+  held_bytes_ -= entry->bytes;
   held_.erase(entry->entry.id);  // destroys *entry
 }
 

@@ -6,9 +6,25 @@
 // workers and the settler all call it; one mutex guards it all.
 //
 // Lifetime: a HeldEntry* stays valid from Admit until Release; only the settler releases.
+//
+// Room is counted in entries (`capacity`) and in payload bytes (`max_held_bytes`, SPEC 4.2: the
+// field names and values of the entries held). Entries read from Redis are already in this
+// consumer's pending list, so Admit always takes them; the bound is kept by how much the reader
+// and the reclaim beat ask for. Sizes are unknown before a read, so Room() sizes a read by the
+// largest of the last kSizeWindow entries admitted: a quarter of the byte budget at most (or one
+// entry, when one is larger), before any size is known a quarter of the entry capacity. Nothing
+// is read while that estimate does not fit in the free bytes, unless nothing is held: then one
+// entry is read, alone, however large. So the bytes held stay at or below max_held_bytes while
+// entries are no larger than the recent ones. Entries suddenly larger than any of the last
+// kSizeWindow can overshoot it, by one read (whose count was sized for the smaller entries); no
+// read follows until the bytes are back under the budget, and the estimate has then learnt the
+// new size (docs/configuration.md).
 
+#include <array>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +41,7 @@ namespace streamcar::consumer {
 struct HeldEntry {
   enum class State { kQueued, kBlocked, kInFlight, kWaitingRetry, kSettling };
   StreamEntry entry;
+  uint64_t bytes = 0;              // payload bytes (field names + values), counted at Admit
   std::optional<std::string> key;  // ordering key, when ordering is on and the entry has the field
   State state = State::kQueued;
   SteadyTime retry_at{};
@@ -38,13 +55,22 @@ struct HeldEntry {
 
 class Dispatcher {
  public:
-  // `capacity`: the most entries held at once. `key_field`: "" for no ordering.
-  Dispatcher(size_t capacity, std::string key_field);
+  static constexpr uint64_t kNoByteLimit = std::numeric_limits<uint64_t>::max();
+  // How many recent entry sizes the read estimate looks at.
+  static constexpr size_t kSizeWindow = 64;
 
-  // Room for this many more entries (what the reader may ask Redis for).
+  // `capacity`: the most entries held at once. `key_field`: "" for no ordering.
+  // `max_held_bytes`: the payload bytes held at once (handler.max_held_bytes).
+  Dispatcher(size_t capacity, std::string key_field, uint64_t max_held_bytes = kNoByteLimit);
+
+  // How many entries the reader (or the reclaim beat) may ask Redis for now: the entry room,
+  // bounded by the byte room over the recent entry size (see above). 0: do not read.
   size_t Room() const;
   size_t Held() const;
   bool Holds(const std::string& id) const;
+  uint64_t HeldBytes() const;
+  // The payload bytes of an entry, as the byte budget counts them.
+  static uint64_t PayloadBytes(const StreamEntry& entry);
   // Waits until there is room and delivery is not paused, or `timeout` passes, or Stop().
   // Returns the room (0 on timeout or stop).
   size_t WaitForRoom(Millis timeout);
@@ -103,16 +129,23 @@ class Dispatcher {
   bool Paused(SteadyTime now) const;
   bool ReadPaused(SteadyTime now) const;
   void ReleaseLocked(HeldEntry* entry);
+  // Room() with the mutex held.
+  size_t ReadRoom() const;
   // Whether the reader should read now: room for a worthwhile read, or the workers idle.
   bool WorthReading() const;
+  uint64_t SizeEstimate() const;  // the largest recent entry size; 0 before any
   void MakeReady(HeldEntry* entry, bool front);
 
   const size_t capacity_;
   const std::string key_field_;
+  const uint64_t max_held_bytes_;
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable room_cv_;
   std::unordered_map<std::string, std::unique_ptr<HeldEntry>> held_;
+  uint64_t held_bytes_ = 0;
+  std::array<uint64_t, kSizeWindow> recent_sizes_{};  // ring of the last admitted entry sizes
+  size_t recent_next_ = 0;
   // The reader waits for this much room (or idle workers) rather than reading a few entries at a
   // time: fewer round trips and wake-ups under load.
   const size_t min_read_;

@@ -22,7 +22,9 @@ size_t SubscriptionRuntime::CapacityFor(const config::Subscription& subscription
 
 SubscriptionRuntime::SubscriptionRuntime(const config::Subscription& subscription,
                                          const SubscriptionDeps& deps)
-    : sub_(subscription), dispatcher_(CapacityFor(subscription), subscription.ordering.key_field) {
+    : sub_(subscription),
+      dispatcher_(CapacityFor(subscription), subscription.ordering.key_field,
+                  subscription.handler.max_held_bytes) {
   auto& metrics = deps.metrics->ForSubscription(sub_.name);
   redis::StreamOps ops(sub_.stream, sub_.group, deps.consumer_name);
   const std::string prefix = "streamcar:" + deps.consumer_name + ":" + sub_.name;

@@ -176,9 +176,10 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
       decision.metric = "success";
     } else {
       ++matched;
-      decision =
-          delivery::DecideBatchFailure(policy_, it->second->verdict == delivery::BodyVerdict::kDrop,
-                                       it->second->error, held->entry.attempts, UnitRandom());
+      decision = delivery::DecideBatchFailure(
+          policy_, it->second->verdict == delivery::BodyVerdict::kDrop, it->second->error,
+          held->entry.attempts, response.retry_after, SystemClock::Instance().WallMillis(),
+          UnitRandom());
       decision.status_text = std::to_string(response.status);
     }
     settle(held, std::move(decision));

@@ -93,7 +93,8 @@ Decision Decide(const OutcomePolicy& policy, const HandlerResponse& response, in
 }
 
 Decision DecideBatchFailure(const OutcomePolicy& policy, bool drop, const std::string& error,
-                            int attempts, double unit_random) {
+                            int attempts, const std::string& retry_after, int64_t now_unix_ms,
+                            double unit_random) {
   Decision decision;
   decision.status_text = "200";
   decision.error = Clip(error);
@@ -104,7 +105,9 @@ Decision DecideBatchFailure(const OutcomePolicy& policy, bool drop, const std::s
     return decision;
   }
   decision.metric = "retry";
-  return RetryOrExhaust(policy, std::move(decision), attempts, std::nullopt, unit_random);
+  std::optional<Millis> requested;
+  if (!retry_after.empty()) requested = ParseRetryAfter(retry_after, now_unix_ms);
+  return RetryOrExhaust(policy, std::move(decision), attempts, requested, unit_random);
 }
 
 }  // namespace streamcar::delivery

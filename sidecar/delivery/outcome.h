@@ -51,9 +51,12 @@ OutcomePolicy OutcomePolicyOf(const config::Subscription& subscription);
 Decision Decide(const OutcomePolicy& policy, const HandlerResponse& response, int attempts,
                 int64_t now_unix_ms, double unit_random);
 
-// A failure the handler reported for one entry of a batch (SPEC 3.4), decided the same way.
+// A failure the handler reported for one entry of a batch (SPEC 3.4), decided the same way:
+// `retry_after` is the batch response's Retry-After header ("" if none), which replaces the
+// backoff of a RETRY entry as in 3.2 (capped at max_backoff); `now_unix_ms` resolves a date.
 Decision DecideBatchFailure(const OutcomePolicy& policy, bool drop, const std::string& error,
-                            int attempts, double unit_random);
+                            int attempts, const std::string& retry_after, int64_t now_unix_ms,
+                            double unit_random);
 
 // True when an entry claimed or re-read with this many deliveries must go to the dead-letter
 // stream without another delivery (it crashed a consumer every time).

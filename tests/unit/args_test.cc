@@ -50,6 +50,12 @@ TEST(Args, EveryCommand) {
   EXPECT_TRUE(replay.dry_run);
 }
 
+TEST(Args, AnIdGivenTwiceIsKeptOnce) {
+  auto replay = Parse({"dlq", "replay", "--subscription", "s", "--id", "2-0", "--id", "1-0",
+                       "--id=2-0", "--id", "1-0", "--id", "3-0"});
+  EXPECT_EQ(replay.ids, (std::vector<std::string>{"2-0", "1-0", "3-0"}));
+}
+
 TEST(Args, HelpOnEveryCommand) {
   for (auto args : std::vector<std::vector<std::string>>{{"--help"},
                                                          {"run", "--help"},

@@ -451,5 +451,200 @@ subscriptions:
   EXPECT_EQ(again.consumer_name, c.consumer_name);
 }
 
+TEST(Config, MaxHeldBytesDefaultsTo32MiB) {
+  EXPECT_EQ(Load(kMinimal).subscriptions[0].handler.max_held_bytes, uint64_t{32} << 20);
+}
+
+TEST(Config, MaxHeldBytesTakesEachSizeUnit) {
+  auto held = [](const std::string& size) -> uint64_t {
+    Config c = Load(WithSub("    handler: { url: \"http://h/\", max_held_bytes: " + size + " }\n"));
+    return c.subscriptions.empty() ? 0 : c.subscriptions[0].handler.max_held_bytes;
+  };
+  EXPECT_EQ(held("512B"), 512u);
+  EXPECT_EQ(held("64KiB"), uint64_t{64} << 10);
+  EXPECT_EQ(held("8MiB"), uint64_t{8} << 20);
+  EXPECT_EQ(held("2GiB"), uint64_t{2} << 30);
+}
+
+TEST(Config, MaxHeldBytesInDefaultsApplies) {
+  Config c = Load(R"(version: 1
+defaults:
+  handler: { url: "http://h/", max_held_bytes: 4MiB }
+subscriptions:
+  - { stream: a, group: g, start: new }
+)");
+  ASSERT_EQ(c.subscriptions.size(), 1u);
+  EXPECT_EQ(c.subscriptions[0].handler.max_held_bytes, uint64_t{4} << 20);
+}
+
+TEST(Config, MaxHeldBytesRejectsBareNegativeZeroAndUnknownUnits) {
+  auto error = [](const std::string& size) {
+    return ErrorOf(
+        WithSub("    handler: { url: \"http://h/\", max_held_bytes: \"" + size + "\" }\n"));
+  };
+  for (const char* bad : {"1048576", "-1MiB", "0MiB", "1MB", "1mib", "1.5MiB", "MiB", ""}) {
+    const std::string message = error(bad);
+    EXPECT_NE(message.find("subscriptions[0].handler.max_held_bytes"), std::string::npos)
+        << bad << ": " << message;
+    EXPECT_NE(message.find("test.yaml:"), std::string::npos) << message;
+  }
+  EXPECT_NE(error("1048576").find("no unit"), std::string::npos);
+  EXPECT_NE(error("-1MiB").find("negative"), std::string::npos);
+  EXPECT_NE(error("1MB").find("unknown unit \"MB\""), std::string::npos);
+}
+
+TEST(Config, EffectiveYamlPrintsMaxHeldBytesCanonically) {
+  Config c = Load(WithSub("    handler: { url: \"http://h/\", max_held_bytes: 2048KiB }\n"));
+  ASSERT_EQ(c.subscriptions.size(), 1u);
+  std::string yaml = EmitEffectiveYaml(c);
+  EXPECT_NE(yaml.find("max_held_bytes: 2MiB"), std::string::npos) << yaml;
+  EXPECT_NE(EmitEffectiveYaml(Load(kMinimal)).find("max_held_bytes: 32MiB"), std::string::npos);
+  Config again = Load(yaml);
+  ASSERT_EQ(again.subscriptions.size(), 1u);
+  EXPECT_EQ(again.subscriptions[0].handler.max_held_bytes, uint64_t{2} << 20);
+}
+
+TEST(Config, EffectiveYamlMasksSensitiveHeaderValues) {
+  Config c = Load(WithSub(R"(    handler:
+      url: http://h/
+      headers:
+        Authorization: "Bearer tok-authz"
+        Proxy-Authorization: "Basic tok-proxy"
+        Cookie: "sid=tok-cookie"
+        X-Api-Key: tok-apikey
+        X-Auth-Token: tok-auth
+        X-Client-Secret: tok-secret
+        X-DB-Password: tok-password
+        X-Tenant: acme
+)"));
+  const std::string yaml = EmitEffectiveYaml(c);
+  EXPECT_EQ(yaml.find("tok-"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("Authorization: \"***\""), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("X-Api-Key: \"***\""), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("X-Tenant: acme"), std::string::npos) << yaml;  // harmless: shown
+  // The loaded configuration keeps the real values: only the printout is masked.
+  EXPECT_EQ(c.subscriptions[0].handler.headers.at("Authorization"), "Bearer tok-authz");
+}
+
+TEST(Config, SensitiveHeaderRule) {
+  for (const char* name :
+       {"Authorization", "proxy-authorization", "COOKIE", "X-Api-Key", "X-Auth-Token",
+        "X-Session-Id", "X-Hub-Signature", "X-Credentials", "X-Passwd", "Client-Secret"}) {
+    EXPECT_TRUE(IsSensitiveHeader(name)) << name;
+  }
+  for (const char* name : {"X-Tenant", "Accept", "User-Agent", "X-Request-Source"}) {
+    EXPECT_FALSE(IsSensitiveHeader(name)) << name;
+  }
+}
+
+// SPEC section 2's example, exactly as written there: it must load, and give the values it shows.
+const char* kSpecExample = R"spec(version: 1
+redis:
+  url: redis://127.0.0.1:6379/0     # redis://, rediss:// (TLS) or unix:///path/to/socket
+  username: ""                       # Redis ACL user (optional)
+  password: ""                       # usually "${REDIS_PASSWORD}"; never printed by `check` or logs
+  connect_timeout: 2s
+  command_timeout: 5s                # for every non-blocking command
+  tls:                               # used with rediss:// only
+    ca_file: ""                      # empty: system trust store
+    cert_file: ""                    # client certificate (mutual TLS), optional
+    key_file: ""
+    server_name: ""                  # SNI / verification name; default: host of the url
+    verify: true
+consumer:
+  name: ${POD_NAME:-}                # empty: the host name
+admin:
+  listen: 0.0.0.0:9464               # /metrics /healthz /readyz; "" turns the server off
+shutdown:
+  drain_timeout: 25s                 # keep below the pod's terminationGracePeriodSeconds
+defaults:                            # any subscription key below except stream/group/start/name
+  handler: { url: http://127.0.0.1:8080/ }
+subscriptions:
+  - stream: orders                   # required
+    group: billing                   # required
+    start: new                       # required: new | beginning | <entry id>; where a NEW group starts
+    name: orders-billing             # optional; label in logs and metrics; default "<stream>/<group>"
+    handler:
+      url: http://127.0.0.1:8080/orders   # required here or in defaults
+      timeout: 10s                   # one request
+      concurrency: 16                # max requests in flight for this subscription (1..1024)
+      batch_size: 1                  # >1 turns on batch delivery (1..1000), section 3.4
+      max_held_bytes: 32MiB          # payload bytes held in memory at once (4.2); sizes: B, KiB, MiB, GiB
+      format: json                   # json | raw | cloudevents
+      raw_field: data                # raw/cloudevents: the field whose bytes are the body
+      headers: {}                    # static extra request headers
+      health_url: ""                 # optional: while it does not answer 2xx, consumption pauses
+      reject_statuses: [400, 413, 415, 422]   # dead-letter at once, no retry
+    retry:
+      max_attempts: 5                # deliveries before dead-letter; 0 means retry forever
+      initial_backoff: 1s
+      max_backoff: 60s
+      multiplier: 2.0
+      jitter: 0.2                    # +/- fraction applied to each backoff
+    dead_letter:
+      stream: orders:dlq             # default "<stream>:dlq"
+      max_len: 0                     # >0: approximate cap on the DLQ length
+    claim:
+      min_idle: 60s                  # XAUTOCLAIM threshold for entries of other (dead) consumers
+      interval: 10s                  # the reclaim beat
+      count: 100
+    ordering:
+      key_field: ""                  # set: entries with equal values of this field are delivered one at a time, in id order
+    ack:
+      delete: false                  # true: delete the entry once acknowledged, section 4.3
+    retention:                       # optional; its own beat, runs even when nothing is consumed
+      max_len: 0                     # keep about this many newest entries (XTRIM MAXLEN ~)
+      max_age: 0s                    # drop entries older than this (XTRIM MINID ~ now-max_age)
+      interval: 60s
+)spec";
+
+TEST(Config, SpecSection2ExampleLoadsWithItsDocumentedValues) {
+  Config c = Load(kSpecExample, Env({{"POD_NAME", "pod-7"}}));
+  ASSERT_EQ(c.subscriptions.size(), 1u);
+  EXPECT_EQ(c.redis.url, "redis://127.0.0.1:6379/0");
+  EXPECT_EQ(c.redis.username, "");
+  EXPECT_EQ(c.redis.password, "");
+  EXPECT_EQ(c.redis.connect_timeout, Millis(2000));
+  EXPECT_EQ(c.redis.command_timeout, Millis(5000));
+  EXPECT_TRUE(c.redis.tls.verify);
+  EXPECT_EQ(c.consumer_name, "pod-7");
+  EXPECT_EQ(c.admin.listen, "0.0.0.0:9464");
+  EXPECT_EQ(c.shutdown.drain_timeout, Millis(25000));
+  const auto& s = c.subscriptions[0];
+  EXPECT_EQ(s.stream, "orders");
+  EXPECT_EQ(s.group, "billing");
+  EXPECT_EQ(s.StartId(), "$");
+  EXPECT_EQ(s.name, "orders-billing");
+  EXPECT_EQ(s.handler.url, "http://127.0.0.1:8080/orders");
+  EXPECT_EQ(s.handler.timeout, Millis(10000));
+  EXPECT_EQ(s.handler.concurrency, 16);
+  EXPECT_EQ(s.handler.batch_size, 1);
+  EXPECT_EQ(s.handler.max_held_bytes, uint64_t{32} << 20);
+  EXPECT_EQ(s.handler.format, Format::kJson);
+  EXPECT_EQ(s.handler.raw_field, "data");
+  EXPECT_TRUE(s.handler.headers.empty());
+  EXPECT_EQ(s.handler.health_url, "");
+  EXPECT_EQ(s.handler.reject_statuses, (std::vector<int>{400, 413, 415, 422}));
+  EXPECT_EQ(s.retry.max_attempts, 5);
+  EXPECT_EQ(s.retry.initial_backoff, Millis(1000));
+  EXPECT_EQ(s.retry.max_backoff, Millis(60000));
+  EXPECT_DOUBLE_EQ(s.retry.multiplier, 2.0);
+  EXPECT_DOUBLE_EQ(s.retry.jitter, 0.2);
+  EXPECT_EQ(s.dead_letter.stream, "orders:dlq");
+  EXPECT_EQ(s.dead_letter.max_len, 0);
+  EXPECT_EQ(s.claim.min_idle, Millis(60000));
+  EXPECT_EQ(s.claim.interval, Millis(10000));
+  EXPECT_EQ(s.claim.count, 100);
+  EXPECT_EQ(s.ordering.key_field, "");
+  EXPECT_FALSE(s.ack.delete_entries);
+  EXPECT_EQ(s.retention.max_len, 0);
+  EXPECT_EQ(s.retention.max_age, Millis(0));
+  EXPECT_EQ(s.retention.interval, Millis(60000));
+  // Every value the example writes out is the default: the example and a minimal file agree.
+  Config minimal = Load(kMinimal);
+  EXPECT_EQ(minimal.subscriptions[0].handler.max_held_bytes, s.handler.max_held_bytes);
+  EXPECT_EQ(minimal.subscriptions[0].claim.min_idle, s.claim.min_idle);
+}
+
 }  // namespace
 }  // namespace streamcar::config

@@ -143,5 +143,159 @@ TEST(Dispatcher, ReleaseOfABlockedEntryKeepsTheLane) {
   EXPECT_EQ(Ids(next), (std::vector<std::string>{"2-0"}));
 }
 
+// An entry whose payload is `bytes` bytes: field "d" (1 byte) and a value of bytes - 1.
+StreamEntry Sized(const std::string& id, uint64_t bytes) {
+  StreamEntry e;
+  e.id = id;
+  e.fields.push_back({"d", std::string(bytes - 1, 'x')});
+  return e;
+}
+
+std::vector<StreamEntry> SizedRun(int first, int n, uint64_t bytes) {
+  std::vector<StreamEntry> out;
+  for (int i = first; i < first + n; ++i) out.push_back(Sized(std::to_string(i) + "-0", bytes));
+  return out;
+}
+
+// Admits what Room() allows, as the reader does, until Room() says stop; returns the reads.
+int FillAsTheReaderDoes(Dispatcher& d, int* next_id, uint64_t bytes) {
+  int reads = 0;
+  while (size_t room = d.Room()) {
+    d.Admit(SizedRun(*next_id, static_cast<int>(room), bytes));
+    *next_id += static_cast<int>(room);
+    ++reads;
+  }
+  return reads;
+}
+
+TEST(DispatcherBytes, CountsFieldNamesAndValues) {
+  StreamEntry e;
+  e.fields = {{"ab", "cde"}, {"f", ""}, {"ab", "x"}};
+  EXPECT_EQ(Dispatcher::PayloadBytes(e), 2u + 3u + 1u + 0u + 2u + 1u);
+  Dispatcher d(10, "", 1000);
+  d.Admit({e});
+  EXPECT_EQ(d.HeldBytes(), 9u);
+  auto work = d.TakeWork(1, Millis(0));
+  d.MarkSettling(work[0]);
+  d.Release(work[0]);
+  EXPECT_EQ(d.HeldBytes(), 0u);
+}
+
+TEST(DispatcherBytes, FirstReadIsAQuarterOfTheCapacityUntilASizeIsKnown) {
+  Dispatcher d(64, "", 32 << 20);
+  EXPECT_EQ(d.Room(), 16u);  // nothing known about entry sizes yet: one round of the workers
+  d.Admit({Sized("1-0", 1 << 20)});
+  // 1 MiB entries: a read brings a quarter of the 32 MiB budget at most.
+  EXPECT_EQ(d.Room(), 8u);
+}
+
+TEST(DispatcherBytes, HeldBytesNeverExceedTheBudgetForSteadySizes) {
+  const uint64_t budget = 32 << 20;
+  Dispatcher d(64, "", budget);
+  int next = 1;
+  FillAsTheReaderDoes(d, &next, 1 << 20);
+  EXPECT_LE(d.HeldBytes(), budget);
+  EXPECT_GE(d.HeldBytes(), budget - (1 << 20));  // and the budget is used, not wasted
+  EXPECT_EQ(d.Held(), 32u);                      // not the 64 the entry capacity allows
+  // Releasing one entry makes room for exactly one more.
+  auto work = d.TakeWork(1, Millis(0));
+  d.MarkSettling(work[0]);
+  d.Release(work[0]);
+  EXPECT_EQ(d.Room(), 1u);
+  d.Admit(SizedRun(next++, 1, 1 << 20));
+  EXPECT_EQ(d.Room(), 0u);
+  EXPECT_LE(d.HeldBytes(), budget);
+}
+
+TEST(DispatcherBytes, SmallEntriesAreBoundedByTheEntryCapacity) {
+  Dispatcher d(64, "", 32 << 20);
+  int next = 1;
+  FillAsTheReaderDoes(d, &next, 100);
+  EXPECT_EQ(d.Held(), 64u);
+  EXPECT_EQ(d.HeldBytes(), 6400u);
+}
+
+TEST(DispatcherBytes, AnEntryLargerThanTheBudgetIsTakenAlone) {
+  const uint64_t budget = 1 << 20;
+  Dispatcher d(64, "", budget);
+  int next = 1;
+  d.Admit(SizedRun(next++, 1, 100));
+  d.Admit(SizedRun(next++, 1, 3 << 20));  // larger than the whole budget
+  EXPECT_EQ(d.Room(), 0u);                // nothing more while anything is held
+  auto work = d.TakeWork(10, Millis(0));
+  ASSERT_EQ(work.size(), 2u);
+  d.MarkSettling(work[0]);
+  d.Release(work[0]);
+  EXPECT_EQ(d.Room(), 0u);  // the huge one is still held
+  EXPECT_EQ(d.WaitForRoom(Millis(0)), 0u);
+  d.MarkSettling(work[1]);
+  d.Release(work[1]);
+  EXPECT_EQ(d.Room(), 1u);  // nothing held: one more, alone, however large
+  EXPECT_EQ(d.WaitForRoom(Millis(0)), 1u);
+  d.Admit(SizedRun(next++, 1, 3 << 20));
+  EXPECT_EQ(d.Room(), 0u);
+}
+
+TEST(DispatcherBytes, EntriesOverAQuarterOfTheBudgetAreReadOneAtATimeWhileTheyFit) {
+  const uint64_t budget = 32 << 20;
+  Dispatcher d(64, "", budget);
+  int next = 1;
+  d.Admit(SizedRun(next++, 1, 10 << 20));
+  EXPECT_EQ(d.Room(), 1u);  // 22 MiB free: two would fit, but a read takes one this large
+  d.Admit(SizedRun(next++, 1, 10 << 20));
+  EXPECT_EQ(d.Room(), 1u);
+  d.Admit(SizedRun(next++, 1, 10 << 20));
+  EXPECT_EQ(d.Room(), 0u);  // 30 MiB held, 2 MiB free
+  EXPECT_LE(d.HeldBytes(), budget);
+}
+
+TEST(DispatcherBytes, NoReadWhileTheRecentSizeDoesNotFit) {
+  const uint64_t budget = 10 << 20;
+  Dispatcher d(64, "", budget);
+  int next = 1;
+  d.Admit(SizedRun(next, 1, 4 << 20));  // a 4 MiB entry, then small ones
+  next += 1;
+  d.Admit(SizedRun(next, 3, 1 << 20));
+  next += 3;
+  // 7 MiB held, 3 MiB free, and entries of up to 4 MiB were seen lately: no read.
+  EXPECT_EQ(d.HeldBytes(), uint64_t{7} << 20);
+  EXPECT_EQ(d.Room(), 0u);
+}
+
+TEST(DispatcherBytes, TheEstimateForgetsAnOldLargeEntry) {
+  const uint64_t budget = 8 << 20;
+  Dispatcher d(1000, "", budget);
+  d.Admit({Sized("1-0", 4 << 20)});
+  auto work = d.TakeWork(1, Millis(0));
+  d.MarkSettling(work[0]);
+  d.Release(work[0]);
+  EXPECT_EQ(d.Room(), 1u);  // budget/4 = 2 MiB < 4 MiB: one at a time while it is recent
+  int next = 2;
+  for (size_t i = 0; i < Dispatcher::kSizeWindow; ++i) {
+    d.Admit(SizedRun(next++, 1, 1024));
+    auto w = d.TakeWork(1, Millis(0));
+    d.MarkSettling(w[0]);
+    d.Release(w[0]);
+  }
+  // The 4 MiB entry left the window: reads are sized for 1 KiB entries again.
+  EXPECT_EQ(d.Room(), std::min<size_t>(1000, (budget / 4) / 1024));
+}
+
+TEST(DispatcherBytes, WorkersIdleMakesASmallReadWorthIt) {
+  Dispatcher d(64, "", 32 << 20);
+  int next = 1;
+  FillAsTheReaderDoes(d, &next, 1 << 20);
+  auto work = d.TakeWork(64, Millis(0));  // every held entry is in flight: ready_ is empty
+  d.MarkSettling(work[0]);
+  d.Release(work[0]);
+  EXPECT_EQ(d.WaitForRoom(Millis(0)), 1u);
+}
+
+TEST(DispatcherBytes, WithoutAByteLimitOnlyEntriesCount) {
+  Dispatcher d(4, "");
+  d.Admit({Sized("1-0", 8 << 20)});
+  EXPECT_EQ(d.Room(), 3u);
+}
+
 }  // namespace
 }  // namespace streamcar::consumer

@@ -51,5 +51,92 @@ TEST_F(LogTest, InfoIsNeverRateLimited) {
   EXPECT_EQ(lines_.size(), 5u);
 }
 
+// The rate limiter's table, with time moved by hand.
+class LogRepeatTest : public LogTest {
+ protected:
+  void SetUp() override {
+    LogTest::SetUp();
+    SetLogClockForTest(&clock_);
+  }
+  void TearDown() override {
+    SetLogClockForTest(nullptr);
+    LogTest::TearDown();
+  }
+  rapidjson::Document Parse(size_t index) {
+    rapidjson::Document d;
+    d.Parse(lines_.at(index).c_str());
+    EXPECT_FALSE(d.HasParseError()) << lines_[index];
+    return d;
+  }
+  ManualClock clock_;
+};
+
+TEST_F(LogRepeatTest, ARepeatingErrorIsWrittenOncePerSecondWithItsCount) {
+  for (int i = 0; i < 10; ++i) {
+    LogError("redis unreachable", {{"subscription", "s"}});
+    clock_.Advance(Millis(100));
+  }
+  ASSERT_EQ(lines_.size(), 1u);
+  LogError("redis unreachable", {{"subscription", "s"}});  // 1 s after the first
+  ASSERT_EQ(lines_.size(), 2u);
+  auto d = Parse(1);
+  ASSERT_TRUE(d.HasMember("repeated")) << lines_[1];
+  EXPECT_EQ(d["repeated"].GetInt(), 9);
+}
+
+TEST_F(LogRepeatTest, HeldBackCountIsReportedOnceTheErrorStopsRepeating) {
+  for (int i = 0; i < 5; ++i) LogError("retry claim failed", {{"subscription", "s"}});
+  ASSERT_EQ(lines_.size(), 1u);
+  clock_.Advance(Millis(1500));
+  LogInfo("something else");  // any later line runs the sweep
+  ASSERT_EQ(lines_.size(), 3u);
+  auto summary = Parse(1);
+  EXPECT_STREQ(summary["msg"].GetString(), "retry claim failed");
+  EXPECT_STREQ(summary["level"].GetString(), "error");
+  EXPECT_STREQ(summary["subscription"].GetString(), "s");
+  ASSERT_TRUE(summary.HasMember("repeated")) << lines_[1];
+  EXPECT_EQ(summary["repeated"].GetInt(), 4);
+  EXPECT_STREQ(Parse(2)["msg"].GetString(), "something else");
+  EXPECT_EQ(LogRepeatKeysForTest(), 0u);
+  // Reported once: later lines do not report it again.
+  clock_.Advance(Millis(1500));
+  LogInfo("again");
+  EXPECT_EQ(lines_.size(), 4u);
+}
+
+TEST_F(LogRepeatTest, KeysOlderThanTheWindowAreDropped) {
+  for (int i = 0; i < 100; ++i) {
+    LogWarn("entry dead-lettered", {{"subscription", "s"}, {"id", std::to_string(i) + "-0"}});
+  }
+  EXPECT_EQ(lines_.size(), 100u);  // events about different entries are all written
+  EXPECT_EQ(LogRepeatKeysForTest(), 100u);
+  clock_.Advance(Millis(1000));
+  LogWarn("entry dead-lettered", {{"subscription", "s"}, {"id", "100-0"}});
+  EXPECT_EQ(LogRepeatKeysForTest(), 1u);
+  EXPECT_EQ(lines_.size(), 101u);  // nothing was held back: no summary lines
+}
+
+TEST_F(LogRepeatTest, TableStaysBoundedAfter100kDistinctIds) {
+  for (int i = 0; i < 100'000; ++i) {
+    LogWarn("entry dead-lettered", {{"subscription", "s"}, {"id", std::to_string(i) + "-0"}});
+    if (i % 1000 == 999) clock_.Advance(Millis(100));  // 10,000 dead letters a second
+    ASSERT_LE(LogRepeatKeysForTest(), kMaxRepeatKeys) << "after " << i;
+  }
+  EXPECT_EQ(lines_.size(), 100'000u);  // every distinct event is still written
+  clock_.Advance(Millis(2000));
+  LogInfo("quiet");
+  EXPECT_EQ(LogRepeatKeysForTest(), 0u);
+}
+
+TEST_F(LogRepeatTest, AFullTableStillRateLimitsTheKeysItHolds) {
+  for (size_t i = 0; i < kMaxRepeatKeys + 10; ++i) {
+    LogWarn("entry dead-lettered", {{"id", std::to_string(i) + "-0"}});
+  }
+  EXPECT_EQ(LogRepeatKeysForTest(), kMaxRepeatKeys);
+  const size_t written = lines_.size();
+  for (int i = 0; i < 20; ++i) LogWarn("entry dead-lettered", {{"id", "0-0"}});
+  EXPECT_EQ(lines_.size(), written);
+}
+
 }  // namespace
 }  // namespace streamcar

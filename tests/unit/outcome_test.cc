@@ -128,12 +128,32 @@ TEST(Outcome, ErrorIsClippedToOneKiB) {
 }
 
 TEST(Outcome, BatchFailures) {
-  auto drop = DecideBatchFailure(Policy(), true, "bad", 1, 0.5);
+  auto drop = DecideBatchFailure(Policy(), true, "bad", 1, "", 0, 0.5);
   EXPECT_EQ(drop.action, Action::kDeadLetter);
   EXPECT_EQ(drop.reason, "dropped");
-  auto retry = DecideBatchFailure(Policy(), false, "later", 1, 0.5);
+  auto retry = DecideBatchFailure(Policy(), false, "later", 1, "", 0, 0.5);
   EXPECT_EQ(retry.action, Action::kRetry);
-  EXPECT_EQ(DecideBatchFailure(Policy(2), false, "later", 2, 0.5).reason, "max_attempts");
+  EXPECT_EQ(DecideBatchFailure(Policy(2), false, "later", 2, "", 0, 0.5).reason, "max_attempts");
+}
+
+TEST(Outcome, BatchRetryHonoursRetryAfter) {
+  const OutcomePolicy policy = Policy();
+  const Millis backoff = DecideBatchFailure(policy, false, "later", 1, "", 0, 0.5).delay;
+  auto seconds = DecideBatchFailure(policy, false, "later", 1, "7", 0, 0.5);
+  EXPECT_EQ(seconds.action, Action::kRetry);
+  EXPECT_EQ(seconds.delay, Millis(7000));
+  EXPECT_NE(seconds.delay, backoff);
+  // An HTTP date, relative to now.
+  const int64_t now_ms = 1'445'412'480'000;  // Wed, 21 Oct 2015 07:28:00 GMT
+  auto date =
+      DecideBatchFailure(policy, false, "later", 1, "Wed, 21 Oct 2015 07:28:03 GMT", now_ms, 0.5);
+  EXPECT_EQ(date.delay, Millis(3000));
+  // Capped at max_backoff, like a single entry's.
+  auto capped = DecideBatchFailure(policy, false, "later", 1, "100000", 0, 0.5);
+  EXPECT_EQ(capped.delay, policy.backoff.max);
+  // A DROP is dead-lettered whatever Retry-After says; an exhausted entry too.
+  EXPECT_EQ(DecideBatchFailure(policy, true, "bad", 1, "7", 0, 0.5).action, Action::kDeadLetter);
+  EXPECT_EQ(DecideBatchFailure(Policy(2), false, "later", 2, "7", 0, 0.5).reason, "max_attempts");
 }
 
 }  // namespace

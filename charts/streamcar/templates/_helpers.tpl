@@ -49,6 +49,54 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- div (add $ms 999) 1000 -}}
 {{- end -}}
 
+{{/*
+The bytes a size of the configuration stands for ("32MiB", "512KiB", "1GiB", "100B"); streamcar
+itself rejects any other spelling, so the chart does too.
+*/}}
+{{- define "streamcar.sizeBytes" -}}
+{{- $text := toString . -}}
+{{- if not (regexMatch "^[0-9]+(B|KiB|MiB|GiB)$" $text) -}}
+{{- fail (printf "handler.max_held_bytes: %q is not a size like 32MiB (units B, KiB, MiB, GiB)" $text) -}}
+{{- end -}}
+{{- $n := regexFind "^[0-9]+" $text | int64 -}}
+{{- if hasSuffix "GiB" $text }}{{ mul $n 1073741824 }}
+{{- else if hasSuffix "MiB" $text }}{{ mul $n 1048576 }}
+{{- else if hasSuffix "KiB" $text }}{{ mul $n 1024 }}
+{{- else }}{{ $n }}{{ end -}}
+{{- end -}}
+
+{{/*
+The memory limit streamcar needs, in MiB: 64 MiB for the process, plus 3 x the sum of every
+subscription's handler.max_held_bytes (default 32MiB; a subscription's own value, else the one in
+config.defaults): the held payload, a copy of each request body in flight, and a read's reply
+buffers (docs/configuration.md). One subscription at the default: 64 + 3 x 32 = 160Mi.
+*/}}
+{{- define "streamcar.memoryLimitMiB" -}}
+{{- $default := "32MiB" -}}
+{{- with .Values.config.defaults -}}{{- with .handler -}}{{- with .max_held_bytes -}}
+{{- $default = . -}}
+{{- end -}}{{- end -}}{{- end -}}
+{{- $total := 0 -}}
+{{- range .Values.config.subscriptions -}}
+{{- $size := $default -}}
+{{- with .handler -}}{{- with .max_held_bytes -}}{{- $size = . -}}{{- end -}}{{- end -}}
+{{- $total = add $total (include "streamcar.sizeBytes" $size | int64) -}}
+{{- end -}}
+{{- add 64 (mul 3 (div (add $total 1048575) 1048576)) -}}
+{{- end -}}
+
+{{/* The container's resources: the values given, with limits.memory sized from the byte budget
+when it is not set (resources.limits.memory: "" or absent). */}}
+{{- define "streamcar.resources" -}}
+{{- $resources := deepCopy (default dict .Values.resources) -}}
+{{- $limits := default dict $resources.limits -}}
+{{- if not $limits.memory -}}
+{{- $_ := set $limits "memory" (printf "%sMi" (include "streamcar.memoryLimitMiB" .)) -}}
+{{- end -}}
+{{- $_ := set $resources "limits" $limits -}}
+{{- toYaml $resources -}}
+{{- end -}}
+
 {{- define "streamcar.terminationGracePeriodSeconds" -}}
 {{- $drain := include "streamcar.drainSeconds" . | int -}}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
@@ -111,7 +159,7 @@ with the volume from "streamcar.volume".
     httpGet: { path: /readyz, port: sc-admin }
     {{- toYaml .Values.probes.startup | nindent 4 }}
   resources:
-    {{- toYaml .Values.resources | nindent 4 }}
+    {{- include "streamcar.resources" . | nindent 4 }}
   securityContext:
     {{- toYaml .Values.securityContext | nindent 4 }}
   volumeMounts:
