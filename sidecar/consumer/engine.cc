@@ -65,6 +65,11 @@ int RunEngine(const config::Config& config) {
   FatalLatch fatal;
   std::atomic<size_t> groups_ready{0};
 
+  // Every labelled series exists at 0 before the first scrape (SPEC 5): each subscription's
+  // families, and the trimmed counter of every stream a retention rule names.
+  for (const auto& sub : config.subscriptions) metrics.ForSubscription(sub.name);
+  for (const auto& rule : TrimRulesOf(config)) metrics.Trimmed(rule.stream);
+
   admin::AdminServer admin_server({
       [&] { return watchdog.FindWedged(); },
       [&] { return readiness.WhyNotReady(redis_health.up()); },

@@ -121,7 +121,21 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
   std::vector<const StreamEntry*> batch;
   batch.reserve(entries.size());
   for (auto* held : entries) batch.push_back(&held->entry);
-  delivery::EncodeBatch(context_, batch, &request_);
+  if (std::string why; !delivery::EncodeBatch(context_, batch, &request_, &why)) {
+    // A header would carry a control character (only configuration can cause it in batch mode):
+    // nothing is sent, every entry is dead-lettered as invalid.
+    std::vector<Outcome> invalid;
+    for (auto* held : entries) {
+      delivery::Decision decision;
+      decision.action = delivery::Action::kDeadLetter;
+      decision.reason = "invalid";
+      decision.status_text = "none";
+      decision.error = why;
+      invalid.push_back({held, std::move(decision)});
+    }
+    settler_->Submit(std::move(invalid));
+    return;
+  }
   const auto started = SteadyClock::now();
   delivery::HandlerResponse response = deliverer_.Post(request_);
   if (response.kind == delivery::HandlerResponse::Kind::kRefused) {

@@ -5,6 +5,7 @@
 
 #include "sidecar/common/text.h"
 #include "sidecar/delivery/base64.h"
+#include "sidecar/delivery/header_values.h"
 
 namespace streamcar::delivery {
 namespace {
@@ -104,7 +105,8 @@ void WriteEnvelope(JsonWriter& writer, const std::string* stream, const std::str
 }
 
 // The payload object alone (cloudevents without raw_field). It has no room for base64_fields, so
-// that list travels in the Streamcar-Base64-Fields header (comma-separated).
+// that list travels in the Streamcar-Base64-Fields header: comma-separated field names, each
+// percent-encoded like a CloudEvents attribute (and ',' too), since names are entry data.
 std::string PayloadObject(const StreamEntry& entry, std::string* base64_header) {
   rapidjson::StringBuffer buffer;
   JsonWriter writer(buffer);
@@ -112,9 +114,42 @@ std::string PayloadObject(const StreamEntry& entry, std::string* base64_header) 
   WritePayloadObject(writer, entry, &lists);
   for (const auto& field : lists.fields) {
     if (!base64_header->empty()) *base64_header += ',';
-    *base64_header += field;
+    for (char c : CloudEventsHeaderValue(field)) {
+      if (c == ',') {
+        *base64_header += "%2C";
+      } else {
+        *base64_header += c;
+      }
+    }
   }
   return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+// The entry's content_type for raw and cloudevents bodies: absent means octet-stream; present, it
+// must be an RFC 9110 media type or the entry is refused (it would otherwise be framing).
+bool BodyContentType(const StreamEntry& entry, std::string* content_type, std::string* why) {
+  const std::string* value = entry.Find("content_type");
+  if (value == nullptr) {
+    *content_type = "application/octet-stream";
+    return true;
+  }
+  if (std::string error = MediaTypeError(*value); !error.empty()) {
+    *why =
+        "field \"content_type\" is not a valid media type (RFC 9110 type/subtype[; name=value]): " +
+        error;
+    return false;
+  }
+  *content_type = TrimOws(*value);
+  return true;
+}
+
+// The request leaves the encoder only when no header could break framing (SPEC 3.1): a
+// guarantee that holds whatever the code above or the configuration let through.
+bool CheckFraming(const HttpRequest& request, std::string* why) {
+  std::string error = FramingError(request.content_type, request.headers);
+  if (error.empty()) return true;
+  *why = "refused to send the request: " + error;
+  return false;
 }
 
 void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
@@ -126,10 +161,14 @@ void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
   headers.emplace_back("Streamcar-Id", entry.id);
   headers.emplace_back("Streamcar-Attempts", std::to_string(entry.attempts));
   headers.emplace_back("Idempotency-Key", context.stream + "/" + entry.id);
-  for (const char* trace_field : {"traceparent", "tracestate"}) {
-    if (const auto* value = entry.Find(trace_field);
-        value != nullptr && value->find_first_of("\r\n") == std::string::npos) {
-      headers.emplace_back(trace_field, *value);
+  // W3C Trace Context: an invalid traceparent is left out (and with it tracestate, which means
+  // nothing without one); the entry is still delivered.
+  if (const auto* traceparent = entry.Find("traceparent");
+      traceparent != nullptr && IsValidTraceparent(*traceparent)) {
+    headers.emplace_back("traceparent", *traceparent);
+    if (const auto* tracestate = entry.Find("tracestate");
+        tracestate != nullptr && IsValidTracestate(*tracestate)) {
+      headers.emplace_back("tracestate", *tracestate);
     }
   }
   for (const auto& [name, value] : context.handler->headers) headers.emplace_back(name, value);
@@ -154,31 +193,35 @@ bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpReq
     case config::Format::kJson:
       request->content_type = "application/json";
       request->body = EncodeJsonEnvelope(context.stream, context.group, entry);
-      return true;
+      return CheckFraming(*request, why);
     case config::Format::kRaw: {
       const std::string* body = entry.Find(handler.raw_field);
       if (body == nullptr) {
         *why = "entry has no field \"" + handler.raw_field + "\" (handler.raw_field, format raw)";
         return false;
       }
-      const std::string* type = entry.Find("content_type");
-      request->content_type = type != nullptr ? *type : "application/octet-stream";
+      if (!BodyContentType(entry, &request->content_type, why)) return false;
       request->body = *body;
-      return true;
+      return CheckFraming(*request, why);
     }
     case config::Format::kCloudEvents: {
       auto& headers = request->headers;
-      headers.emplace_back("ce-specversion", "1.0");
-      headers.emplace_back("ce-id", entry.id);
-      headers.emplace_back("ce-source", "/streams/" + context.stream);
+      // Every attribute goes through the HTTP binding's percent-encoding, even those built here
+      // (a no-op for them), so no attribute can reach a header unencoded.
+      headers.emplace_back("ce-specversion", CloudEventsHeaderValue("1.0"));
+      headers.emplace_back("ce-id", CloudEventsHeaderValue(entry.id));
+      headers.emplace_back("ce-source", CloudEventsSource(context.stream));
+      // An empty type is no CloudEvents type (the attribute must be non-empty): it is treated as
+      // absent. A repeated field uses its first value.
       const std::string* type = entry.Find("type");
-      headers.emplace_back("ce-type", type != nullptr ? *type : "streamcar.entry");
+      headers.emplace_back("ce-type", CloudEventsHeaderValue(type != nullptr && !type->empty()
+                                                                 ? *type
+                                                                 : std::string("streamcar.entry")));
       const auto id = ParseEntryId(entry.id);
-      headers.emplace_back("ce-time", Rfc3339Millis(id ? static_cast<int64_t>(id->ms) : 0));
+      headers.emplace_back(
+          "ce-time", CloudEventsHeaderValue(Rfc3339Millis(id ? static_cast<int64_t>(id->ms) : 0)));
       if (const std::string* body = entry.Find(handler.raw_field); body != nullptr) {
-        const std::string* content_type = entry.Find("content_type");
-        request->content_type =
-            content_type != nullptr ? *content_type : "application/octet-stream";
+        if (!BodyContentType(entry, &request->content_type, why)) return false;
         request->body = *body;
       } else {
         std::string base64_list;
@@ -186,14 +229,14 @@ bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpReq
         request->body = PayloadObject(entry, &base64_list);
         if (!base64_list.empty()) headers.emplace_back("Streamcar-Base64-Fields", base64_list);
       }
-      return true;
+      return CheckFraming(*request, why);
     }
   }
   return false;
 }
 
-void EncodeBatch(const EncodeContext& context, const std::vector<const StreamEntry*>& entries,
-                 HttpRequest* request) {
+bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEntry*>& entries,
+                 HttpRequest* request, std::string* why) {
   rapidjson::StringBuffer buffer;
   JsonWriter writer(buffer);
   writer.StartObject();
@@ -214,6 +257,7 @@ void EncodeBatch(const EncodeContext& context, const std::vector<const StreamEnt
   request->headers.emplace_back("Streamcar-Batch-Size", std::to_string(entries.size()));
   for (const auto& [name, value] : context.handler->headers)
     request->headers.emplace_back(name, value);
+  return CheckFraming(*request, why);
 }
 
 }  // namespace streamcar::delivery

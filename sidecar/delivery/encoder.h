@@ -24,13 +24,18 @@ struct EncodeContext {
 };
 
 // One entry per request. Returns false (and sets *why) when the entry cannot be expressed in the
-// configured format: raw without its raw_field. Such an entry is dead-lettered as "invalid".
+// configured format: raw without its raw_field, a content_type that is not a media type, or a
+// header that would carry a control character (SPEC 3.1: entry data never becomes framing; this
+// last check runs on every request, whatever built the header). Such an entry is dead-lettered
+// as "invalid". Header values from entry data are built by header_values.h only.
 bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpRequest* request,
                  std::string* why);
 
 // Many entries per request (json only): {"stream","group","entries":[{"id","attempts","payload"}]}.
-void EncodeBatch(const EncodeContext& context, const std::vector<const StreamEntry*>& entries,
-                 HttpRequest* request);
+// Returns false (and sets *why) when a header would carry a control character; the batch's
+// entries are then dead-lettered as "invalid".
+bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEntry*>& entries,
+                 HttpRequest* request, std::string* why);
 
 // The json envelope of one entry, as in the "json" format body.
 std::string EncodeJsonEnvelope(const std::string& stream, const std::string& group,
