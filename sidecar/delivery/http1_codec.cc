@@ -57,12 +57,11 @@ int HexValue(char c) {
 
 Status SerializeRequest(const RequestHead& head, std::string_view body, std::string* out) {
   if (!IsToken(head.method)) return Status(StatusCode::kInvalid, "HTTP method is not a token");
-  const bool bad_target =
-      head.target.empty() || head.target.front() != '/' ||
-      std::any_of(head.target.begin(), head.target.end(), [](char c) {
-        const auto byte = static_cast<unsigned char>(c);
-        return byte <= 0x20 || byte == 0x7f;
-      });
+  const bool bad_target = head.target.empty() || head.target.front() != '/' ||
+                          std::any_of(head.target.begin(), head.target.end(), [](char c) {
+                            const auto byte = static_cast<unsigned char>(c);
+                            return byte <= 0x20 || byte == 0x7f;
+                          });
   if (bad_target) return Status(StatusCode::kInvalid, "request target has a space or control byte");
   if (HasFraming(head.authority) || HasFraming(head.content_type) || HasFraming(head.user_agent)) {
     return Status(StatusCode::kInvalid, "Host or Content-Type contains CR, LF or NUL");
@@ -195,8 +194,7 @@ size_t ResponseParser::Feed(std::string_view data) {
         break;
       case Phase::kBodyLength:
       case Phase::kChunkData: {
-        const size_t take =
-            static_cast<size_t>(std::min<uint64_t>(remaining_, data.size() - pos));
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, data.size() - pos));
         response_.body.append(data.substr(pos, take));
         pos += take;
         remaining_ -= take;

@@ -41,9 +41,9 @@ inline constexpr size_t kMaxBodyBytes = 16 * 1024 * 1024;
 inline constexpr int kMaxInterim = 16;
 
 struct RequestHead {
-  std::string_view method;     // "POST", "GET"
-  std::string_view target;     // origin-form: "/path?query"
-  std::string_view authority;  // the Host header: "host[:port]"
+  std::string_view method;        // "POST", "GET"
+  std::string_view target;        // origin-form: "/path?query"
+  std::string_view authority;     // the Host header: "host[:port]"
   std::string_view content_type;  // "" sends none
   std::string_view user_agent;    // "" sends none
   const HeaderList* headers = nullptr;
@@ -52,16 +52,17 @@ struct RequestHead {
 
 // Appends the request (head, then `body`) to *out. Framing is ours alone: Content-Length,
 // Transfer-Encoding and Connection among `headers` are not sent, and a Host among them replaces
-// `authority` (a Content-Type or User-Agent among them likewise). A header name that is not a token, or a value or target with CR, LF or NUL, is
-// kInvalid and nothing is appended: the caller built a request that would be smuggling, which is
-// a programming error upstream, never something to put on the wire.
+// `authority` (a Content-Type or User-Agent among them likewise). A header name that is not a
+// token, or a value or target with CR, LF or NUL, is kInvalid and nothing is appended: the caller
+// built a request that would be smuggling, which is a programming error upstream, never something
+// to put on the wire.
 Status SerializeRequest(const RequestHead& head, std::string_view body, std::string* out);
 
 struct Response {
   int status = 0;
-  int minor_version = 1;  // HTTP/1.<minor>
-  HeaderList headers;     // as received (the final answer's, not an interim's)
-  std::string body;       // de-chunked
+  int minor_version = 1;   // HTTP/1.<minor>
+  HeaderList headers;      // as received (the final answer's, not an interim's)
+  std::string body;        // de-chunked
   bool keep_alive = true;  // false: the connection must be closed after this answer
 
   // The first header of this name (case-insensitive), or nullptr.

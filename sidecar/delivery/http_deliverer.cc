@@ -169,11 +169,11 @@ HttpTarget SplitUrl(const std::string& url) {
   std::string_view authority = target.authority;
   if (authority.starts_with("[")) {
     const size_t close = authority.find(']');
-    target.host = std::string(authority.substr(1, close == std::string_view::npos
-                                                      ? std::string_view::npos
-                                                      : close - 1));
+    target.host = std::string(
+        authority.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
     authority.remove_prefix(close == std::string_view::npos ? authority.size() : close + 1);
-    if (authority.starts_with(":")) target.port = std::atoi(std::string(authority.substr(1)).c_str());
+    if (authority.starts_with(":"))
+      target.port = std::atoi(std::string(authority.substr(1)).c_str());
   } else {
     const size_t colon = authority.rfind(':');
     target.host = std::string(authority.substr(0, colon));
@@ -314,8 +314,8 @@ HandlerResponse HttpDeliverer::Exchange(std::string_view method, const HttpReque
     if (parser_.complete() && used < *n) {
       LogWarn("handler sent bytes after its answer; connection closed, the request will be retried",
               {{"url", target_.origin}, {"extra_bytes", static_cast<int64_t>(*n - used)}});
-      return Fail(HandlerResponse::Kind::kError, "the handler sent " + std::to_string(*n - used) +
-                                                     " bytes after its answer");
+      return Fail(HandlerResponse::Kind::kError,
+                  "the handler sent " + std::to_string(*n - used) + " bytes after its answer");
     }
   }
 

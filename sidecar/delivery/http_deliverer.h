@@ -26,7 +26,7 @@ namespace streamcar::delivery {
 
 struct HttpTarget {
   bool tls = false;
-  std::string host;       // without brackets for IPv6
+  std::string host;  // without brackets for IPv6
   int port = 80;
   std::string authority;  // the Host header: host[:port] as the URL spells it
   std::string origin;     // scheme://authority, for messages

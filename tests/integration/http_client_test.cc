@@ -3,28 +3,22 @@
 // asked, break framing, trickle, reset. An answer must never be matched to a request it did not
 // answer (SPEC 3.1), and handler.timeout bounds the whole exchange (SPEC 3.2).
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <openssl/err.h>
+#include <gtest/gtest.h>
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "sidecar/delivery/http_deliverer.h"
+#include "tests/integration/raw_http_server.h"
 #include "tests/support/certificates.h"
 #include "tests/support/sidecar_process.h"
 
@@ -33,162 +27,13 @@ namespace {
 
 using Kind = HandlerResponse::Kind;
 using std::chrono::milliseconds;
-
-// One accepted connection, plain or TLS, as the server's script sees it.
-class Peer {
- public:
-  virtual ~Peer() = default;
-  virtual ssize_t Recv(char* buffer, size_t size) = 0;  // 0: closed
-  virtual bool Send(std::string_view data) = 0;
-  int fd = -1;
-
-  // Reads one request (head and Content-Length body); "" when the client closed.
-  std::string ReadRequest() {
-    std::string text;
-    char buffer[4096];
-    while (true) {
-      const size_t head_end = text.find("\r\n\r\n");
-      if (head_end != std::string::npos) {
-        size_t length = 0;
-        const size_t at = text.find("Content-Length: ");
-        if (at != std::string::npos && at < head_end) length = std::stoul(text.substr(at + 16));
-        if (text.size() >= head_end + 4 + length) return text;
-      }
-      const ssize_t n = Recv(buffer, sizeof(buffer));
-      if (n <= 0) return "";
-      text.append(buffer, static_cast<size_t>(n));
-    }
-  }
-  // Reads only up to the end of the request head.
-  std::string ReadHead() {
-    std::string text;
-    char c;
-    while (text.find("\r\n\r\n") == std::string::npos) {
-      if (Recv(&c, 1) <= 0) return "";
-      text += c;
-    }
-    return text;
-  }
-};
-
-class PlainPeer final : public Peer {
- public:
-  ssize_t Recv(char* buffer, size_t size) override { return ::recv(fd, buffer, size, 0); }
-  bool Send(std::string_view data) override {
-    while (!data.empty()) {
-      const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-};
-
-class TlsPeer final : public Peer {
- public:
-  explicit TlsPeer(SSL* ssl) : ssl_(ssl) {}
-  ~TlsPeer() override { SSL_free(ssl_); }
-  ssize_t Recv(char* buffer, size_t size) override {
-    const int n = SSL_read(ssl_, buffer, static_cast<int>(size));
-    return n > 0 ? n : 0;
-  }
-  bool Send(std::string_view data) override {
-    return SSL_write(ssl_, data.data(), static_cast<int>(data.size())) ==
-           static_cast<int>(data.size());
-  }
-
- private:
-  SSL* ssl_;
-};
-
-// A TCP server on 127.0.0.1 that runs `script` on each accepted connection, in its own thread.
-class RawServer {
- public:
-  using Script = std::function<void(Peer& peer, int connection_index)>;
-
-  explicit RawServer(Script script, SSL_CTX* tls = nullptr, int receive_buffer = 0)
-      : script_(std::move(script)), tls_(tls) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (receive_buffer > 0) {
-      ::setsockopt(listen_fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
-    }
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(::listen(listen_fd_, 16), 0);
-    socklen_t length = sizeof(address);
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    acceptor_ = std::thread([this] { Accept(); });
-  }
-
-  ~RawServer() {
-    stop_ = true;
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    acceptor_.join();
-    {
-      std::lock_guard lock(mu_);
-      for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
-    }
-    for (auto& thread : threads_) thread.join();
-    ::close(listen_fd_);
-  }
-
-  std::string url(const std::string& path = "/") const {
-    return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  int port() const { return port_; }
-  int accepted() const { return accepted_; }
-  bool stopping() const { return stop_; }
-
- private:
-  void Accept() {
-    while (!stop_) {
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) return;
-      const int index = accepted_++;
-      std::lock_guard lock(mu_);
-      fds_.push_back(fd);
-      threads_.emplace_back([this, fd, index] {
-        std::unique_ptr<Peer> peer;
-        if (tls_ != nullptr) {
-          SSL* ssl = SSL_new(tls_);
-          SSL_set_fd(ssl, fd);
-          if (SSL_accept(ssl) != 1) {
-            SSL_free(ssl);
-            ::close(fd);
-            return;
-          }
-          peer = std::make_unique<TlsPeer>(ssl);
-        } else {
-          peer = std::make_unique<PlainPeer>();
-        }
-        peer->fd = fd;
-        script_(*peer, index);
-        peer.reset();
-        ::close(fd);
-      });
-    }
-  }
-
-  Script script_;
-  SSL_CTX* tls_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> accepted_{0};
-  std::thread acceptor_;
-  std::mutex mu_;
-  std::vector<int> fds_;
-  std::vector<std::thread> threads_;
-};
+using testing::Peer;
+using testing::RawServer;
 
 std::string Answer(int status, std::string_view body = "", std::string_view extra = "") {
-  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + std::string(extra) + "\r\n" + std::string(body);
+  return "HTTP/1.1 " + std::to_string(status) +
+         " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + std::string(extra) +
+         "\r\n" + std::string(body);
 }
 
 HttpRequest Request(std::string body = "{}") {
@@ -241,10 +86,10 @@ TEST(HttpClientTest, TheRequestOnTheWireIsExact) {
   ASSERT_EQ(response.kind, Kind::kAnswered) << response.error;
   EXPECT_EQ(response.status, 204);
   std::lock_guard lock(mu);
-  EXPECT_EQ(seen, "POST /in%20put?q=1 HTTP/1.1\r\nHost: 127.0.0.1:" +
-                      std::to_string(server.port()) +
-                      "\r\nContent-Type: application/json\r\nUser-Agent: streamcar/0.1.0\r\n"
-                      "Content-Length: 7\r\nStreamcar-Id: 1-0\r\n\r\n{\"a\":1}");
+  EXPECT_EQ(seen,
+            "POST /in%20put?q=1 HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(server.port()) +
+                "\r\nContent-Type: application/json\r\nUser-Agent: streamcar/0.1.0\r\n"
+                "Content-Length: 7\r\nStreamcar-Id: 1-0\r\n\r\n{\"a\":1}");
 }
 
 // The loss of issue 10: a handler answers 503 and then a second, unsolicited 200 on the same
@@ -349,7 +194,9 @@ TEST(HttpClientTest, ChunkedAndCloseDelimitedAnswersAreRead) {
   RawServer server([](Peer& peer, int index) {
     if (peer.ReadRequest().empty()) return;
     if (index == 0) {
-      peer.Send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"st\r\n2\r\n\"}\r\n0\r\n\r\n");
+      peer.Send(
+          "HTTP/1.1 200 OK\r\nTransfer-Encoding: "
+          "chunked\r\n\r\n4\r\n{\"st\r\n2\r\n\"}\r\n0\r\n\r\n");
       peer.ReadRequest();
     } else {
       peer.Send("HTTP/1.1 500 Oops\r\n\r\nall until close");
@@ -374,7 +221,8 @@ TEST(HttpClientTest, ChunkedAndCloseDelimitedAnswersAreRead) {
 TEST(HttpClientTest, TricklingAnswerTimesOutAtTheTotalDeadline) {
   RawServer server([](Peer& peer, int) {
     if (peer.ReadRequest().empty()) return;
-    const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n" + std::string(50, 'x');
+    const std::string answer =
+        "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n" + std::string(50, 'x');
     // One byte every 100 ms: each read is quick, the whole answer takes about 9 s.
     for (char c : answer) {
       if (!peer.Send(std::string(1, c))) return;

@@ -105,8 +105,8 @@ TEST(Http1ParserTest, ChunkedBodyWithExtensionsAndTrailers) {
 
 TEST(Http1ParserTest, ChunkedHexSizes) {
   const std::string data(0x1a, 'x');
-  auto out = Parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1A\r\n" + data +
-                   "\r\n0\r\n\r\n");
+  auto out =
+      Parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1A\r\n" + data + "\r\n0\r\n\r\n");
   EXPECT_EQ(out.state, State::kComplete);
   EXPECT_EQ(out.body, data);
 }
@@ -165,7 +165,8 @@ TEST(Http1ParserTest, BytesAfterACompleteAnswerAreLeftOver) {
 }
 
 TEST(Http1ParserTest, KeepAliveRules) {
-  EXPECT_FALSE(Parse("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").keep_alive);
+  EXPECT_FALSE(
+      Parse("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").keep_alive);
   EXPECT_FALSE(
       Parse("HTTP/1.1 200 OK\r\nConnection: foo, Close\r\nContent-Length: 0\r\n\r\n").keep_alive);
   EXPECT_FALSE(Parse("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").keep_alive);
@@ -191,15 +192,15 @@ TEST(Http1ParserTest, HeadAtTheLimitIsAcceptedOneMoreByteIsNot) {
 TEST(Http1ParserTest, BodyAtTheLimitIsAcceptedOneMoreByteIsNot) {
   const std::string body(kMaxBodyBytes, 'b');
   EXPECT_EQ(Feed("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(kMaxBodyBytes) +
-                    "\r\n\r\n" + body,
-                {}, false)
+                     "\r\n\r\n" + body,
+                 {}, false)
                 .state,
             State::kComplete);
-  EXPECT_EQ(Feed("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(kMaxBodyBytes + 1) +
-                    "\r\n\r\n",
-                {}, false)
-                .state,
-            State::kError);
+  EXPECT_EQ(
+      Feed("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(kMaxBodyBytes + 1) + "\r\n\r\n",
+           {}, false)
+          .state,
+      State::kError);
   EXPECT_EQ(Feed("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999999\r\n\r\n", {}, false)
                 .state,
             State::kError);
@@ -207,12 +208,12 @@ TEST(Http1ParserTest, BodyAtTheLimitIsAcceptedOneMoreByteIsNot) {
   char size[32];
   std::snprintf(size, sizeof(size), "%zx", kMaxBodyBytes);
   EXPECT_EQ(Feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + std::string(size) +
-                    "\r\n" + body + "\r\n1\r\nb\r\n0\r\n\r\n",
-                {}, false)
+                     "\r\n" + body + "\r\n1\r\nb\r\n0\r\n\r\n",
+                 {}, false)
                 .state,
             State::kError);
-  EXPECT_EQ(Feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffffff\r\n", {},
-                false)
+  EXPECT_EQ(Feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffffff\r\n",
+                 {}, false)
                 .state,
             State::kError);
 }
@@ -264,7 +265,8 @@ TEST(Http1ParserTest, MalformedAnswersAreErrors) {
       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
       "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
       "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nxx",
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n0\r\n\r\n",
       "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXY0\r\n\r\n",
       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n",
@@ -329,8 +331,8 @@ TEST(Http1SerializeTest, GetHasNoBodyAndEmptyPostHasLengthZero) {
 }
 
 TEST(Http1SerializeTest, FramingHeadersAreOursAndConfiguredOnesReplaceDefaults) {
-  HeaderList headers = {{"content-length", "99"},  {"Transfer-Encoding", "chunked"},
-                        {"Connection", "close"},   {"Host", "api.example"},
+  HeaderList headers = {{"content-length", "99"},   {"Transfer-Encoding", "chunked"},
+                        {"Connection", "close"},    {"Host", "api.example"},
                         {"Content-Type", "text/x"}, {"User-Agent", "mine"}};
   RequestHead head;
   head.method = "POST";
@@ -349,9 +351,8 @@ TEST(Http1SerializeTest, FramingHeadersAreOursAndConfiguredOnesReplaceDefaults) 
 
 TEST(Http1SerializeTest, RefusesAnythingThatWouldBreakFraming) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"X", "a\r\nInjected: 1"}, {"X", "a\nb"},     {"X", "a\rb"},
-      {"X", std::string("a\0b", 3)}, {"Bad Name", "v"}, {"Bad:Name", "v"},
-      {"", "v"},                 {"X\r\nY", "v"},
+      {"X", "a\r\nInjected: 1"}, {"X", "a\nb"},     {"X", "a\rb"}, {"X", std::string("a\0b", 3)},
+      {"Bad Name", "v"},         {"Bad:Name", "v"}, {"", "v"},     {"X\r\nY", "v"},
   };
   for (const auto& header : bad) {
     SCOPED_TRACE(::testing::PrintToString(header));
