@@ -56,8 +56,10 @@ class PlainConnection final : public HttpDeliverer::Connection {
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
         return Status(StatusCode::kIo, std::string("send failed: ") + std::strerror(errno));
       }
+      const int wait_ms = RemainingMs(deadline);
+      if (wait_ms == 0) return Status(StatusCode::kTimeout, "request not sent in time");
       pollfd pfd{fd_.get(), POLLIN | POLLOUT, 0};
-      const int rc = ::poll(&pfd, 1, RemainingMs(deadline));
+      const int rc = ::poll(&pfd, 1, wait_ms);
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0) return Status(StatusCode::kIo, std::string("poll: ") + std::strerror(errno));
       if (rc == 0) return Status(StatusCode::kTimeout, "request not sent in time");

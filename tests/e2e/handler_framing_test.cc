@@ -23,14 +23,17 @@ std::string Answer(int status, std::string_view body = "") {
          " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
 }
 
-// The loss of issue 10: the handler refuses every entry (503), but right after its answer to entry
-// A it sends a second, unsolicited "200 OK" on the same kept-alive connection. The old client read
-// that 200 as the answer to the next entry, B, and acknowledged B although the handler never
-// accepted it. (An unsolicited answer that arrives only after the next request was sent cannot be
-// told from that request's answer by any HTTP/1.1 client; see docs/reliability.md.)
-TEST_F(HandlerFramingTest, ASmuggledAnswerNeverAcknowledgesAnotherEntry) {
+// The loss of issue 10: the handler refuses every entry (503), but a little after its answer to
+// entry A it sends a second, unsolicited "200 OK" on the same kept-alive connection, while no
+// request is outstanding. The old client took that 200 for the answer to the next entry, B, and
+// acknowledged B although the handler never accepted it. (An unsolicited answer that arrives only
+// after the next request was sent cannot be told from that request's answer by any HTTP/1.1
+// client; docs/reliability.md says so. An extra answer in the same write as the real one is
+// covered by tests/integration/http_client_test.cc.)
+TEST_F(HandlerFramingTest, AnUnsolicitedAnswerNeverAcknowledgesAnotherEntry) {
   std::mutex mu;
   std::set<std::string> refused;  // ids the handler answered 503
+  std::atomic<bool> extra_sent{false};
   RawServer server([&](Peer& peer, int) {
     while (true) {
       const std::string request = peer.ReadRequest();
@@ -41,23 +44,28 @@ TEST_F(HandlerFramingTest, ASmuggledAnswerNeverAcknowledgesAnotherEntry) {
         std::lock_guard lock(mu);
         refused.insert(id);
       }
-      std::string answer = Answer(503, "busy");
-      // Right behind A's answer, in the same write: what a split request makes a handler send.
-      if (request.find(R"("name":"A")") != std::string::npos) answer += Answer(200, "smuggled");
-      if (!peer.Send(answer)) return;
+      if (!peer.Send(Answer(503, "busy"))) return;
+      if (request.find(R"("name":"A")") != std::string::npos && !extra_sent) {
+        // Later, on the idle connection: what a split request makes a handler send.
+        pollfd pfd{peer.fd, POLLIN, 0};
+        ::poll(&pfd, 1, 100);
+        if (!peer.Send(Answer(200, "smuggled"))) return;
+        extra_sent = true;
+      }
     }
   });
   const std::string a = Add({"name", "A"});
-  const std::string b = Add({"name", "B"});
-  const std::string c_id = Add({"name", "C"});
   SidecarConfig c;
   c.handler_url = server.url("/");
   c.handler_extra = "concurrency: 1, timeout: 5s";
-  c.max_attempts = 3;
+  c.initial_backoff = "1s";  // A's retry comes well after B's first delivery
+  c.max_attempts = 2;
   auto sidecar = StartSidecar(c);
-  // Every entry ends in the dead-letter stream: none was acknowledged without a 2xx.
-  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 3; }, seconds(30)))
-      << sidecar->Logs() << Metrics() << "pending " << PendingCount();
+  ASSERT_TRUE(Eventually([&] { return extra_sent.load(); }, seconds(20))) << sidecar->Logs();
+  const std::string b = Add({"name", "B"});
+  // Both end in the dead-letter stream: neither was acknowledged without a 2xx.
+  ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 2; }, seconds(30)))
+      << sidecar->Logs() << Metrics();
   EXPECT_EQ(PendingCount(), 0);
   auto dlq = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});
   std::set<std::string> dead;
@@ -67,10 +75,10 @@ TEST_F(HandlerFramingTest, ASmuggledAnswerNeverAcknowledgesAnotherEntry) {
       if (fields[f].Str() == "streamcar.id") dead.insert(std::string(fields[f + 1].Str()));
     }
   }
-  EXPECT_EQ(dead, (std::set<std::string>{a, b, c_id}));
+  EXPECT_EQ(dead, (std::set<std::string>{a, b}));
   EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"success\""}), 0) << sidecar->Logs();
   std::lock_guard lock(mu);
-  EXPECT_EQ(refused, (std::set<std::string>{a, b, c_id}));
+  EXPECT_EQ(refused, (std::set<std::string>{a, b}));
 }
 
 // handler.timeout: 1s and a handler that trickles its answer, one byte every 100 ms: each read is
