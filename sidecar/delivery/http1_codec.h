@@ -36,8 +36,8 @@ namespace streamcar::delivery::http1 {
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
-inline constexpr size_t kMaxHeadBytes = 64 * 1024;
-inline constexpr size_t kMaxBodyBytes = 16 * 1024 * 1024;
+inline constexpr size_t kMaxHeadBytes = size_t{64} * 1024;
+inline constexpr size_t kMaxBodyBytes = size_t{16} * 1024 * 1024;
 inline constexpr int kMaxInterim = 16;
 
 struct RequestHead {

@@ -33,10 +33,11 @@ class HttpDeliverer::Connection {
 namespace {
 
 constexpr Millis kMaxConnect{2000};
-constexpr size_t kReadChunk = 16 * 1024;
+constexpr size_t kReadChunk = size_t{16} * 1024;
 
+// Rounded up, so that a wait never ends before the deadline.
 int RemainingMs(SteadyTime deadline) {
-  const auto left = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()).count();
+  const auto left = std::chrono::ceil<Millis>(deadline - SteadyClock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
@@ -81,7 +82,12 @@ class PlainConnection final : public HttpDeliverer::Connection {
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         return Status(StatusCode::kIo, std::string("connection lost: ") + std::strerror(errno));
       }
-      if (Status s = redis::WaitReady(fd_.get(), POLLIN, deadline); !s.ok()) return s;
+      const int wait_ms = RemainingMs(deadline);
+      if (wait_ms == 0) return Status(StatusCode::kTimeout, "no answer in time");
+      pollfd pfd{fd_.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, wait_ms) < 0 && errno != EINTR) {
+        return Status(StatusCode::kIo, std::string("poll: ") + std::strerror(errno));
+      }
     }
   }
 

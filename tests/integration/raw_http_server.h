@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -95,6 +96,9 @@ class RawServer {
 
   explicit RawServer(Script script, SSL_CTX* tls = nullptr, int receive_buffer = 0)
       : script_(std::move(script)), tls_(tls) {
+    // SSL_write has no MSG_NOSIGNAL: writing to a connection the other side closed must be an
+    // error, not the death of the test process (the sidecar ignores SIGPIPE the same way).
+    ::signal(SIGPIPE, SIG_IGN);
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
