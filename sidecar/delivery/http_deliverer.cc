@@ -224,7 +224,7 @@ HandlerResponse HttpDeliverer::Fail(HandlerResponse::Kind kind, std::string erro
 HandlerResponse HttpDeliverer::Exchange(std::string_view method, const HttpRequest* request) {
   const SteadyTime started = SteadyClock::now();
   const SteadyTime deadline = started + timeout_;
-  const std::string user_agent = std::string("streamcar/") + kVersion;
+  static const std::string user_agent = std::string("streamcar/") + kVersion;
   http1::RequestHead head;
   head.method = method;
   head.target = target_.path;
@@ -236,7 +236,9 @@ HandlerResponse HttpDeliverer::Exchange(std::string_view method, const HttpReque
     head.has_body = true;
   }
   out_.clear();
-  if (Status s = http1::SerializeRequest(head, request ? request->body : "", &out_); !s.ok()) {
+  if (Status s = http1::SerializeRequest(
+          head, request != nullptr ? std::string_view(request->body) : std::string_view(), &out_);
+      !s.ok()) {
     // Nothing was sent: the request itself would have broken the framing.
     LogError("refused to send a request that would break HTTP framing",
              {{"url", target_.origin}, {"error", s.message()}});
