@@ -40,6 +40,7 @@ struct SidecarConfig {
   std::string drain_timeout = "10s";
   int max_attempts = 3;
   std::string initial_backoff = "50ms";
+  std::string max_backoff = "1s";
   std::string min_idle = "60s";
   std::string claim_interval = "10s";
   int claim_count = 0;  // 0: the default
@@ -85,8 +86,9 @@ class E2eTest : public ::testing::Test {
         "\n    start: " + c.start + "\n    handler: { url: \"" + url + "\"" +
         (c.handler_extra.empty() ? "" : ", " + c.handler_extra) +
         " }\n    retry: { max_attempts: " + std::to_string(c.max_attempts) +
-        ", initial_backoff: " + c.initial_backoff + ", max_backoff: 1s, jitter: 0 }\n" +
-        "    claim: { min_idle: " + c.min_idle + ", interval: " + c.claim_interval +
+        ", initial_backoff: " + c.initial_backoff + ", max_backoff: " + c.max_backoff +
+        ", jitter: 0 }\n" + "    claim: { min_idle: " + c.min_idle +
+        ", interval: " + c.claim_interval +
         (c.claim_count > 0 ? ", count: " + std::to_string(c.claim_count) : "") + " }\n" +
         c.subscription_extra;
     return yaml;
