@@ -4,6 +4,7 @@ namespace streamcar::admin {
 
 Watchdog::Loop* Watchdog::Register(const std::string& name, Millis limit) {
   auto loop = std::make_unique<Loop>();
+  loop->clock_ = clock_;
   loop->name_ = name;
   loop->limit_ = limit;
   loop->Beat();
@@ -13,7 +14,7 @@ Watchdog::Loop* Watchdog::Register(const std::string& name, Millis limit) {
 }
 
 std::string Watchdog::FindWedged() const {
-  const int64_t now = SteadyClock::now().time_since_epoch().count();
+  const int64_t now = clock_->Now().time_since_epoch().count();
   std::lock_guard lock(mutex_);
   for (const auto& loop : loops_) {
     if (loop->retired_) continue;

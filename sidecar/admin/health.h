@@ -16,16 +16,20 @@ namespace streamcar::admin {
 
 class Watchdog {
  public:
+  // `clock` (not owned) must outlive the watchdog; tests pass a ManualClock.
+  explicit Watchdog(const Clock* clock = &SystemClock::Instance()) : clock_(clock) {}
+
   class Loop {
    public:
     void Beat() {
-      last_ns_.store(SteadyClock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      last_ns_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
     }
     // Beats stop being checked (the loop ended on purpose).
     void Retire() { retired_ = true; }
 
    private:
     friend class Watchdog;
+    const Clock* clock_ = nullptr;
     std::string name_;
     Millis limit_{0};
     std::atomic<int64_t> last_ns_{0};
@@ -38,6 +42,7 @@ class Watchdog {
   std::string FindWedged() const;
 
  private:
+  const Clock* clock_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Loop>> loops_;
 };

@@ -14,11 +14,9 @@ Usage: chart_test.py STREAMCAR_BINARY REPO_ROOT
 """
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import yaml
@@ -166,25 +164,16 @@ try:
                 env[e["name"]] = e["value"]
         args = [a.replace(mount, config_dir) for a in container["args"]]
         check(args[:2] == ["run", "-c"], f"the container runs {container['args']}")
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", handler_port), 0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        check(wait_port(handler_port), "the handler listens")
         sidecar_log = open(os.path.join(work, "sidecar.log"), "w")
         sidecar_proc = subprocess.Popen([BINARY, *args], env=env, stderr=sidecar_log)
         cli = ["redis-cli", "-p", str(redis_port), "--no-auth-warning", "-a", "chart-secret"]
         for n in range(5):
             subprocess.run([*cli, "XADD", "orders", "*", "action", "ok", "n", str(n)], check=True, capture_output=True)
-        delivered = 0
-        for _ in range(100):
+        def delivered():
             with open(os.path.join(work, "handler.log")) as f:
-                delivered = sum(1 for line in f if line.startswith("processed"))
-            if delivered == 5:
-                break
-            time.sleep(0.1)
-        check(delivered == 5, f"the chart-rendered pod delivered {delivered}/5 entries")
+                return sum(1 for line in f if line.startswith("processed"))
+        check(eventually(lambda: delivered() == 5, 30), f"the chart-rendered pod delivered {delivered()}/5 entries")
         def metrics():
             return urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).read().decode()
         # Acknowledgements are counted when the batched XACK returns, just after delivery.

@@ -13,11 +13,6 @@ namespace {
 
 class OperationsTest : public E2eTest {
  protected:
-  std::string WriteConfig(const SidecarConfig& c) {
-    std::string path = MakeTempDir("streamcar-ops-") + "/streamcar.yaml";
-    std::ofstream(path) << Yaml(c);
-    return path;
-  }
   void AddMany(int n, const std::string& stream = "orders") {
     std::vector<redis::Command> commands;
     for (int i = 0; i < n; ++i)
@@ -79,7 +74,7 @@ TEST_F(OperationsTest, StatusJsonEqualsWhatRedisReports) {
   redis_->Run(
       {"XREADGROUP", "GROUP", "billing", "worker-b", "COUNT", "2", "STREAMS", "orders", ">"});
   AddMany(4, "orders:dlq");
-  auto result = RunStreamcar({"status", "--json", "-c", WriteConfig({})});
+  auto result = RunStreamcar({"status", "--json", "-c", WriteConfig(SidecarConfig{})});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   rapidjson::Document d;
   d.Parse(result.out.c_str());
@@ -106,9 +101,18 @@ TEST_F(OperationsTest, StatusJsonEqualsWhatRedisReports) {
   EXPECT_EQ(s["consumers"][0]["pending"].GetInt64(), 3);
   EXPECT_EQ(s["consumers"][1]["pending"].GetInt64(), 2);
   EXPECT_EQ(s["dead_letter"]["length"].GetInt64(), 4);
-  EXPECT_GE(s["oldest_pending_age_ms"].GetInt64(), 0);
+  // The oldest pending entry's age, as XPENDING's idle time of the oldest entry shows it (the
+  // entries were read just now: both are small and close; status reads it after this test did).
+  auto oldest = redis_->Run({"XPENDING", "orders", "billing", "-", "+", "1"});
+  ASSERT_EQ(oldest.view().Size(), 1u);
+  const int64_t idle_before = oldest.view()[0][2].Integer();
+  const int64_t age = s["oldest_pending_age_ms"].GetInt64();
+  EXPECT_GE(age, 0);
+  auto again = redis_->Run({"XPENDING", "orders", "billing", "-", "+", "1"});
+  const int64_t idle_after = again.view()[0][2].Integer();
+  EXPECT_LE(age, idle_after + 1000) << "idle " << idle_before << ".." << idle_after;
   // The table for people says the same.
-  auto table = RunStreamcar({"status", "-c", WriteConfig({})});
+  auto table = RunStreamcar({"status", "-c", WriteConfig(SidecarConfig{})});
   EXPECT_EQ(table.exit_code, 0);
   EXPECT_NE(table.out.find("10 entries"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("pending:  5"), std::string::npos) << table.out;
@@ -120,7 +124,7 @@ TEST_F(OperationsTest, StatusWhenLagIsUnknownEstimatesIt) {
   for (int i = 0; i < 6; ++i) ids.push_back(Add({"n", std::to_string(i)}));
   redis_->Run({"XREADGROUP", "GROUP", "billing", "c", "COUNT", "2", "STREAMS", "orders", ">"});
   redis_->Run({"XDEL", "orders", ids[4]});  // a deletion in the unread range: Redis gives up on lag
-  auto result = RunStreamcar({"status", "--json", "-c", WriteConfig({})});
+  auto result = RunStreamcar({"status", "--json", "-c", WriteConfig(SidecarConfig{})});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   rapidjson::Document d;
   d.Parse(result.out.c_str());
@@ -130,7 +134,7 @@ TEST_F(OperationsTest, StatusWhenLagIsUnknownEstimatesIt) {
 }
 
 TEST_F(OperationsTest, StatusOfAStreamThatDoesNotExistYet) {
-  auto result = RunStreamcar({"status", "--json", "-c", WriteConfig({})});
+  auto result = RunStreamcar({"status", "--json", "-c", WriteConfig(SidecarConfig{})});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   rapidjson::Document d;
   d.Parse(result.out.c_str());
@@ -146,7 +150,7 @@ TEST_F(OperationsTest, DlqListAndReplayRoundTripIntoADeliveredEntry) {
   auto sidecar = StartSidecar({});
   std::string original = Add({"order", "7", "blob", std::string("\x00\xFF", 2)});
   ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1; }, seconds(10))) << sidecar->Logs();
-  const std::string path = WriteConfig({});
+  const std::string path = WriteConfig(SidecarConfig{});
 
   auto list =
       RunStreamcar({"dlq", "list", "-c", path, "--subscription", "orders/billing", "--json"});
@@ -197,7 +201,7 @@ TEST_F(OperationsTest, ReplaySelectedIdsAndCount) {
        "shipping", "streamcar.attempts", "1", "streamcar.reason", "rejected", "streamcar.status",
        "422", "streamcar.error", "x", "streamcar.time", "1"},
       "orders:dlq");
-  const std::string path = WriteConfig({});
+  const std::string path = WriteConfig(SidecarConfig{});
   auto letters = redis_->Run({"XRANGE", "orders:dlq", "-", "+"});
   std::string second_id(letters.view()[1][0].Str());
   auto one = RunStreamcar(
@@ -210,12 +214,13 @@ TEST_F(OperationsTest, ReplaySelectedIdsAndCount) {
   ASSERT_EQ(counted.exit_code, 0) << counted.err;
   EXPECT_EQ(Len("orders"), 2);
   auto rest = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing"});
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_EQ(Len("orders"), 3);
   EXPECT_EQ(Len("orders:dlq"), 1);  // only the other group's dead letter is left
 }
 
 TEST_F(OperationsTest, BadArgumentsExitTwoWithAClearMessage) {
-  const std::string path = WriteConfig({});
+  const std::string path = WriteConfig(SidecarConfig{});
   auto unknown = RunStreamcar({"dlq", "list", "-c", path, "--subscription", "nope"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("no subscription named \"nope\""), std::string::npos) << unknown.err;
@@ -230,14 +235,14 @@ TEST_F(OperationsTest, BadArgumentsExitTwoWithAClearMessage) {
 }
 
 TEST_F(OperationsTest, StatusAgainstUnreachableRedisExitsOne) {
-  std::string yaml = Yaml({});
-  yaml.replace(yaml.find(redis_->url()), redis_->url().size(),
-               "redis://127.0.0.1:" + std::to_string(FreePort()) + "/0");
-  std::string path = MakeTempDir("streamcar-ops-") + "/streamcar.yaml";
-  std::ofstream(path) << yaml;
-  auto result = RunStreamcar({"status", "-c", path});
+  SidecarConfig c;
+  c.redis_url = "redis://127.0.0.1:" + std::to_string(FreePort()) + "/0";
+  auto result = RunStreamcar({"status", "-c", WriteConfig(c)});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("cannot connect"), std::string::npos) << result.err;
+  // One line saying what and where (SPEC 1).
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_NE(result.err.find("127.0.0.1:"), std::string::npos) << result.err;
 }
 
 }  // namespace

@@ -44,7 +44,9 @@ TEST_F(OrderingTest, SameKeyInIdOrderOneAtATimeAndRetriesHoldTheKey) {
   });
   SidecarConfig c;
   c.handler_extra = "concurrency: 8";
-  c.initial_backoff = "1s";
+  // Key B's ten requests must all finish within key A's backoff: 3 s is ample on a loaded box.
+  c.initial_backoff = "3s";
+  c.max_backoff = "3s";
   c.subscription_extra = "    ordering: { key_field: account }\n";
   for (int i = 0; i < 10; ++i) {
     Add({"account", "A", "seq", std::to_string(i)});
@@ -52,7 +54,7 @@ TEST_F(OrderingTest, SameKeyInIdOrderOneAtATimeAndRetriesHoldTheKey) {
   }
   auto sidecar = StartSidecar(c);
   ASSERT_TRUE(
-      Eventually([&] { return PendingCount() == 0 && handler_.Count() == 21; }, seconds(20)))
+      Eventually([&] { return PendingCount() == 0 && handler_.Count() == 21; }, seconds(30)))
       << sidecar->Logs();
   EXPECT_FALSE(overlap);
   std::map<std::string, std::vector<std::string>> order;

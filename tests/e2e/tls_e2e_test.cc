@@ -10,13 +10,13 @@ class TlsE2eTest : public E2eTest {
   std::string TlsYaml(const std::string& password) {
     redis_->Run({"ACL", "SETUSER", "billing-app", "on", ">app-secret", "~orders", "~orders:dlq",
                  "+@all", "-@dangerous", "+info"});
-    std::string yaml = Yaml({});
     const auto& certs = redis_->certificates();
-    yaml.replace(yaml.find("  command_timeout"), 0,
-                 "  username: billing-app\n  password: " + password + "\n  tls:\n    ca_file: " +
-                     certs.ca_cert + "\n    cert_file: " + certs.client_cert +
-                     "\n    key_file: " + certs.client_key + "\n");
-    return yaml;
+    SidecarConfig c;
+    c.redis_extra = "  username: billing-app\n  password: " + password +
+                    "\n  tls:\n    ca_file: " + certs.ca_cert +
+                    "\n    cert_file: " + certs.client_cert +
+                    "\n    key_file: " + certs.client_key + "\n";
+    return Yaml(c);
   }
 };
 
@@ -35,6 +35,7 @@ TEST_F(TlsE2eTest, WrongPasswordExitsOneAndNoSecretIsLogged) {
   redis_ =
       std::make_unique<RedisServer>(RedisServerOptions{.tls = true, .tls_auth_clients = "yes"});
   SidecarProcess sidecar(TlsYaml("wrong-secret-123"));
+  sidecar.ExpectExit(1);
   auto code = sidecar.Wait(seconds(10));
   ASSERT_TRUE(code.has_value()) << sidecar.Logs();
   EXPECT_EQ(*code, 1);
@@ -47,10 +48,10 @@ TEST_F(TlsE2eTest, WrongPasswordExitsOneAndNoSecretIsLogged) {
 
 TEST_F(TlsE2eTest, UntrustedServerExitsOneWithAClearError) {
   redis_ = std::make_unique<RedisServer>(RedisServerOptions{.tls = true});
-  std::string yaml = Yaml({});
-  yaml.replace(yaml.find("  command_timeout"), 0,
-               "  tls:\n    ca_file: " + redis_->certificates().other_ca_cert + "\n");
-  SidecarProcess sidecar(yaml);
+  SidecarConfig c;
+  c.redis_extra = "  tls:\n    ca_file: " + redis_->certificates().other_ca_cert + "\n";
+  SidecarProcess sidecar(Yaml(c));
+  sidecar.ExpectExit(1);
   auto code = sidecar.Wait(seconds(10));
   ASSERT_TRUE(code.has_value()) << sidecar.Logs();
   EXPECT_EQ(*code, 1);
@@ -59,9 +60,9 @@ TEST_F(TlsE2eTest, UntrustedServerExitsOneWithAClearError) {
 
 TEST_F(TlsE2eTest, VerifyFalseWarnsAtStart) {
   redis_ = std::make_unique<RedisServer>(RedisServerOptions{.tls = true});
-  std::string yaml = Yaml({});
-  yaml.replace(yaml.find("  command_timeout"), 0, "  tls:\n    verify: false\n");
-  SidecarProcess sidecar(yaml);
+  SidecarConfig c;
+  c.redis_extra = "  tls:\n    verify: false\n";
+  SidecarProcess sidecar(Yaml(c));
   ASSERT_TRUE(WaitReady()) << sidecar.Logs();
   EXPECT_NE(sidecar.Logs().find("verification is OFF"), std::string::npos) << sidecar.Logs();
 }

@@ -27,12 +27,6 @@ HANDLERS = {
 }
 
 
-
-
-
-
-
-
 for language, command in HANDLERS.items():
     work = tempfile.mkdtemp(prefix=f"streamcar-example-{language}-")
     procs = []
@@ -55,8 +49,9 @@ subscriptions:
     handler: {{ url: "http://127.0.0.1:{handler_port}/orders", concurrency: 4 }}
     retry: {{ max_attempts: 3, initial_backoff: 100ms, max_backoff: 200ms }}
 """)
-        procs.append(subprocess.Popen([BINARY, "run", "-c", os.path.join(work, "streamcar.yaml")],
-                                      stderr=open(os.path.join(work, "streamcar.log"), "w")))
+        sidecar = subprocess.Popen([BINARY, "run", "-c", os.path.join(work, "streamcar.yaml")],
+                                   stderr=open(os.path.join(work, "streamcar.log"), "w"))
+        procs.append(sidecar)
         cli = ["redis-cli", "-p", str(redis_port)]
         ids = {}
         for action in ["ok", "fail-once", "fail", "reject", "ok"]:
@@ -69,6 +64,14 @@ subscriptions:
             return pending and pending[0] == "0" and dlq == "2"
 
         check(eventually(settled), f"{language}: everything settled (nothing pending, 2 dead letters)")
+        # Which two: the rejected entry at once, the permanent failure after its 3 attempts.
+        listed = subprocess.run([BINARY, "dlq", "list", "-c", os.path.join(work, "streamcar.yaml"),
+                                 "--subscription", "orders/billing", "--json"],
+                                capture_output=True, text=True, timeout=60)
+        check(listed.returncode == 0, f"{language}: dlq list exits 0 ({listed.stderr.strip()})")
+        letters = {(d["original_id"], d["reason"], d["attempts"]) for d in json.loads(listed.stdout)["dead_letters"]}
+        check(letters == {(ids["reject"][0], "rejected", 1), (ids["fail"][0], "max_attempts", 3)},
+              f"{language}: dead letters are the rejected entry (rejected, 1) and the failing one (max_attempts, 3): {letters}")
         log = open(log_path).read()
         for entry_id in ids["ok"]:
             check(f"processed  orders/{entry_id} (attempt 1)" in log, f"{language}: {entry_id} processed once")
@@ -84,6 +87,13 @@ subscriptions:
         check(eventually(lambda: f"duplicate  orders/{ids['ok'][0]}" in open(log_path).read(), 5)
               and open(log_path).read().count(f"processed  orders/{ids['ok'][0]}") == 1,
               f"{language}: the duplicate was not processed again")
+        # A graceful stop: exit 0 and no sanitizer report.
+        sidecar.terminate()
+        check(sidecar.wait(timeout=60) == 0, f"{language}: streamcar exits 0 on SIGTERM")
+        streamcar_log = open(os.path.join(work, "streamcar.log")).read()
+        check(not any(m in streamcar_log for m in ("ERROR: AddressSanitizer", "runtime error:",
+                                                   "WARNING: ThreadSanitizer", "LeakSanitizer")),
+              f"{language}: no sanitizer report in streamcar's log")
     finally:
         for proc in reversed(procs):
             proc.terminate()

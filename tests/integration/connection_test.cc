@@ -13,9 +13,7 @@ using testing::RedisServer;
 using testing::RedisServerOptions;
 
 ConnectionOptions OptionsFor(const RedisServer& server) {
-  ConnectionOptions options;
-  options.endpoint.host = "127.0.0.1";
-  options.endpoint.port = server.port();
+  ConnectionOptions options = server.ClientOptions();
   options.connect_timeout = Millis(1000);
   options.command_timeout = Millis(1000);
   return options;

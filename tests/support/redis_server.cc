@@ -75,7 +75,9 @@ void RedisServer::Start() {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    ::execvp("redis-server", argv.data());
+    // Another server binary (e.g. a newer Redis or Valkey) when the environment names one.
+    const char* binary = std::getenv("STREAMCAR_TEST_REDIS_SERVER");
+    ::execvp(binary != nullptr && *binary != '\0' ? binary : "redis-server", argv.data());
     ::_exit(127);
   }
   // Ready when it answers (LOADING counts as not yet).
@@ -128,6 +130,16 @@ std::unique_ptr<redis::Connection> RedisServer::Connect(const std::string& usern
 }
 
 redis::Reply RedisServer::Run(const std::vector<std::string>& args) const {
+  redis::Reply reply = RunAllowingError(args);
+  if (reply.IsError()) {
+    std::string command;
+    for (const auto& a : args) command += (command.empty() ? "" : " ") + a.substr(0, 64);
+    ADD_FAILURE() << "redis refused `" << command << "`: " << reply.view().Str();
+  }
+  return reply;
+}
+
+redis::Reply RedisServer::RunAllowingError(const std::vector<std::string>& args) const {
   auto connection = Connect();
   if (!connection) return {};
   redis::Command command(args.front());

@@ -49,8 +49,11 @@ class RedisServer {
   // A fresh client connection (our own Connection: the code under test is also the client).
   std::unique_ptr<redis::Connection> Connect(const std::string& username = "",
                                              const std::string& password = "") const;
-  // Runs one command on a fresh connection and returns the reply; fails the test on I/O errors.
+  // Runs one command on a fresh connection and returns the reply. Fails the test on an I/O error
+  // and on an error reply: a setup step that Redis refused must not pass unnoticed.
   redis::Reply Run(const std::vector<std::string>& args) const;
+  // The same for a command the test expects may fail: an error reply is returned, not a failure.
+  redis::Reply RunAllowingError(const std::vector<std::string>& args) const;
 
  private:
   RedisServerOptions options_;

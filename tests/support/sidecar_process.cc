@@ -1,6 +1,7 @@
 #include "tests/support/sidecar_process.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -52,23 +53,63 @@ int DecodeStatus(int status) {
   return -1;
 }
 
+// At most this much of a log goes into a failure message.
+constexpr size_t kLogTail = 16000;
+
+std::string Tail(const std::string& log) {
+  return log.size() <= kLogTail ? log : "[...]" + log.substr(log.size() - kLogTail);
+}
+
+std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return DecodeStatus(status);
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 }  // namespace
 
 std::string StreamcarBinary() { return STREAMCAR_BINARY; }
 
+std::string SanitizerReport(const std::string& log) {
+  for (const char* marker :
+       {"ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer", "LeakSanitizer"}) {
+    if (log.find(marker) != std::string::npos) return marker;
+  }
+  return {};
+}
+
 CommandResult RunStreamcar(const std::vector<std::string>& args,
-                           const std::vector<std::string>& env) {
+                           const std::vector<std::string>& env, std::chrono::milliseconds timeout) {
   const std::string dir = MakeTempDir("streamcar-cmd-");
   const pid_t pid = Spawn(args, env, dir + "/out", dir + "/err");
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CommandResult result{DecodeStatus(status), ReadFile(dir + "/out"), ReadFile(dir + "/err")};
+  std::optional<int> code = WaitFor(pid, timeout);
+  if (!code) {
+    ::kill(pid, SIGKILL);
+    WaitFor(pid, std::chrono::seconds(10));
+  }
+  CommandResult result{code.value_or(-1), ReadFile(dir + "/out"), ReadFile(dir + "/err")};
   std::filesystem::remove_all(dir);
+  std::string command;
+  for (const auto& a : args) command += " " + a;
+  if (!code) {
+    ADD_FAILURE() << "streamcar" << command << " did not finish within " << timeout.count()
+                  << " ms (killed)\nstderr:\n"
+                  << Tail(result.err);
+  }
+  if (auto report = SanitizerReport(result.err); !report.empty()) {
+    ADD_FAILURE() << "streamcar" << command << ": " << report << " in stderr:\n"
+                  << Tail(result.err);
+  }
   return result;
 }
 
-SidecarProcess::SidecarProcess(const std::string& config_yaml,
-                               const std::vector<std::string>& env) {
+SidecarProcess::SidecarProcess(const std::string& config_yaml, const std::vector<std::string>& env,
+                               int admin_port)
+    : admin_port_(admin_port) {
   dir_ = MakeTempDir("streamcar-e2e-");
   config_path_ = dir_ + "/streamcar.yaml";
   log_path_ = dir_ + "/stderr.log";
@@ -77,9 +118,29 @@ SidecarProcess::SidecarProcess(const std::string& config_yaml,
 }
 
 SidecarProcess::~SidecarProcess() {
+  if (paused_) Resume();
+  bool hung = false;
   if (running()) {
-    ::kill(pid_, SIGKILL);
-    Wait(std::chrono::seconds(5));
+    // A graceful stop, as Kubernetes does: drain, flush, exit 0; LeakSanitizer runs at exit.
+    ::kill(pid_, SIGTERM);
+    if (!Wait(std::chrono::seconds(60))) {
+      hung = true;
+      ::kill(pid_, SIGKILL);
+      Wait(std::chrono::seconds(10));
+    }
+  }
+  const std::string log = Logs();
+  if (hung) {
+    ADD_FAILURE() << "sidecar (pid " << pid_ << ") did not exit within 60 s of SIGTERM\n"
+                  << Tail(log);
+  } else if (!killed_ && exit_code_ != expected_exit_) {
+    ADD_FAILURE() << "sidecar (pid " << pid_ << ") exited with "
+                  << (exit_code_ ? std::to_string(*exit_code_) : "nothing") << ", expected "
+                  << expected_exit_ << "\n"
+                  << Tail(log);
+  }
+  if (auto report = SanitizerReport(log); !report.empty()) {
+    ADD_FAILURE() << "sidecar (pid " << pid_ << "): " << report << " in its stderr\n" << Tail(log);
   }
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
@@ -93,24 +154,29 @@ void SidecarProcess::Interrupt() {
   if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGINT);
 }
 
-void SidecarProcess::Kill() {
-  if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGKILL);
-  Wait(std::chrono::seconds(5));
+std::optional<int> SidecarProcess::Kill() {
+  if (pid_ <= 0) return std::nullopt;
+  if (auto ended = Wait(std::chrono::milliseconds(0))) return ended;
+  ::kill(pid_, SIGKILL);
+  killed_ = true;
+  paused_ = false;
+  Wait(std::chrono::seconds(10));
+  return std::nullopt;
+}
+
+void SidecarProcess::Pause() {
+  if (pid_ > 0 && !exit_code_ && ::kill(pid_, SIGSTOP) == 0) paused_ = true;
+}
+
+void SidecarProcess::Resume() {
+  if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGCONT);
+  paused_ = false;
 }
 
 std::optional<int> SidecarProcess::Wait(std::chrono::milliseconds timeout) {
   if (exit_code_) return exit_code_;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    pid_t done = ::waitpid(pid_, &status, WNOHANG);
-    if (done == pid_) {
-      exit_code_ = DecodeStatus(status);
-      return exit_code_;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  exit_code_ = WaitFor(pid_, timeout);
+  return exit_code_;
 }
 
 bool SidecarProcess::running() { return pid_ > 0 && !Wait(std::chrono::milliseconds(0)); }
