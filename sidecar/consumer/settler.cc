@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <utility>
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
@@ -513,11 +514,11 @@ void Settler::ApplyKeepAlive(const std::vector<redis::Reply>& replies, size_t be
 
 bool Settler::Flush(SteadyTime now) {
   // Connected even when idle: readiness counts this connection, and beats need it.
-  Millis retry_in{0};
-  if (Status s = session_->ConnectOnce(&retry_in); !s.ok()) {
+  if (Status s = session_->ConnectOnce(&connect_retry_in_); !s.ok()) {
     if (s.code() == StatusCode::kFatal) on_fatal_(s);
     return false;
   }
+  connect_retry_in_ = Millis(0);
   std::vector<redis::Command> commands;
   // Scripts are loaded once per connection, in front of the first pipeline that may use them.
   const bool load_scripts = scripts_loaded_for_ != session_->generation();
@@ -720,8 +721,10 @@ void Settler::Run() {
       }
     }
     if (!flushed) {
-      // Redis is away: wait a capped, jittered step, but wake early for shutdown.
-      const Millis delay = ReconnectDelay(failures++, Millis(100), Millis(5000), UnitRandom());
+      // Redis is away: wait a capped, jittered step (the one the connection announced in its log
+      // line when it could not connect), but wake early for shutdown.
+      Millis delay = ReconnectDelay(failures++, Millis(100), Millis(5000), UnitRandom());
+      if (connect_retry_in_.count() > 0) delay = std::exchange(connect_retry_in_, Millis(0));
       std::unique_lock lock(mutex_);
       auto until = SteadyClock::now() + delay;
       if (finishing_) until = std::min(until, finish_deadline_);

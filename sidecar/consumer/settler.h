@@ -170,7 +170,9 @@ class Settler {
   std::vector<DeadJob> dead_;
   std::vector<HeldEntry*> claims_;
   Backoff ack_backoff_, dead_backoff_, claim_backoff_, keepalive_backoff_;
-  uint64_t scripts_loaded_for_ = 0;  // the session generation the scripts were loaded on
+  uint64_t scripts_loaded_for_ = 0;
+  Millis connect_retry_in_{0};  // the delay the session asked for after a failed connect  // the
+                                // session generation the scripts were loaded on
   SteadyTime next_keepalive_{};
   SteadyTime next_autoclaim_{};
   SteadyTime next_gauges_{};

@@ -45,6 +45,7 @@ class SettlementTest : public E2eTest {
 TEST_F(SettlementTest, DeadLetterKeyOfAnotherTypeAtStartIsExitOne) {
   redis_->Run({"RPUSH", "orders:dlq", "left by an older worker"});
   auto sidecar = StartSidecar({});
+  sidecar->ExpectExit(1);
   auto code = sidecar->Wait(seconds(15));
   ASSERT_TRUE(code.has_value()) << sidecar->Logs();
   EXPECT_EQ(*code, 1);
