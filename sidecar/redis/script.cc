@@ -8,7 +8,7 @@ Script::Script(std::string_view body) : body_(body) {
   unsigned char digest[SHA_DIGEST_LENGTH];
   SHA1(reinterpret_cast<const unsigned char*>(body_.data()), body_.size(), digest);
   static constexpr char kHex[] = "0123456789abcdef";
-  sha_.reserve(2 * SHA_DIGEST_LENGTH);
+  sha_.reserve(size_t{2} * SHA_DIGEST_LENGTH);
   for (unsigned char byte : digest) {
     sha_ += kHex[byte >> 4];
     sha_ += kHex[byte & 0x0F];

@@ -144,8 +144,7 @@ TEST_F(StreamOpsTest, DeadLetterWritesFieldsAndMetadataThenAcknowledges) {
   std::string a = Add("s", {"k", "v", "k", "w"});
   auto entries = ops.ReadNew(*session_, 10, Millis(10));
   DeadLetterMeta meta{"rejected", "422", std::string(2000, 'e'), 1, 1700000000000};
-  auto written =
-      session_->Run(ops.DeadLetter("s:dlq", 0, (*entries)[0], meta, AckMode::kAckOnly));
+  auto written = session_->Run(ops.DeadLetter("s:dlq", 0, (*entries)[0], meta, AckMode::kAckOnly));
   ASSERT_TRUE(written.ok()) << written.status().message();
   EXPECT_EQ(written->view().Integer(), 1);
   auto dlq = server_.Run({"XRANGE", "s:dlq", "-", "+"});
