@@ -181,12 +181,18 @@ std::vector<HeldEntry*> Dispatcher::TakeWork(size_t max, Millis timeout) {
 void Dispatcher::HoldForHandler(const std::vector<HeldEntry*>& entries, Millis pause) {
   {
     std::lock_guard lock(mutex_);
-    // Back to the front in their original order.
+    // Back to the front in their original order; an entry a keepalive found another consumer's
+    // meanwhile is let go instead (SPEC 3.2: never delivered again here).
     for (size_t i = entries.size(); i-- > 0;) {
-      entries[i]->posted = false;
-      MakeReady(entries[i], true);
+      HeldEntry* entry = entries[i];
+      if (entry->lost) {
+        ReleaseLocked(entry);
+        continue;
+      }
+      --in_flight_;
+      entry->posted = false;
+      MakeReady(entry, true);
     }
-    in_flight_ -= entries.size();
     handler_down_ = true;
     handler_paused_until_ = std::max(handler_paused_until_, SteadyClock::now() + pause);
   }

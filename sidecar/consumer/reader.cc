@@ -2,6 +2,7 @@
 
 #include <prometheus/counter.h>
 
+#include <algorithm>
 #include <map>
 
 #include "sidecar/common/backoff.h"
@@ -161,6 +162,22 @@ bool Reader::DrainOwnPending() {
   return false;
 }
 
+StatusOr<size_t> Reader::StillOwned(std::vector<std::string>* ids) {
+  auto reply = session_->Run(ops_.KeepAlive(*ids));
+  if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
+    for (const auto* script : redis::StreamOps::Scripts()) {
+      if (auto loaded = session_->Run(script->Load()); !loaded.ok()) return loaded.status();
+    }
+    reply = session_->Run(ops_.KeepAlive(*ids));
+  }
+  if (!reply.ok()) return reply.status();
+  const auto lost = redis::StreamOps::ParseIds(reply->view());
+  std::erase_if(*ids, [&](const std::string& id) {
+    return std::find(lost.begin(), lost.end(), id) != lost.end();
+  });
+  return lost.size();
+}
+
 void Reader::RecoverOwnPending() {
   constexpr int kPage = 1000;
   std::string start = "-";
@@ -181,6 +198,16 @@ void Reader::RecoverOwnPending() {
       if (dispatcher_->Holds(id) || settler_->Settling(id)) continue;
       missing.push_back(id);
       counts[id] = count;
+    }
+    if (!missing.empty()) {
+      // Refresh their lease in the same step as checking they are still ours: a peer's reclaim
+      // after an outage longer than claim.min_idle must not deliver them at the same time.
+      auto lost = StillOwned(&missing);
+      if (!lost.ok()) {
+        LogWarn("cannot read own pending entries",
+                {{"subscription", sub_.name}, {"error", lost.status().message()}});
+        return;
+      }
     }
     if (!missing.empty()) {
       auto entries = ops_.Fetch(*session_, missing);

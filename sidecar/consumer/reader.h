@@ -51,6 +51,9 @@ class Reader {
   // nothing here holds (a read whose reply was lost, an acknowledgement that may not have been
   // applied) are fetched without counting a delivery and delivered again (SPEC 4.3).
   void RecoverOwnPending();
+  // Keeps in *ids only the entries still this consumer's, refreshing their idle time (the
+  // owner-checked keepalive); returns how many were dropped.
+  StatusOr<size_t> StillOwned(std::vector<std::string>* ids);
   void ReadNew();
   // Handles a failed read: reconnects, re-creates a lost group. False when the reader must end.
   bool Recover(const Status& status);

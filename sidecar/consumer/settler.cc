@@ -589,7 +589,14 @@ bool Settler::Flush(SteadyTime now) {
 
 void Settler::UndoUnpostedReads() {
   const std::vector<std::string> ids = dispatcher_->UnpostedIds();
-  if (ids.empty() || !session_->connected()) return;
+  if (ids.empty()) return;
+  // One more connection attempt (bounded by connect_timeout) if a blip took the connection.
+  Millis retry_in{0};
+  if (Status s = session_->ConnectOnce(&retry_in); !s.ok()) {
+    LogWarn("shutdown: cannot take back the delivery count of entries never delivered",
+            {{"subscription", sub_.name}, {"error", s.message()}});
+    return;
+  }
   std::vector<redis::Command> commands;
   if (scripts_loaded_for_ != session_->generation()) {
     for (const auto* script : redis::StreamOps::Scripts()) commands.push_back(script->Load());

@@ -128,7 +128,7 @@ TEST_F(DeliveryTest, HandlerDownSpendsNoAttemptsAndPausesReading) {
   ASSERT_TRUE(WaitReady()) << sidecar->Logs();
   std::vector<std::string> ids;
   ids.push_back(Add({"n", "0"}));
-  ASSERT_TRUE(WaitMetric("streamcar_pending", {}, 1, seconds(10)));
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 1; }, seconds(15))) << sidecar->Logs();
   ASSERT_TRUE(Eventually([&] { return Metric("streamcar_handler_up") == 0; }, seconds(10)));
   // While the handler refuses, nothing more is read (SPEC 3.2): these stay unread.
   for (int i = 1; i < 6; ++i) ids.push_back(Add({"n", std::to_string(i)}));

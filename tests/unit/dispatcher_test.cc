@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace streamcar::consumer {
@@ -97,6 +98,35 @@ TEST(Dispatcher, HandlerRefusalPausesAndRequeuesAtTheFront) {
   EXPECT_TRUE(d.TakeWork(1, Millis(0)).empty());
   d.HandlerAnswered();
   EXPECT_EQ(Ids(d.TakeWork(1, Millis(0))), (std::vector<std::string>{"1-0"}));
+}
+
+// SPEC 3.2: an entry a keepalive found another consumer's (a lost lease) is dropped wherever it
+// is: waiting, queued, or in flight when the handler refused the connection.
+TEST(Dispatcher, ALostEntryIsNeverHandedOutAgain) {
+  Dispatcher d(10, "account");
+  d.Admit({Entry("1-0", "A"), Entry("2-0", "A"), Entry("3-0", "B")});
+  auto work = d.TakeWork(10, Millis(0));
+  ASSERT_EQ(Ids(work), (std::vector<std::string>{"1-0", "3-0"}));
+  EXPECT_EQ(d.MarkLost("3-0"), Dispatcher::LostResult::kDropped);  // in flight: marked
+  EXPECT_EQ(d.MarkLost("3-0"), Dispatcher::LostResult::kIgnored);  // counted once
+  EXPECT_EQ(d.MarkLost("2-0"), Dispatcher::LostResult::kDropped);  // blocked: released now
+  d.HoldForHandler(work, Millis(0));  // the handler refused both in-flight POSTs
+  EXPECT_EQ(d.Held(), 1u);
+  EXPECT_EQ(d.in_flight(), 0u);
+  d.HandlerAnswered();
+  EXPECT_EQ(Ids(d.TakeWork(10, Millis(0))), std::vector<std::string>{"1-0"});
+  EXPECT_EQ(d.MarkLost("9-0"), Dispatcher::LostResult::kIgnored);  // not held
+}
+
+TEST(Dispatcher, OnlyEntriesNeverPostedSinceTheirReadAreUnposted) {
+  Dispatcher d(10, "");
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0")});
+  auto work = d.TakeWork(2, Millis(0));    // 1-0 and 2-0 go out
+  d.HoldForHandler({work[1]}, Millis(0));  // 2-0 was refused: not a delivery
+  d.ScheduleRetry(work[0], SteadyClock::now() + Millis(60000));
+  auto unposted = d.UnpostedIds();
+  std::sort(unposted.begin(), unposted.end());
+  EXPECT_EQ(unposted, (std::vector<std::string>{"2-0", "3-0"}));
 }
 
 TEST(Dispatcher, PauseEndsByItself) {
