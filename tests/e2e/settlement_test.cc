@@ -222,7 +222,13 @@ TEST_F(SettlementTest, EverySubscriptionStopsAtOnce) {
   Add({"k", "v"});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(10))) << sidecar->Logs();
   sidecar->Terminate();
-  std::this_thread::sleep_for(milliseconds(150));
+  // Shutdown has begun (readiness is withdrawn just before intake stops); the slow request keeps
+  // the process draining meanwhile.
+  ASSERT_TRUE(
+      Eventually([&] { return sidecar->running() && HttpGet(admin_port_, "/readyz").first == 503; },
+                 seconds(5)))
+      << sidecar->Logs();
+  std::this_thread::sleep_for(milliseconds(50));
   std::string late = Add({"late", "1"}, "other");
   auto code = sidecar->Wait(seconds(20));
   ASSERT_TRUE(code.has_value()) << sidecar->Logs();
