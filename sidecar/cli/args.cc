@@ -99,7 +99,8 @@ std::string HelpText(CommandKind command) {
       return "Usage: streamcar dlq replay [-c FILE] --subscription NAME [--count N] [--id ID ...] "
              "[--dry-run]\n\n"
              "Moves dead letters back onto the source stream (original fields only) and deletes\n"
-             "them from the dead-letter stream, one entry at a time: the dead letter is deleted only\n"
+             "them from the dead-letter stream, one entry at a time: the dead letter is deleted "
+             "only\n"
              "after its copy was added (one script per entry).\n";
     case CommandKind::kVersion:
       return "Usage: streamcar version\n\nPrints the version.\n";
