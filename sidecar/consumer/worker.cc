@@ -57,13 +57,14 @@ void Worker::Count(const delivery::Decision& decision) {
 
 void Worker::HandlerRefused(const std::vector<HeldEntry*>& entries, const std::string& error) {
   const Millis pause = ReconnectDelay(refused_streak_++, Millis(100), Millis(2000), UnitRandom());
+  // Reading pauses first: once the gauge says the handler is down, no new read starts.
+  dispatcher_->HoldForHandler(entries, pause);
   metrics_->handler_up->Set(0);
   LogWarn("handler refused the connection; delivery paused, no attempt spent",
           {{"subscription", sub_.name},
            {"url", sub_.handler.url},
            {"error", error},
            {"retry_in_ms", static_cast<int64_t>(pause.count())}});
-  dispatcher_->HoldForHandler(entries, pause);
 }
 
 void Worker::HandlerAnswered() {

@@ -130,6 +130,16 @@ TEST_F(DeliveryTest, HandlerDownSpendsNoAttemptsAndPausesReading) {
   ids.push_back(Add({"n", "0"}));
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 1; }, seconds(15))) << sidecar->Logs();
   ASSERT_TRUE(Eventually([&] { return Metric("streamcar_handler_up") == 0; }, seconds(10)));
+  // A read already waiting in BLOCK when the refusal was seen ends within its BLOCK period; from
+  // then on no read waits: the reader is paused, not blocked in XREADGROUP.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::string clients(redis_->Run({"CLIENT", "LIST"}).view().Str());
+        return clients.find("cmd=xreadgroup") == std::string::npos ||
+               clients.find("flags=b ") == std::string::npos;
+      },
+      seconds(10)))
+      << sidecar->Logs();
   // While the handler refuses, nothing more is read (SPEC 3.2): these stay unread.
   for (int i = 1; i < 6; ++i) ids.push_back(Add({"n", std::to_string(i)}));
   std::this_thread::sleep_for(milliseconds(2000));  // several refused tries, several reads' worth
