@@ -128,15 +128,19 @@ TEST(Connection, UnreachableIsAnIoError) {
 TEST(Connection, BlockingReadWaitsPastTheCommandTimeout) {
   RedisServer server;
   auto options = OptionsFor(server);
-  options.command_timeout = Millis(100);
+  options.command_timeout = Millis(400);
   auto c = Connection::Open(options);
   ASSERT_TRUE(c.ok());
-  // BLOCK 400 ms with a 100 ms command timeout: the socket deadline must sit above BLOCK.
+  // BLOCK 1 s with a 400 ms command timeout: the socket deadline must sit above BLOCK, so the
+  // read outlives the command timeout by far. (The 400 ms margin is the time Redis may take to
+  // notice its own BLOCK timeout on a machine loaded by sanitizer builds.)
+  const auto start = SteadyClock::now();
   auto reply = (*c)->RunBlocking(
-      Command("XREAD").Arg("BLOCK").Arg(int64_t{400}).Arg("STREAMS").Arg("nothing").Arg("$"),
-      Millis(400));
+      Command("XREAD").Arg("BLOCK").Arg(int64_t{1000}).Arg("STREAMS").Arg("nothing").Arg("$"),
+      Millis(1000));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
   EXPECT_TRUE(reply->IsNil());
+  EXPECT_GE(SteadyClock::now() - start, Millis(900));
 }
 
 TEST(Connection, SlowCommandTimesOutAndBreaksTheConnection) {
