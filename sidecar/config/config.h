@@ -112,6 +112,31 @@ struct ShutdownConfig {
   Millis drain_timeout{25000};
 };
 
+// The log API server (SPEC section 10).
+struct ApiConfig {
+  std::string listen;      // empty: no API server
+  std::string token_file;  // set: every request needs "Authorization: Bearer <content>"
+  uint64_t max_body = uint64_t{1024} * 1024;
+  Millis idempotency_ttl{Millis(24LL * 60 * 60 * 1000)};
+};
+
+// A stream the log API serves (SPEC section 10, `streams:`).
+struct LogStream {
+  std::string name;
+  bool produce = true;  // false: read-only
+  int64_t max_len = 0;  // >0: XADD ... MAXLEN ~ <n> on every append
+  bool notify = false;  // PUBLISH <name>:events {"id":"<id>"} after each append
+  RetentionConfig retention;
+  bool archive = false;  // fold into the archive before trimming
+};
+
+// Where trimmed entries are folded (SPEC section 10, `archive:`).
+struct ArchiveConfig {
+  std::string url;  // sqlite:///path | postgres://...; empty: no archive
+  Millis interval{30000};
+  int batch = 1000;
+};
+
 struct Config {
   std::string source_file;  // where it was loaded from, for messages
   int version = 1;
@@ -120,6 +145,9 @@ struct Config {
   AdminConfig admin;
   ShutdownConfig shutdown;
   std::vector<Subscription> subscriptions;
+  ApiConfig api;
+  std::vector<LogStream> streams;
+  ArchiveConfig archive;
 };
 
 }  // namespace streamcar::config

@@ -1,0 +1,52 @@
+#pragma once
+// Following streams live (SPEC section 10, SSE and `tail`): one blocking XREAD per followed stream,
+// shared by every follower of it, on the hub's own thread and connection. A follower that starts
+// below the live top first catches up through a LogReader (archive, then Redis), then joins the
+// shared read with no gap and no duplicate; a follower that falls too far behind the shared read
+// catches up again the same way instead of holding unbounded memory.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+#include "sidecar/redis/connection.h"
+#include "sidecar/redis/entry.h"
+
+namespace streamcar::log {
+
+class ArchiveStore;
+
+class Follower {
+ public:
+  virtual ~Follower() = default;
+  // Waits up to `wait` for entries after the last one returned (or after the starting point) and
+  // moves them into *out in id order; an empty *out after `wait` is not an error. kCancelled
+  // after the hub stopped; kIo/kTimeout while Redis is unreachable (the follower stays usable
+  // and resumes where it was). Called on one thread per follower.
+  virtual Status Next(std::vector<StreamEntry>* out, Millis wait) = 0;
+};
+
+class FollowHub {
+ public:
+  // `archive` may be null (Redis only); it is borrowed and outlives the hub.
+  FollowHub(redis::ConnectionOptions options, ArchiveStore* archive);
+  ~FollowHub();
+  FollowHub(const FollowHub&) = delete;
+  FollowHub& operator=(const FollowHub&) = delete;
+
+  // Follows `stream` from just after `after_id` ("$" = from now on; "0-0" = from the start).
+  // Thread-safe. The follower ends when it is destroyed.
+  std::unique_ptr<Follower> Follow(const std::string& stream, const std::string& after_id);
+  // The followers of `stream` now (the streamcar_followers gauge).
+  int FollowerCount(const std::string& stream) const;
+  // Wakes every waiting follower with kCancelled and joins the hub's threads.
+  void Stop();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace streamcar::log

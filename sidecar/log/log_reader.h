@@ -1,0 +1,56 @@
+#pragma once
+// Window reads over a stream's whole life (SPEC section 10): entries at or below the archive
+// watermark W come from the archive, the rest from Redis, merged with no gap and no duplicate
+// even while a fold and a trim run concurrently. Used by the API's GET, its SSE catch-up, and
+// the `read` and `tail` commands.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sidecar/common/status.h"
+#include "sidecar/redis/entry.h"
+#include "sidecar/redis/session.h"
+
+namespace streamcar::log {
+
+class ArchiveStore;
+
+// A bound of a window as the user writes it: an RFC 3339 instant ("2026-11-30T14:30:00Z",
+// "...+01:00", fractional seconds allowed), milliseconds since the epoch ("1764513000000"), or an
+// entry id ("1764513000000-3"). Returns the entry id the bound stands for: an instant or a
+// millisecond count T becomes "T-0" (so [since, until) by time is [T1-0, T2-0) by id).
+// kInvalid saying what is wrong otherwise.
+StatusOr<std::string> ParseBound(std::string_view text);
+
+struct WindowQuery {
+  std::string since = "0-0";  // inclusive entry id
+  std::string until;          // exclusive entry id; "" = no upper bound
+  std::string after;          // exclusive entry id continuing a page; "" = none
+  int count = 100;            // 1..10000
+};
+
+struct LogPage {
+  std::vector<StreamEntry> entries;  // ascending ids, attempts unused
+  // The id to pass as `after` for the next page, or nullopt when the window holds nothing more
+  // right now (a window open at the top may grow later).
+  std::optional<std::string> next;
+};
+
+class LogReader {
+ public:
+  // `archive` may be null: the stream is read from Redis only. Both are borrowed and used on the
+  // caller's thread only.
+  LogReader(redis::Session* session, ArchiveStore* archive);
+
+  // One page of `stream` in the window. kServerError WRONGTYPE etc. as Redis says; kIo or
+  // kTimeout when Redis or the archive is unreachable.
+  StatusOr<LogPage> Read(const std::string& stream, const WindowQuery& query);
+
+ private:
+  redis::Session* session_;
+  ArchiveStore* archive_;
+};
+
+}  // namespace streamcar::log
