@@ -1,6 +1,9 @@
 // The HTTP limit: CONCURRENCY threads, each with one keep-alive client (TCP_NODELAY), POST the
 // same json envelope to the handler for SECONDS. Prints requests per second. No Redis.
-// Usage: http_load URL CONCURRENCY SECONDS
+// With MODE "api" it is a producer of the log API instead: it POSTs the entry {n, pad} as a JSON
+// object to URL (.../v1/streams/<name>/entries) with no delivery headers, optionally with
+// "Authorization: Bearer TOKEN"; a 2xx is a receipt.
+// Usage: http_load URL CONCURRENCY SECONDS [api [TOKEN]]
 
 #include <httplib.h>
 
@@ -18,9 +21,13 @@ int main(int argc, char** argv) {
   const double seconds = std::atof(argv[3]);
   const auto slash = url.find('/', url.find("://") + 3);
   const std::string origin = url.substr(0, slash), path = url.substr(slash);
+  const bool api = argc > 4 && std::string(argv[4]) == "api";
+  const std::string token = argc > 5 ? argv[5] : "";
+  const std::string pad(64, 'x');
   const std::string body =
-      R"({"id":"1700000000000-0","stream":"bench","group":"g","attempts":1,"payload":{"n":"1","pad":")" +
-      std::string(64, 'x') + R"("}})";
+      api ? R"({"n":"1","pad":")" + pad + R"("})"
+          : R"({"id":"1700000000000-0","stream":"bench","group":"g","attempts":1,"payload":{"n":"1","pad":")" +
+                pad + R"("}})";
   std::atomic<int64_t> done{0}, failed{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
@@ -30,11 +37,16 @@ int main(int argc, char** argv) {
       httplib::Client client(origin);
       client.set_tcp_nodelay(true);
       client.set_keep_alive(true);
-      httplib::Headers headers = {{"Streamcar-Stream", "bench"},
-                                  {"Streamcar-Group", "g"},
-                                  {"Streamcar-Id", "1700000000000-0"},
-                                  {"Streamcar-Attempts", "1"},
-                                  {"Idempotency-Key", "bench/1700000000000-0"}};
+      httplib::Headers headers;
+      if (!api) {
+        headers = {{"Streamcar-Stream", "bench"},
+                   {"Streamcar-Group", "g"},
+                   {"Streamcar-Id", "1700000000000-0"},
+                   {"Streamcar-Attempts", "1"},
+                   {"Idempotency-Key", "bench/1700000000000-0"}};
+      } else if (!token.empty()) {
+        headers = {{"Authorization", "Bearer " + token}};
+      }
       while (!stop) {
         auto result = client.Post(path, headers, body, "application/json");
         if (result && result->status < 300) {
