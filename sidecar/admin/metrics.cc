@@ -76,6 +76,19 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("streamcar_trimmed_total")
                   .Help("Entries removed by the retention beat")
                   .Register(r);
+  api_requests_ = &prometheus::BuildCounter()
+                       .Name("streamcar_api_requests_total")
+                       .Help("Log API answers by route and HTTP status (SPEC 10)")
+                       .Register(r);
+  produced_ =
+      &prometheus::BuildCounter()
+           .Name("streamcar_produced_total")
+           .Help("Entries appended through the log API (repeats of an idempotency key not counted)")
+           .Register(r);
+  followers_ = &prometheus::BuildGauge()
+                    .Name("streamcar_followers")
+                    .Help("Server-Sent Events followers of the stream now")
+                    .Register(r);
   duration_ = &prometheus::BuildHistogram()
                    .Name("streamcar_delivery_duration_seconds")
                    .Help("Time of one POST to the handler")
@@ -151,6 +164,21 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
 prometheus::Counter& Metrics::Trimmed(const std::string& stream) {
   std::lock_guard lock(mutex_);
   return trimmed_->Add({{"stream", stream}});
+}
+
+prometheus::Counter& Metrics::ApiRequests(const std::string& route, int code) {
+  std::lock_guard lock(mutex_);
+  return api_requests_->Add({{"route", route}, {"code", std::to_string(code)}});
+}
+
+prometheus::Counter& Metrics::Produced(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return produced_->Add({{"stream", stream}});
+}
+
+prometheus::Gauge& Metrics::Followers(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return followers_->Add({{"stream", stream}});
 }
 
 std::string Metrics::Serialize() const {

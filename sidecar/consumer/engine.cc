@@ -15,6 +15,7 @@
 #include "sidecar/common/version.h"
 #include "sidecar/consumer/retention.h"
 #include "sidecar/consumer/subscription.h"
+#include "sidecar/log/api_server.h"
 
 namespace streamcar::consumer {
 namespace {
@@ -85,6 +86,23 @@ int RunEngine(const config::Config& config) {
     }
   }
 
+  // The log API (SPEC 10), on its own Redis sessions. A sidecar with streams and no
+  // subscriptions has no groups to ensure: it is ready once Redis is.
+  if (config.subscriptions.empty()) readiness.SetGroupsReady(true);
+  std::unique_ptr<log::ApiServer> api_server;
+  if (!config.api.listen.empty()) {
+    log::ApiServerDeps api_deps;
+    api_deps.redis = redis_options;
+    api_deps.redis.client_name = "streamcar:" + config.consumer_name;
+    api_deps.health = &redis_health;
+    api_deps.metrics = &metrics;
+    api_server = std::make_unique<log::ApiServer>(config.api, config.streams, api_deps);
+    if (Status s = api_server->Start(); !s.ok()) {
+      LogError("fatal: " + s.message(), {{"listen", config.api.listen}});
+      return 1;
+    }
+  }
+
   SubscriptionDeps deps;
   deps.redis = redis_options;
   deps.redis_health = &redis_health;
@@ -113,7 +131,8 @@ int RunEngine(const config::Config& config) {
                                 {"consumer", config.consumer_name},
                                 {"redis", redis_options.endpoint.Describe()},
                                 {"subscriptions", static_cast<int64_t>(runtimes.size())},
-                                {"admin", config.admin.listen}});
+                                {"admin", config.admin.listen},
+                                {"api", config.api.listen}});
   for (auto& runtime : runtimes) runtime->Start();
   if (retention) retention->Start();
 
@@ -138,6 +157,9 @@ int RunEngine(const config::Config& config) {
             {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
              {"drain_timeout_ms", static_cast<int64_t>(config.shutdown.drain_timeout.count())}});
   }
+  // The API first: no new appends or reads while the rest shuts down (its in-flight requests
+  // finish; followers end).
+  if (api_server) api_server->Stop();
   if (retention) retention->StopAndJoin();
   // Every subscription stops reading at once; only then are the readers waited for.
   for (auto& runtime : runtimes) runtime->RequestStopIntake();
