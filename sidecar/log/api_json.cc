@@ -1,9 +1,12 @@
 #include "sidecar/log/api_json.h"
 
-#include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <memory>
 
 #include "sidecar/delivery/encoder.h"
 
@@ -48,40 +51,123 @@ bool NestsTooDeep(std::string_view body) {
 
 }  // namespace
 
+namespace {
+
+// Builds the fields while parsing (SAX): a member's string value is kept as it is; any other
+// value is written back as compact JSON. Numbers arrive as their source text
+// (kParseNumbersAsStringsFlag) and are written verbatim, so 12.50 stays 12.50 and a 30-digit
+// integer keeps every digit.
+class FieldsHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, FieldsHandler> {
+ public:
+  explicit FieldsHandler(std::vector<std::pair<std::string, std::string>>* fields)
+      : fields_(fields) {}
+
+  bool not_an_object() const { return not_an_object_; }
+
+  bool Null() {
+    return Scalar("null", [&] { return writer_->Null(); });
+  }
+  bool Bool(bool b) {
+    return Scalar(b ? "true" : "false", [&] { return writer_->Bool(b); });
+  }
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
+    return Scalar(std::string(text, length),
+                  [&] { return writer_->RawValue(text, length, rapidjson::kNumberType); });
+  }
+  bool String(const char* text, rapidjson::SizeType length, bool) {
+    return Scalar(std::string(text, length), [&] { return writer_->String(text, length); });
+  }
+  bool Key(const char* text, rapidjson::SizeType length, bool) {
+    if (depth_ == 1) {
+      key_.assign(text, length);
+      return true;
+    }
+    return writer_->Key(text, length);
+  }
+  bool StartObject() {
+    if (depth_ == 0) {
+      depth_ = 1;
+      return true;
+    }
+    Open();
+    return writer_->StartObject();
+  }
+  bool EndObject(rapidjson::SizeType) {
+    if (depth_ == 1) {
+      depth_ = 0;
+      return true;
+    }
+    return Close(writer_->EndObject());
+  }
+  bool StartArray() {
+    if (depth_ == 0) return NotAnObject();
+    Open();
+    return writer_->StartArray();
+  }
+  bool EndArray(rapidjson::SizeType) { return Close(writer_->EndArray()); }
+
+ private:
+  bool NotAnObject() {
+    not_an_object_ = true;
+    return false;
+  }
+  template <typename Nested>
+  bool Scalar(std::string text, Nested nested) {
+    if (depth_ == 0) return NotAnObject();
+    if (depth_ == 1) {
+      fields_->emplace_back(std::move(key_), std::move(text));
+      return true;
+    }
+    return nested();
+  }
+  // A member's value that is an array or object: written into a buffer of its own.
+  void Open() {
+    if (depth_ == 1) {
+      buffer_.Clear();
+      writer_ = std::make_unique<JsonWriter>(buffer_);
+    }
+    ++depth_;
+  }
+  bool Close(bool written) {
+    if (--depth_ == 1) {
+      fields_->emplace_back(std::move(key_), std::string(buffer_.GetString(), buffer_.GetSize()));
+    }
+    return written;
+  }
+
+  std::vector<std::pair<std::string, std::string>>* fields_;
+  int depth_ = 0;  // 0: before the root object; 1: inside it; more: inside a member's value
+  std::string key_;
+  rapidjson::StringBuffer buffer_;
+  std::unique_ptr<JsonWriter> writer_;
+  bool not_an_object_ = false;
+};
+
+}  // namespace
+
 StatusOr<std::vector<std::pair<std::string, std::string>>> FieldsFromJson(std::string_view body) {
   if (NestsTooDeep(body)) {
     return Status(StatusCode::kInvalid,
                   "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
   }
-  rapidjson::Document document;
+  std::vector<std::pair<std::string, std::string>> fields;
+  FieldsHandler handler(&fields);
+  rapidjson::Reader reader;
+  rapidjson::MemoryStream stream(body.data(), body.size());
   // Strict RFC 8259: UTF-8 validated, no comments, no trailing commas, nothing after the value.
-  document.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(
-      body.data(), body.size());
-  if (document.HasParseError()) {
-    return Status(StatusCode::kInvalid, std::string("malformed JSON at byte ") +
-                                            std::to_string(document.GetErrorOffset()) + ": " +
-                                            rapidjson::GetParseError_En(document.GetParseError()));
-  }
-  if (!document.IsObject()) {
+  constexpr unsigned kFlags = rapidjson::kParseValidateEncodingFlag |
+                              rapidjson::kParseIterativeFlag |
+                              rapidjson::kParseNumbersAsStringsFlag;
+  auto result = reader.Parse<kFlags>(stream, handler);
+  if (handler.not_an_object()) {
     return Status(StatusCode::kInvalid, "a JSON body must be an object of fields");
   }
-  if (document.MemberCount() == 0) {
-    return Status(StatusCode::kInvalid, "an entry needs at least one field");
+  if (result.IsError()) {
+    return Status(StatusCode::kInvalid, "malformed JSON at byte " +
+                                            std::to_string(result.Offset()) + ": " +
+                                            rapidjson::GetParseError_En(result.Code()));
   }
-  std::vector<std::pair<std::string, std::string>> fields;
-  fields.reserve(document.MemberCount());
-  for (const auto& member : document.GetObject()) {
-    std::string name(member.name.GetString(), member.name.GetStringLength());
-    if (member.value.IsString()) {
-      fields.emplace_back(std::move(name),
-                          std::string(member.value.GetString(), member.value.GetStringLength()));
-      continue;
-    }
-    rapidjson::StringBuffer buffer;
-    JsonWriter writer(buffer);
-    member.value.Accept(writer);
-    fields.emplace_back(std::move(name), std::string(buffer.GetString(), buffer.GetSize()));
-  }
+  if (fields.empty()) return Status(StatusCode::kInvalid, "an entry needs at least one field");
   return fields;
 }
 

@@ -13,7 +13,8 @@
 namespace streamcar::log {
 
 // A JSON object body as entry fields, in the object's order: string values as they are
-// (unescaped), numbers, booleans, null, arrays and objects as their JSON text (compact). kInvalid
+// (unescaped); numbers, booleans, null, arrays and objects as their JSON text (whitespace
+// outside strings removed, numbers exactly as written). kInvalid
 // saying why for anything else: malformed JSON, text after the value, invalid UTF-8, a value
 // that is not an object, or an empty object (an entry needs a field).
 StatusOr<std::vector<std::pair<std::string, std::string>>> FieldsFromJson(std::string_view body);

@@ -335,7 +335,7 @@ TEST_F(ApiTest, AppendsJsonAndRawBodiesAndReadsThemBackByteExact) {
   const std::string json_id = JsonString(json.body, "id");
   EXPECT_EQ(json.body, "{\"id\":\"" + json_id + "\",\"stream\":\"feed\"}");
   EXPECT_EQ(FieldsOf("feed", json_id), (Fields{{"s", "caf\xc3\xa9 \"q\""},
-                                               {"n", "12.5"},
+                                               {"n", "12.50"},
                                                {"b", "true"},
                                                {"nil", "null"},
                                                {"arr", "[1,\"x\"]"},
@@ -355,7 +355,7 @@ TEST_F(ApiTest, AppendsJsonAndRawBodiesAndReadsThemBackByteExact) {
   EXPECT_EQ(page.Header("content-type"), "application/json");
   EXPECT_EQ(page.body,
             "{\"entries\":[{\"id\":\"" + json_id +
-                "\",\"fields\":{\"s\":\"caf\xc3\xa9 \\\"q\\\"\",\"n\":\"12.5\",\"b\":\"true\","
+                "\",\"fields\":{\"s\":\"caf\xc3\xa9 \\\"q\\\"\",\"n\":\"12.50\",\"b\":\"true\","
                 "\"nil\":\"null\",\"arr\":\"[1,\\\"x\\\"]\",\"obj\":\"{\\\"k\\\":\\\"v\\\"}\"}},"
                 "{\"id\":\"" +
                 raw_id +
