@@ -29,7 +29,7 @@ namespace {
 // How long unread input is drained after an answer that closes the connection.
 constexpr Millis kLinger{1000};
 // A chunked body may carry this much framing beyond api.max_body before it is refused.
-constexpr size_t kChunkedOverhead = 64 * 1024;
+constexpr size_t kChunkedOverhead = size_t{64} * 1024;
 
 // Binds host:port ("[::1]:9465", ":9465"); the listening socket, or kFatal.
 StatusOr<int> Listen(const std::string& listen) {
@@ -89,7 +89,8 @@ int BoundPort(int fd) {
 
 class ApiServer::Impl {
  public:
-  Impl(config::ApiConfig api, std::vector<config::LogStream> streams, ApiServerDeps deps)
+  Impl(config::ApiConfig api, const std::vector<config::LogStream>& streams,
+       const ApiServerDeps& deps)
       : api_(std::move(api)), endpoints_(api_, streams, deps) {}
 
   ~Impl() { Stop(); }
@@ -229,7 +230,7 @@ class ApiServer::Impl {
   }
 
   // Answers `response` (counted under `route`) and says whether the connection stays open.
-  bool Answer(int fd, ApiResponse response, ApiRoute route) {
+  bool Answer(int fd, const ApiResponse& response, ApiRoute route) {
     endpoints_.Count(route, response.status);
     return SendAll(fd, SerializeResponse(response), SteadyClock::now() + kWriteTimeout) &&
            !response.close;
@@ -249,7 +250,7 @@ class ApiServer::Impl {
       if (outcome == ReadOutcome::kGone) break;
       if (outcome == ReadOutcome::kRefused) {
         refusal->close = true;
-        Answer(fd, std::move(*refusal), route);
+        Answer(fd, *refusal, route);
         graceful = true;
         break;
       }
@@ -261,7 +262,7 @@ class ApiServer::Impl {
       }
       if (!response) break;  // a follower: the event stream ended, and the connection with it
       response->close = response->close || !request.keep_alive || stopping_;
-      if (!Answer(fd, std::move(*response), route)) {
+      if (!Answer(fd, *response, route)) {
         graceful = true;
         break;
       }
@@ -387,9 +388,9 @@ class ApiServer::Impl {
   std::vector<uint64_t> finished_;
 };
 
-ApiServer::ApiServer(config::ApiConfig api, std::vector<config::LogStream> streams,
-                     ApiServerDeps deps)
-    : impl_(std::make_unique<Impl>(std::move(api), std::move(streams), std::move(deps))) {}
+ApiServer::ApiServer(config::ApiConfig api, const std::vector<config::LogStream>& streams,
+                     const ApiServerDeps& deps)
+    : impl_(std::make_unique<Impl>(std::move(api), streams, deps)) {}
 
 ApiServer::~ApiServer() { Stop(); }
 

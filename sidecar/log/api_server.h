@@ -42,7 +42,7 @@ struct ApiServerDeps {
 
 class ApiServer {
  public:
-  static constexpr size_t kMaxHeadBytes = 16 * 1024;
+  static constexpr size_t kMaxHeadBytes = size_t{16} * 1024;
   static constexpr size_t kMaxConnections = 512;
   static constexpr size_t kMaxFollowers = 384;
   static constexpr int kSessions = 16;
@@ -54,7 +54,8 @@ class ApiServer {
   // SSE: a comment line this often keeps proxies from closing an idle stream (SPEC 10).
   static constexpr Millis kKeepAliveInterval{15000};
 
-  ApiServer(config::ApiConfig api, std::vector<config::LogStream> streams, ApiServerDeps deps);
+  ApiServer(config::ApiConfig api, const std::vector<config::LogStream>& streams,
+            const ApiServerDeps& deps);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

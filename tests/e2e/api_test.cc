@@ -580,6 +580,51 @@ TEST_F(ApiTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
   EXPECT_NE(read.body.find("\"data\":\"abcde\""), std::string::npos) << read.body;
 }
 
+TEST_F(ApiTest, ExpectContinueIsAnsweredBeforeTheBodyIsSent) {
+  StartApi();
+  const int fd = ConnectTo(api_port_);
+  ASSERT_TRUE(SendText(fd,
+                       "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                       "Bearer " +
+                           kToken + "\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  std::string pending;
+  const auto deadline = Clock::now() + seconds(10);
+  while (pending.find("\r\n\r\n") == std::string::npos && ReadMore(fd, &pending, deadline)) {
+  }
+  EXPECT_EQ(pending, "HTTP/1.1 100 Continue\r\n\r\n");
+  pending.clear();
+  ASSERT_TRUE(SendText(fd, "hello"));
+  Reply reply = ReadReply(fd, &pending);
+  ::close(fd);
+  EXPECT_EQ(reply.status, 201) << reply.body;
+  EXPECT_EQ(FieldsOf("feed", JsonString(reply.body, "id"))[0].second, "hello");
+}
+
+TEST_F(ApiTest, SlowSendersAndHugeHeadsAreCutOff) {
+  StartApi();
+  const int huge = ConnectTo(api_port_);
+  ASSERT_TRUE(SendText(huge, "GET /v1/streams/feed/entries HTTP/1.1\r\nX-Big: " +
+                                 std::string(20000, 'a') + "\r\n\r\n"));
+  std::string pending;
+  EXPECT_EQ(ReadReply(huge, &pending).status, 431);
+  EXPECT_TRUE(ClosedByServer(huge));
+  ::close(huge);
+
+  // A request head that never completes is answered 408 once the request deadline (10 s from
+  // its first byte) passes, and the connection closed.
+  const int slow = ConnectTo(api_port_);
+  const auto started = Clock::now();
+  ASSERT_TRUE(SendText(slow, "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\n"));
+  pending.clear();
+  Reply reply = ReadReply(slow, &pending, seconds(30));
+  EXPECT_EQ(reply.status, 408);
+  EXPECT_GE(Clock::now() - started, seconds(9));
+  EXPECT_TRUE(ClosedByServer(slow));
+  ::close(slow);
+  // Meanwhile and after, other clients are served.
+  EXPECT_EQ(Call("GET", "/v1/streams/feed/entries").status, 200);
+}
+
 TEST_F(ApiTest, RedisDownAnswers503WithRetryAfterWithinADeadline) {
   StartApi();
   ASSERT_EQ(PostJson("feed", R"({"a":"1"})").status, 201);
