@@ -114,6 +114,19 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
     }
   }
   if (!api.token_file.empty()) token_ = std::make_unique<TokenFile>(api.token_file);
+  // The answers each route can give exist at 0 from the start (SPEC 5), so rates and alerts
+  // never see a missing series.
+  if (deps_.metrics != nullptr) {
+    const std::vector<std::pair<ApiRoute, std::vector<int>>> known = {
+        {ApiRoute::kProduce, {200, 201, 400, 405, 409, 413, 500, 503}},
+        {ApiRoute::kRead, {200, 400, 500, 503}},
+        {ApiRoute::kFollow, {200, 400, 503}},
+        {ApiRoute::kOther, {400, 401, 404, 405, 408, 431, 503}},
+    };
+    for (const auto& [route, codes] : known) {
+      for (int code : codes) deps_.metrics->ApiRequests(RouteName(route), code);
+    }
+  }
 }
 
 void ApiEndpoints::Stop() {

@@ -261,7 +261,9 @@ class ApiServer::Impl {
         response = endpoints_.Handle(request, route, fd);
       }
       if (!response) break;  // a follower: the event stream ended, and the connection with it
-      response->close = response->close || !request.keep_alive || stopping_;
+      // After HEAD (always 405 here) the client reads no body, so the connection cannot go on.
+      response->close =
+          response->close || !request.keep_alive || request.method == "HEAD" || stopping_;
       if (!Answer(fd, *response, route)) {
         graceful = true;
         break;

@@ -501,6 +501,14 @@ TEST_F(ApiTest, ErrorsAreJsonWithTheirStatus) {
   EXPECT_EQ(unknown.status, 404);
   EXPECT_EQ(unknown.body, R"({"error":"unknown stream \"nope\": not listed in streams"})");
   EXPECT_EQ(Call("GET", "/v1/other").status, 404);
+  // HEAD gets 405 and the connection closes (its client would not read the body).
+  const int head_fd = ConnectTo(api_port_);
+  ASSERT_TRUE(SendText(
+      head_fd, Head("HEAD", "/v1/streams/feed/entries", {"Authorization: Bearer " + kToken}, "")));
+  std::string head_pending;
+  EXPECT_EQ(ReadReply(head_fd, &head_pending).status, 405);
+  EXPECT_TRUE(ClosedByServer(head_fd));
+  ::close(head_fd);
   Reply method = Call("DELETE", "/v1/streams/feed/entries");
   EXPECT_EQ(method.status, 405);
   EXPECT_EQ(method.Header("allow"), "GET, POST");
@@ -515,6 +523,10 @@ TEST_F(ApiTest, ErrorsAreJsonWithTheirStatus) {
   }
   EXPECT_EQ(Len("feed"), 0);
   EXPECT_GE(Metric("streamcar_api_requests_total", {"route=\"produce\"", "code=\"400\""}), 5);
+  // Series exist at 0 before their first answer.
+  EXPECT_EQ(Metric("streamcar_api_requests_total", {"route=\"produce\"", "code=\"409\""}), 0);
+  EXPECT_EQ(Metric("streamcar_followers", {"stream=\"capped\""}), 0);
+  EXPECT_EQ(Metric("streamcar_produced_total", {"stream=\"ro\""}), 0);
 }
 
 TEST_F(ApiTest, BodyOverMaxBodyIs413BeforeItIsRead) {
