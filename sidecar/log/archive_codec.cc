@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "sidecar/log/entry_id.h"
+
 namespace streamcar::log {
 namespace {
 
@@ -69,34 +71,20 @@ StatusOr<Fields> DecodeFields(std::string_view blob) {
   return fields;
 }
 
-std::optional<EntryId> NextId(const EntryId& id) {
-  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-  if (id.seq < kMax) return EntryId{id.ms, id.seq + 1};
-  if (id.ms < kMax) return EntryId{id.ms + 1, 0};
-  return std::nullopt;
-}
-
-std::optional<EntryId> PrevId(const EntryId& id) {
-  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-  if (id.seq > 0) return EntryId{id.ms, id.seq - 1};
-  if (id.ms > 0) return EntryId{id.ms - 1, kMax};
-  return std::nullopt;
-}
-
 StatusOr<std::optional<IdRange>> ReadRange(const std::string& after, const std::string& until) {
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   IdRange range{{0, 0}, {kMax, kMax}};
   if (!after.empty()) {
     auto id = ParseEntryId(after);
     if (!id) return Status(StatusCode::kInvalid, "archive read: bad id " + after);
-    auto next = NextId(*id);
+    auto next = Successor(*id);
     if (!next) return std::optional<IdRange>();
     range.first = *next;
   }
   if (!until.empty()) {
     auto id = ParseEntryId(until);
     if (!id) return Status(StatusCode::kInvalid, "archive read: bad id " + until);
-    auto prev = PrevId(*id);
+    auto prev = Predecessor(*id);
     if (!prev) return std::optional<IdRange>();
     range.last = *prev;
   }

@@ -32,11 +32,6 @@ std::string EncodeFields(const Fields& fields);
 // kProtocol when `blob` is not such an encoding (a damaged or foreign row).
 StatusOr<Fields> DecodeFields(std::string_view blob);
 
-// The id just above `id` ("5-3" -> "5-4"; "5-<max>" -> "6-0"); nullopt above the largest id.
-std::optional<EntryId> NextId(const EntryId& id);
-// The id just below `id`; nullopt for 0-0.
-std::optional<EntryId> PrevId(const EntryId& id);
-
 // The inclusive id range [first, last] of a read "after < id < until" ("" = open); nullopt when
 // it is empty. kInvalid for an id that is not "<ms>-<seq>".
 struct IdRange {

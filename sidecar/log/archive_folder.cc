@@ -7,7 +7,7 @@
 
 #include "sidecar/common/log.h"
 #include "sidecar/common/text.h"
-#include "sidecar/log/archive_codec.h"
+#include "sidecar/log/entry_id.h"
 #include "sidecar/redis/script.h"
 #include "sidecar/redis/stream_ops.h"
 
@@ -140,7 +140,7 @@ StatusOr<BatchOutcome> ArchiveFolder::FoldBatch(redis::Session& session, int64_t
   // (e) Trim exactly what was folded: everything up to and including the last folded id. That
   // id is at most W (it was folded) and at most the rule's trim point (it was due).
   const auto last = ParseEntryId(last_id);
-  const auto min_id = NextId(*last);
+  const auto min_id = Successor(*last);
   const std::string min_id_text = min_id ? min_id->ToString() : last->ToString();
   auto trimmed = session.Run(redis::Command("XTRIM").Arg(stream).Arg("MINID").Arg(min_id_text));
   if (!trimmed.ok()) return trimmed.status();

@@ -13,16 +13,8 @@ struct ArchiveKeys {
   std::string watermark;  // W as last recorded, "<ms>-<seq>" (only ever raised)
 };
 
-// The hash tag of a key as Redis Cluster reads it: the text between the first '{' and the first
-// '}' after it when that is not empty; "" when the key has none.
-std::string_view HashTagOf(std::string_view key);
-
-// The prefix of keys that live in `stream`'s slot: "<stream>:" when the name carries a hash tag
-// (the tag decides), else "{<stream>}:" (the whole name becomes the tag). The second form is in
-// the stream's slot unless the name holds a '}' (a tag cannot contain one); docs/archive.md says
-// so.
-std::string SameSlotPrefix(std::string_view stream);
-
+// The keys of `stream`'s folder, named by StreamSlotKey (stream_keys.h: the one rule for keys in
+// a stream's slot): "{orders}:archive:lease", "app:{feed}:archive:lease", ...
 ArchiveKeys ArchiveKeysOf(std::string_view stream);
 
 }  // namespace streamcar::log
