@@ -55,7 +55,7 @@ class LogReaderTest : public ::testing::Test {
     if (entries.empty()) return false;
     auto folded = archive.Fold("feed", entries, 1);
     EXPECT_TRUE(folded.ok());
-    const std::string above = FormatId(*Successor(*ParseId(*folded)));
+    const std::string above = FormatId(*Successor(*ParseId(folded->watermark)));
     EXPECT_TRUE(session.Run(redis::Command("XTRIM").Arg("feed").Arg("MINID").Arg(above)).ok());
     return true;
   }
