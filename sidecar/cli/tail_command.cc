@@ -1,8 +1,7 @@
 // `streamcar tail` (SPEC 1 and 10): follows a stream through the same FollowHub the API's SSE
 // uses, until SIGINT or SIGTERM (exit 0).
 
-#include <signal.h>
-
+#include <csignal>
 #include <ctime>
 #include <iostream>
 

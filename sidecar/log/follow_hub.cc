@@ -350,7 +350,7 @@ namespace {
 
 class HubFollower final : public Follower {
  public:
-  HubFollower(FollowHub::Impl* hub, std::string stream, std::string after)
+  HubFollower(FollowHub::Impl* hub, std::string stream, const std::string& after)
       : hub_(hub), stream_(std::move(stream)) {
     hub_->AddFollower(stream_);
     if (after == "$") {

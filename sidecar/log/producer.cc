@@ -59,8 +59,8 @@ return {'appended', id}
 
 }  // namespace
 
-Producer::Producer(const config::LogStream& stream, Millis idempotency_ttl)
-    : stream_(stream), idempotency_ttl_(std::max(idempotency_ttl, Millis(1))) {}
+Producer::Producer(config::LogStream stream, Millis idempotency_ttl)
+    : stream_(std::move(stream)), idempotency_ttl_(std::max(idempotency_ttl, Millis(1))) {}
 
 StatusOr<AppendResult> Producer::Append(redis::Session& session,
                                         const AppendRequest& request) const {
