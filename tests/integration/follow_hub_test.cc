@@ -189,6 +189,17 @@ TEST_F(FollowHubTest, StopWakesWaitingFollowers) {
   EXPECT_LT(SteadyClock::now() - started, Millis(10000));
 }
 
+TEST_F(FollowHubTest, AFollowerMayOutliveItsHub) {
+  std::unique_ptr<Follower> follower;
+  {
+    FollowHub hub(server_.ClientOptions(), nullptr);
+    follower = hub.Follow("feed", "$");
+  }
+  std::vector<StreamEntry> batch;
+  EXPECT_EQ(follower->Next(&batch, Millis(100)).code(), StatusCode::kCancelled);
+  follower.reset();  // no use of the hub after it is gone (ASan would say)
+}
+
 class FollowHubRestartTest : public FollowHubTest {
  protected:
   FollowHubRestartTest() : FollowHubTest(RedisServerOptions{.append_only = true}) {}
