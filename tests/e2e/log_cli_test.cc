@@ -272,6 +272,7 @@ TEST_F(LogCliTest, TailFollowsFromSinceUntilInterrupted) {
         << tail.out() << tail.err();
     EXPECT_EQ(tail.Stop(signal), 0) << tail.err();
     EXPECT_EQ(Ids(tail.out()), from_since);
+    EXPECT_EQ(SanitizerReport(tail.err()), "") << tail.err();
   }
 }
 
