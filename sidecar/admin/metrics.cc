@@ -109,6 +109,15 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
               .Name("streamcar_lag")
               .Help("Entries of the stream not yet read by the group")
               .Register(r);
+  archive_folded_ = &prometheus::BuildCounter()
+                         .Name("streamcar_archive_folded_total")
+                         .Help("Entries written to the archive by the folder (a refold counts 0)")
+                         .Register(r);
+  archive_watermark_ =
+      &prometheus::BuildGauge()
+           .Name("streamcar_archive_watermark_seconds")
+           .Help("Time of the archive watermark W: the ms part of the highest folded id / 1000")
+           .Register(r);
   handler_up_ = &prometheus::BuildGauge()
                      .Name("streamcar_handler_up")
                      .Help("1 while the handler accepts connections (and health_url answers 2xx)")
@@ -179,6 +188,16 @@ prometheus::Counter& Metrics::Produced(const std::string& stream) {
 prometheus::Gauge& Metrics::Followers(const std::string& stream) {
   std::lock_guard lock(mutex_);
   return followers_->Add({{"stream", stream}});
+}
+
+prometheus::Counter& Metrics::ArchiveFolded(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return archive_folded_->Add({{"stream", stream}});
+}
+
+prometheus::Gauge& Metrics::ArchiveWatermark(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return archive_watermark_->Add({{"stream", stream}});
 }
 
 std::string Metrics::Serialize() const {

@@ -60,6 +60,9 @@ class Metrics {
   // Thread-safe; the result lives as long as this object.
   SubscriptionMetrics& ForSubscription(const std::string& subscription);
   prometheus::Counter& Trimmed(const std::string& stream);
+  // The archive folder's (SPEC 10): entries newly written to the archive, and the time of W.
+  prometheus::Counter& ArchiveFolded(const std::string& stream);
+  prometheus::Gauge& ArchiveWatermark(const std::string& stream);
   prometheus::Gauge& redis_up() { return *redis_up_; }
   // The log API (SPEC 10): answers by route (produce|read|follow|other) and status code, entries
   // appended through the API, and the SSE followers of each stream. Thread-safe.
@@ -85,6 +88,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* api_requests_;
   prometheus::Family<prometheus::Counter>* produced_;
   prometheus::Family<prometheus::Gauge>* followers_;
+  prometheus::Family<prometheus::Counter>* archive_folded_;
+  prometheus::Family<prometheus::Gauge>* archive_watermark_;
   prometheus::Family<prometheus::Histogram>* duration_;
   prometheus::Family<prometheus::Histogram>* end_to_end_;
   prometheus::Family<prometheus::Gauge>* inflight_;

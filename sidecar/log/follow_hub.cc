@@ -350,8 +350,8 @@ namespace {
 
 class HubFollower final : public Follower {
  public:
-  HubFollower(FollowHub::Impl* hub, std::string stream, std::string after)
-      : hub_(hub), stream_(std::move(stream)) {
+  HubFollower(std::shared_ptr<FollowHub::Impl> hub, std::string stream, const std::string& after)
+      : hub_(std::move(hub)), stream_(std::move(stream)) {
     hub_->AddFollower(stream_);
     if (after == "$") {
       Status error;
@@ -462,7 +462,7 @@ class HubFollower final : public Follower {
     }
   }
 
-  FollowHub::Impl* hub_;
+  std::shared_ptr<FollowHub::Impl> hub_;
   std::string stream_;
   EntryId position_ = kMinId;
   bool resolve_now_ = false;
@@ -472,13 +472,13 @@ class HubFollower final : public Follower {
 }  // namespace
 
 FollowHub::FollowHub(redis::ConnectionOptions options, ArchiveStore* archive, FollowOptions tuning)
-    : impl_(std::make_unique<Impl>(std::move(options), archive, tuning)) {}
+    : impl_(std::make_shared<Impl>(std::move(options), archive, tuning)) {}
 
 FollowHub::~FollowHub() { impl_->Stop(); }
 
 std::unique_ptr<Follower> FollowHub::Follow(const std::string& stream,
                                             const std::string& after_id) {
-  return std::make_unique<HubFollower>(impl_.get(), stream, after_id);
+  return std::make_unique<HubFollower>(impl_, stream, after_id);
 }
 
 int FollowHub::FollowerCount(const std::string& stream) const {

@@ -49,7 +49,8 @@ class FollowHub {
   FollowHub& operator=(const FollowHub&) = delete;
 
   // Follows `stream` from just after `after_id` ("$" = from now on; "0-0" = from the start).
-  // Thread-safe. The follower ends when it is destroyed.
+  // Thread-safe. The follower ends when it is destroyed; it may outlive the hub (its Next then
+  // answers kCancelled).
   std::unique_ptr<Follower> Follow(const std::string& stream, const std::string& after_id);
   // The followers of `stream` now (the streamcar_followers gauge).
   int FollowerCount(const std::string& stream) const;
@@ -59,7 +60,7 @@ class FollowHub {
   class Impl;  // opaque; public so that the followers it makes can reach it
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the followers, which may outlive the hub
 };
 
 }  // namespace streamcar::log

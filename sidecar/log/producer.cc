@@ -59,8 +59,8 @@ return {'appended', id}
 
 }  // namespace
 
-Producer::Producer(const config::LogStream& stream, Millis idempotency_ttl)
-    : stream_(stream), idempotency_ttl_(std::max(idempotency_ttl, Millis(1))) {}
+Producer::Producer(config::LogStream stream, Millis idempotency_ttl)
+    : stream_(std::move(stream)), idempotency_ttl_(std::max(idempotency_ttl, Millis(1))) {}
 
 StatusOr<AppendResult> Producer::Append(redis::Session& session,
                                         const AppendRequest& request) const {
@@ -84,7 +84,9 @@ StatusOr<AppendResult> Producer::Append(redis::Session& session,
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   redis::Command call = kAppendScript.Call(key_views);
   call.Arg(request.entry_id.empty() ? std::string_view("*") : std::string_view(request.entry_id));
-  call.Arg(stream_.max_len > 0 ? stream_.max_len : int64_t{0});
+  // An archived stream is trimmed only by its folder, below the watermark (SPEC 10): a MAXLEN
+  // here would drop entries that were never folded.
+  call.Arg(stream_.max_len > 0 && !stream_.archive ? stream_.max_len : int64_t{0});
   call.Arg(static_cast<int64_t>(idempotency_ttl_.count()));
   call.Arg(stream_.notify ? stream_.name + ":events" : std::string());
   for (const auto& [field, value] : request.fields) call.Arg(field).Arg(value);

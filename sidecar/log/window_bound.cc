@@ -89,14 +89,14 @@ StatusOr<uint64_t> ParseRfc3339(std::string_view text) {
         !Number(text, pos + 4, 2, &off_m) || off_h > 23 || off_m > 59) {
       return Invalid(text, "the UTC offset must be Z or +HH:MM / -HH:MM");
     }
-    offset_minutes = (text[pos] == '-' ? -1 : 1) * (off_h * 60 + off_m);
+    offset_minutes = (text[pos] == '-' ? -1 : 1) * (int64_t{off_h} * 60 + off_m);
     pos += 6;
   } else {
     return Invalid(text, "an RFC 3339 instant needs a time zone: Z or +HH:MM / -HH:MM");
   }
   if (pos != text.size()) return Invalid(text, kForms);
-  const int64_t seconds = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 +
-                          second - offset_minutes * 60;
+  const int64_t seconds = DaysFromCivil(year, month, day) * 86400 + int64_t{hour} * 3600 +
+                          int64_t{minute} * 60 + second - offset_minutes * 60;
   if (seconds < 0) return Invalid(text, "before 1970-01-01T00:00:00Z, where entry ids start");
   return static_cast<uint64_t>(seconds) * 1000 + static_cast<uint64_t>(millis);
 }

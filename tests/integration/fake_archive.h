@@ -28,19 +28,22 @@ class FakeArchive : public ArchiveStore {
   std::function<void()> before_watermark;
   std::function<void()> before_read;
 
-  StatusOr<std::string> Fold(const std::string& stream, const std::vector<StreamEntry>& entries,
-                             int64_t fence_token) override {
+  StatusOr<log::FoldResult> Fold(const std::string& stream, const std::vector<StreamEntry>& entries,
+                                 int64_t fence_token) override {
     std::lock_guard lock(mutex_);
     auto& s = streams_[stream];
     if (fence_token < s.token) return Status(StatusCode::kFatal, "fenced");
     s.token = fence_token;
+    log::FoldResult result;
     for (const auto& entry : entries) {
       auto id = *ParseId(entry.id);
-      s.entries.emplace(id, entry);  // an id already archived is kept as it was
+      // An id already archived is kept as it was.
+      if (s.entries.emplace(id, entry).second) ++result.inserted;
       if (id > s.watermark) s.watermark = id;
     }
     ++folds_;
-    return FormatId(s.watermark);
+    result.watermark = FormatId(s.watermark);
+    return result;
   }
 
   StatusOr<std::string> Watermark(const std::string& stream) override {

@@ -175,6 +175,17 @@ TEST_F(ProducerTest, MaxLenCapsTheStreamApproximately) {
   EXPECT_LT(len, 300);  // MAXLEN ~ trims whole nodes (100 entries each by default)
 }
 
+TEST_F(ProducerTest, AnArchivedStreamIsNeverCappedByTheAppend) {
+  auto stream = Stream("feed");
+  stream.max_len = 100;
+  stream.archive = true;  // only the folder trims it, after folding
+  Producer producer(stream, Millis(60000));
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(producer.Append(*session_, request).ok());
+  EXPECT_EQ(Len("feed"), 500);
+}
+
 TEST_F(ProducerTest, NotifyPublishesTheIdAfterTheAppendOnly) {
   auto stream = Stream("feed");
   stream.notify = true;
