@@ -7,13 +7,14 @@ FROM docker.io/library/debian:bookworm-slim AS build
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       g++ cmake ninja-build pkg-config libhiredis-dev libyaml-cpp-dev prometheus-cpp-dev \
-      libcpp-httplib-dev rapidjson-dev libssl-dev \
+      libcpp-httplib-dev rapidjson-dev libssl-dev libsqlite3-dev libpq-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY sidecar ./sidecar
 COPY bench ./bench
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTREAMCAR_TESTS=OFF >/dev/null \
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTREAMCAR_TESTS=OFF \
+      -DSTREAMCAR_POSTGRES=ON >/dev/null \
  && cmake --build /build -j 2 --target streamcar \
  && strip /build/streamcar
 
@@ -27,7 +28,7 @@ LABEL org.opencontainers.image.title="streamcar" \
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libhiredis0.14 libyaml-cpp0.7 libprometheus-cpp-core1.0 libcpp-httplib0.11 libssl3 \
-      ca-certificates \
+      libsqlite3-0 libpq5 ca-certificates \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/*
 COPY --from=build /build/streamcar /usr/local/bin/streamcar
 COPY config/streamcar.example.yaml /etc/streamcar/streamcar.example.yaml

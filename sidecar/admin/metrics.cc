@@ -76,6 +76,19 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("streamcar_trimmed_total")
                   .Help("Entries removed by the retention beat")
                   .Register(r);
+  api_requests_ = &prometheus::BuildCounter()
+                       .Name("streamcar_api_requests_total")
+                       .Help("Log API answers by route and HTTP status (SPEC 10)")
+                       .Register(r);
+  produced_ =
+      &prometheus::BuildCounter()
+           .Name("streamcar_produced_total")
+           .Help("Entries appended through the log API (repeats of an idempotency key not counted)")
+           .Register(r);
+  followers_ = &prometheus::BuildGauge()
+                    .Name("streamcar_followers")
+                    .Help("Server-Sent Events followers of the stream now")
+                    .Register(r);
   duration_ = &prometheus::BuildHistogram()
                    .Name("streamcar_delivery_duration_seconds")
                    .Help("Time of one POST to the handler")
@@ -96,6 +109,15 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
               .Name("streamcar_lag")
               .Help("Entries of the stream not yet read by the group")
               .Register(r);
+  archive_folded_ = &prometheus::BuildCounter()
+                         .Name("streamcar_archive_folded_total")
+                         .Help("Entries written to the archive by the folder (a refold counts 0)")
+                         .Register(r);
+  archive_watermark_ =
+      &prometheus::BuildGauge()
+           .Name("streamcar_archive_watermark_seconds")
+           .Help("Time of the archive watermark W: the ms part of the highest folded id / 1000")
+           .Register(r);
   handler_up_ = &prometheus::BuildGauge()
                      .Name("streamcar_handler_up")
                      .Help("1 while the handler accepts connections (and health_url answers 2xx)")
@@ -151,6 +173,31 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
 prometheus::Counter& Metrics::Trimmed(const std::string& stream) {
   std::lock_guard lock(mutex_);
   return trimmed_->Add({{"stream", stream}});
+}
+
+prometheus::Counter& Metrics::ApiRequests(const std::string& route, int code) {
+  std::lock_guard lock(mutex_);
+  return api_requests_->Add({{"route", route}, {"code", std::to_string(code)}});
+}
+
+prometheus::Counter& Metrics::Produced(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return produced_->Add({{"stream", stream}});
+}
+
+prometheus::Gauge& Metrics::Followers(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return followers_->Add({{"stream", stream}});
+}
+
+prometheus::Counter& Metrics::ArchiveFolded(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return archive_folded_->Add({{"stream", stream}});
+}
+
+prometheus::Gauge& Metrics::ArchiveWatermark(const std::string& stream) {
+  std::lock_guard lock(mutex_);
+  return archive_watermark_->Add({{"stream", stream}});
 }
 
 std::string Metrics::Serialize() const {

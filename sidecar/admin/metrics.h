@@ -60,7 +60,15 @@ class Metrics {
   // Thread-safe; the result lives as long as this object.
   SubscriptionMetrics& ForSubscription(const std::string& subscription);
   prometheus::Counter& Trimmed(const std::string& stream);
+  // The archive folder's (SPEC 10): entries newly written to the archive, and the time of W.
+  prometheus::Counter& ArchiveFolded(const std::string& stream);
+  prometheus::Gauge& ArchiveWatermark(const std::string& stream);
   prometheus::Gauge& redis_up() { return *redis_up_; }
+  // The log API (SPEC 10): answers by route (produce|read|follow|other) and status code, entries
+  // appended through the API, and the SSE followers of each stream. Thread-safe.
+  prometheus::Counter& ApiRequests(const std::string& route, int code);
+  prometheus::Counter& Produced(const std::string& stream);
+  prometheus::Gauge& Followers(const std::string& stream);
 
   // The Prometheus text exposition format.
   std::string Serialize() const;
@@ -77,6 +85,11 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* unknown_ids_;
   prometheus::Family<prometheus::Counter>* settle_failures_;
   prometheus::Family<prometheus::Counter>* trimmed_;
+  prometheus::Family<prometheus::Counter>* api_requests_;
+  prometheus::Family<prometheus::Counter>* produced_;
+  prometheus::Family<prometheus::Gauge>* followers_;
+  prometheus::Family<prometheus::Counter>* archive_folded_;
+  prometheus::Family<prometheus::Gauge>* archive_watermark_;
   prometheus::Family<prometheus::Histogram>* duration_;
   prometheus::Family<prometheus::Histogram>* end_to_end_;
   prometheus::Family<prometheus::Gauge>* inflight_;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "sidecar/common/text.h"
+#include "sidecar/log/entry_id.h"
+#include "sidecar/log/log_reader.h"
 
 namespace streamcar::cli {
 namespace {
@@ -21,6 +23,12 @@ std::string CommandName(CommandKind command) {
       return "dlq list";
     case CommandKind::kDlqReplay:
       return "dlq replay";
+    case CommandKind::kProduce:
+      return "produce";
+    case CommandKind::kRead:
+      return "read";
+    case CommandKind::kTail:
+      return "tail";
     case CommandKind::kVersion:
       return "version";
   }
@@ -35,6 +43,11 @@ struct Accepts {
   bool count = false;
   bool id = false;
   bool dry_run = false;
+  bool stream = false;           // a STREAM argument (required)
+  bool fields = false;           // FIELD=VALUE arguments after it
+  bool produce_options = false;  // --idempotency-key, --id ID (one)
+  bool since = false;
+  bool until = false;
 };
 
 Accepts AcceptsOf(CommandKind command) {
@@ -48,6 +61,17 @@ Accepts AcceptsOf(CommandKind command) {
       return {.config = true, .json = true, .subscription = true, .count = true};
     case CommandKind::kDlqReplay:
       return {.config = true, .subscription = true, .count = true, .id = true, .dry_run = true};
+    case CommandKind::kProduce:
+      return {.config = true, .id = true, .stream = true, .fields = true, .produce_options = true};
+    case CommandKind::kRead:
+      return {.config = true,
+              .json = true,
+              .count = true,
+              .stream = true,
+              .since = true,
+              .until = true};
+    case CommandKind::kTail:
+      return {.config = true, .json = true, .stream = true, .since = true};
     case CommandKind::kVersion:
       return {};
   }
@@ -66,6 +90,9 @@ std::string GeneralHelp() {
          "  streamcar dlq list   [-c FILE] --subscription NAME [--count N] [--json]\n"
          "  streamcar dlq replay [-c FILE] --subscription NAME [--count N] [--id ID ...] "
          "[--dry-run]\n"
+         "  streamcar produce [-c FILE] STREAM FIELD=VALUE ...   append one entry, print its id\n"
+         "  streamcar read   [-c FILE] STREAM [--since T] [--until T] [--count N] [--json]\n"
+         "  streamcar tail   [-c FILE] STREAM [--since T]  follow new entries until interrupted\n"
          "  streamcar version\n"
          "\n"
          "Options:\n"
@@ -102,6 +129,37 @@ std::string HelpText(CommandKind command) {
              "them from the dead-letter stream, one entry at a time: the dead letter is deleted "
              "only\n"
              "after its copy was added (one script per entry).\n";
+    case CommandKind::kProduce:
+      return "Usage: streamcar produce [-c FILE] STREAM FIELD=VALUE ... [--idempotency-key K] "
+             "[--id ID]\n\n"
+             "Appends one entry to STREAM and prints its id (the receipt). Each FIELD=VALUE is "
+             "one\n"
+             "field, in order; the value is everything after the first '='. A stream listed under\n"
+             "`streams:` uses its max_len and notify settings; one with produce: false is "
+             "refused.\n"
+             "  --idempotency-key K  a repeat of K within api.idempotency_ttl appends nothing and\n"
+             "                       prints the first append's id\n"
+             "  --id ID              append with exactly this id (<ms>-<seq>); an id not above "
+             "the\n"
+             "                       stream's top fails (exit 1) and names the top\n"
+             "  --                   every later argument is a FIELD=VALUE, even one starting with "
+             "-\n";
+    case CommandKind::kRead:
+      return "Usage: streamcar read [-c FILE] STREAM [--since T] [--until T] [--count N] "
+             "[--json]\n\n"
+             "Prints the entries of STREAM in [since, until), oldest first: archived entries (a\n"
+             "stream with archive: true) and the live stream merged, with no gap and no "
+             "duplicate.\n"
+             "T is an RFC 3339 instant (2026-11-30T14:30:00Z), milliseconds since the epoch or an\n"
+             "entry id. --count caps the entries printed (default 100). One line per entry (id,\n"
+             "time, fields), or with --json one document {\"stream\",\"entries\",\"next\"}, the\n"
+             "entries as the log API encodes them.\n";
+    case CommandKind::kTail:
+      return "Usage: streamcar tail [-c FILE] STREAM [--since T] [--json]\n\n"
+             "Prints new entries of STREAM as they are appended, until SIGINT or SIGTERM (exit "
+             "0).\n"
+             "--since T starts at T (an RFC 3339 instant, milliseconds or an entry id; archived\n"
+             "entries included) instead of now. With --json one entry per line as JSON.\n";
     case CommandKind::kVersion:
       return "Usage: streamcar version\n\nPrints the version.\n";
   }
@@ -126,6 +184,12 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       parsed.command = CommandKind::kStatus;
     } else if (word == "version") {
       parsed.command = CommandKind::kVersion;
+    } else if (word == "produce") {
+      parsed.command = CommandKind::kProduce;
+    } else if (word == "read") {
+      parsed.command = CommandKind::kRead;
+    } else if (word == "tail") {
+      parsed.command = CommandKind::kTail;
     } else if (word == "dlq") {
       if (i >= args.size() || args[i].starts_with("-")) {
         if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) {
@@ -145,18 +209,42 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       }
     } else {
       std::string message = "unknown command \"" + word + "\"";
-      if (auto meant = ClosestMatch(word, {"run", "check", "status", "dlq", "version"})) {
+      if (auto meant = ClosestMatch(
+              word, {"run", "check", "status", "dlq", "produce", "read", "tail", "version"})) {
         message += " (did you mean " + *meant + "?)";
       } else {
-        message += " (commands: run, check, status, dlq, version)";
+        message += " (commands: run, check, status, dlq, produce, read, tail, version)";
       }
       return fail(message);
     }
   }
   const Accepts accepts = AcceptsOf(parsed.command);
   std::optional<std::string> config_flag;
+  bool only_positionals = false;  // after "--"
   while (i < args.size()) {
     std::string arg = args[i++];
+    const std::string command = CommandName(parsed.command);
+    if (only_positionals || !arg.starts_with("-") || arg == "-") {
+      // STREAM, then (produce) FIELD=VALUE ...
+      if (accepts.stream && parsed.stream.empty()) {
+        if (arg.empty()) return fail(command + " needs a stream name, not \"\"");
+        parsed.stream = arg;
+        continue;
+      }
+      if (accepts.fields) {
+        const auto eq = arg.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          return fail("\"" + PrintableOneLine(arg) + "\" is not FIELD=VALUE");
+        }
+        parsed.fields.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
+        continue;
+      }
+      return fail("unexpected argument \"" + arg + "\" for \"" + command + "\"");
+    }
+    if (arg == "--" && accepts.fields) {
+      only_positionals = true;
+      continue;
+    }
     std::optional<std::string> inline_value;
     if (arg.starts_with("--")) {
       if (auto eq = arg.find('='); eq != std::string::npos) {
@@ -169,7 +257,6 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       if (i >= args.size()) return std::nullopt;
       return args[i++];
     };
-    const std::string command = CommandName(parsed.command);
     auto not_here = [&]() {
       return fail("option " + arg + " does not apply to \"" + command + "\"");
     };
@@ -200,6 +287,23 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
         return fail("--count must be a whole number of at least 1 (got \"" + *v + "\")");
       }
       parsed.count = count;
+    } else if (arg == "--id" && accepts.produce_options) {
+      auto v = value();
+      if (!v || !log::ParseId(*v)) return fail("--id needs an entry id like 1700000000000-0");
+      if (!parsed.entry_id.empty()) return fail("produce takes one --id");
+      parsed.entry_id = *v;
+    } else if (arg == "--idempotency-key") {
+      if (!accepts.produce_options) return not_here();
+      auto v = value();
+      if (!v || v->empty()) return fail("--idempotency-key needs a key");
+      parsed.idempotency_key = *v;
+    } else if (arg == "--since" || arg == "--until") {
+      if (arg == "--since" ? !accepts.since : !accepts.until) return not_here();
+      auto v = value();
+      if (!v) return fail(arg + " needs a time or an entry id");
+      auto bound = log::ParseBound(*v);
+      if (!bound.ok()) return fail(arg + ": " + bound.status().message());
+      (arg == "--since" ? parsed.since : parsed.until) = *bound;
     } else if (arg == "--id") {
       if (!accepts.id) return not_here();
       auto v = value();
@@ -217,6 +321,12 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
     } else {
       return fail("unexpected argument \"" + arg + "\" for \"" + command + "\"");
     }
+  }
+  if (accepts.stream && parsed.stream.empty()) {
+    return fail(CommandName(parsed.command) + " needs a STREAM argument");
+  }
+  if (parsed.command == CommandKind::kProduce && parsed.fields.empty()) {
+    return fail("produce needs at least one FIELD=VALUE");
   }
   if ((parsed.command == CommandKind::kDlqList || parsed.command == CommandKind::kDlqReplay) &&
       parsed.subscription.empty()) {

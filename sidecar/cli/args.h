@@ -4,11 +4,22 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace streamcar::cli {
 
-enum class CommandKind { kRun, kCheck, kStatus, kDlqList, kDlqReplay, kVersion };
+enum class CommandKind {
+  kRun,
+  kCheck,
+  kStatus,
+  kDlqList,
+  kDlqReplay,
+  kProduce,
+  kRead,
+  kTail,
+  kVersion
+};
 
 struct Arguments {
   CommandKind command = CommandKind::kRun;
@@ -20,6 +31,13 @@ struct Arguments {
   std::optional<long> count;
   std::vector<std::string> ids;  // --id, each once, in the order first given
   bool dry_run = false;
+  // produce / read / tail (SPEC 10)
+  std::string stream;                                       // the STREAM argument
+  std::vector<std::pair<std::string, std::string>> fields;  // produce: FIELD=VALUE, in order
+  std::string idempotency_key;                              // produce --idempotency-key
+  std::string entry_id;                                     // produce --id: "<ms>-<seq>"
+  std::string since;  // read/tail --since, as the entry id it stands for ("" = not given)
+  std::string until;  // read --until, as an entry id ("" = not given)
 };
 
 inline constexpr const char* kDefaultConfigPath = "/etc/streamcar/streamcar.yaml";

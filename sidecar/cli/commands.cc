@@ -27,6 +27,12 @@ int Dispatch(const Arguments& args) {
       return DlqListCommand(args);
     case CommandKind::kDlqReplay:
       return DlqReplayCommand(args);
+    case CommandKind::kProduce:
+      return ProduceCommand(args);
+    case CommandKind::kRead:
+      return ReadCommand(args);
+    case CommandKind::kTail:
+      return TailCommand(args);
   }
   return 2;
 }

@@ -14,5 +14,8 @@ int VersionCommand();
 int StatusCommand(const Arguments& args);
 int DlqListCommand(const Arguments& args);
 int DlqReplayCommand(const Arguments& args);
+int ProduceCommand(const Arguments& args);
+int ReadCommand(const Arguments& args);
+int TailCommand(const Arguments& args);
 
 }  // namespace streamcar::cli

@@ -22,7 +22,9 @@ bool IsValidUtf8(std::string_view bytes);
 struct EntryId {
   uint64_t ms = 0;
   uint64_t seq = 0;
-  friend auto operator<=>(const EntryId&, const EntryId&) = default;
+  // clang-tidy reads the comparison category's literal 0 as a null pointer.
+  friend auto operator<=>(const EntryId&,
+                          const EntryId&) = default;  // NOLINT(modernize-use-nullptr)
   std::string ToString() const { return std::to_string(ms) + "-" + std::to_string(seq); }
 };
 std::optional<EntryId> ParseEntryId(std::string_view text);

@@ -24,8 +24,9 @@ struct ConfigProblem {
   std::string message;
 };
 
-const std::vector<std::string_view> kTopKeys = {"version",  "redis",    "consumer",     "admin",
-                                                "shutdown", "defaults", "subscriptions"};
+const std::vector<std::string_view> kTopKeys = {"version",  "redis",    "consumer",      "admin",
+                                                "shutdown", "defaults", "subscriptions", "api",
+                                                "streams",  "archive"};
 const std::vector<std::string_view> kRedisKeys = {
     "url", "username", "password", "connect_timeout", "command_timeout", "tls"};
 const std::vector<std::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file", "server_name",
@@ -38,6 +39,15 @@ const std::vector<std::string_view> kHandlerKeys = {
     "format", "raw_field", "headers",     "health_url", "reject_statuses"};
 const std::vector<std::string_view> kRetryKeys = {"max_attempts", "initial_backoff", "max_backoff",
                                                   "multiplier", "jitter"};
+const std::vector<std::string_view> kRetentionKeys = {"max_len", "max_age", "interval"};
+// SPEC section 10: the log API, the streams it serves and the archive below the watermark.
+const std::vector<std::string_view> kApiKeys = {"listen", "token_file", "max_body",
+                                                "idempotency_ttl"};
+const std::vector<std::string_view> kStreamKeys = {"name",   "produce",   "max_len",
+                                                   "notify", "retention", "archive"};
+const std::vector<std::string_view> kArchiveKeys = {"url", "interval", "batch"};
+// The largest max_len a stream or retention accepts (as for dead_letter.max_len).
+constexpr int64_t kMaxLen = int64_t{1} << 40;
 
 class Decoder {
  public:
@@ -63,7 +73,7 @@ class Decoder {
       CheckKeys(admin, "admin", {"listen"});
       if (admin["listen"]) {
         config.admin.listen = Text(admin["listen"], "admin.listen");
-        CheckListen(admin["listen"], config.admin.listen);
+        CheckListen(admin["listen"], "admin.listen", config.admin.listen);
       }
     }
     if (auto shutdown = root["shutdown"]) {
@@ -89,14 +99,20 @@ class Decoder {
       CheckKeys(node, "defaults", kBodyKeys);
       DecodeBody(node, "defaults", &defaults);
     }
+    if (auto api = root["api"]) DecodeApi(api, &config.api);
+    if (auto streams = root["streams"]) DecodeStreams(streams, &config.streams);
+    if (auto archive = root["archive"]) DecodeArchive(archive, &config.archive);
+    // A sidecar that only serves the log API (SPEC 10) has `streams` and no subscriptions.
     auto subscriptions = root["subscriptions"];
-    if (!subscriptions || subscriptions.IsNull()) {
-      Fail(root, "subscriptions", "required: a list with at least one subscription");
+    const bool serves_streams = !config.streams.empty();
+    if ((!subscriptions || subscriptions.IsNull()) && !serves_streams) {
+      Fail(root, "subscriptions",
+           "required: a list with at least one subscription (or a `streams` list, SPEC 10)");
     }
-    if (!subscriptions.IsSequence()) {
+    if (subscriptions && !subscriptions.IsNull() && !subscriptions.IsSequence()) {
       Fail(subscriptions, "subscriptions", "must be a list of subscriptions");
     }
-    for (size_t i = 0; i < subscriptions.size(); ++i) {
+    for (size_t i = 0; subscriptions && i < subscriptions.size(); ++i) {
       const std::string path = "subscriptions[" + std::to_string(i) + "]";
       config.subscriptions.push_back(DecodeSubscription(subscriptions[i], path, defaults));
       subscription_lines_.push_back(Line(subscriptions[i]));
@@ -134,7 +150,13 @@ class Decoder {
       size_t index = std::strtoul(path.c_str() + 14, nullptr, 10);
       if (index < subscription_lines_.size()) return subscription_lines_[index];
     }
-    if (path.starts_with("redis") && root["redis"]) return Line(root["redis"]);
+    if (path.starts_with("streams[")) {
+      size_t index = std::strtoul(path.c_str() + 8, nullptr, 10);
+      if (index < stream_lines_.size()) return stream_lines_[index];
+    }
+    for (const char* section : {"redis", "api", "archive"}) {
+      if (path.starts_with(section) && root[section]) return Line(root[section]);
+    }
     return 0;
   }
 
@@ -230,19 +252,18 @@ class Decoder {
     return *value;
   }
 
-  void CheckListen(const YAML::Node& node, const std::string& listen) {
+  void CheckListen(const YAML::Node& node, const std::string& path, const std::string& listen) {
     if (listen.empty()) return;
     auto colon = listen.rfind(':');
     if (colon == std::string::npos || colon == 0) {
-      Fail(node, "admin.listen",
-           "must be host:port, e.g. 0.0.0.0:9464 or [::]:9464 (or \"\" for off)");
+      Fail(node, path, "must be host:port, e.g. 127.0.0.1:9465 or [::1]:9465 (or \"\" for off)");
     }
     int port = 0;
     auto port_text = std::string_view(listen).substr(colon + 1);
     auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 ||
         port > 65535) {
-      Fail(node, "admin.listen", "port must be 1..65535 (got \"" + std::string(port_text) + "\")");
+      Fail(node, path, "port must be 1..65535 (got \"" + std::string(port_text) + "\")");
     }
   }
 
@@ -369,17 +390,69 @@ class Decoder {
       if (ack["delete"]) sub->ack.delete_entries = Bool(ack["delete"], p + ".delete");
     }
     if (auto retention = node["retention"]) {
-      const std::string p = path + ".retention";
-      RequireMap(retention, p);
-      CheckKeys(retention, p, {"max_len", "max_age", "interval"});
-      if (retention["max_len"]) {
-        sub->retention.max_len = Int(retention["max_len"], p + ".max_len", 0, int64_t{1} << 40);
+      DecodeRetention(retention, path + ".retention", &sub->retention);
+    }
+  }
+
+  // `retention` of a subscription (4.4) and of a log API stream (10): the same keys and rules.
+  void DecodeRetention(const YAML::Node& node, const std::string& p, RetentionConfig* retention) {
+    RequireMap(node, p);
+    CheckKeys(node, p, kRetentionKeys);
+    if (node["max_len"]) retention->max_len = Int(node["max_len"], p + ".max_len", 0, kMaxLen);
+    if (node["max_age"]) retention->max_age = Duration(node["max_age"], p + ".max_age", true);
+    if (node["interval"]) {
+      retention->interval = Duration(node["interval"], p + ".interval", false);
+    }
+  }
+
+  void DecodeApi(const YAML::Node& node, ApiConfig* api) {
+    RequireMap(node, "api");
+    CheckKeys(node, "api", kApiKeys);
+    if (node["listen"]) {
+      api->listen = Text(node["listen"], "api.listen");
+      CheckListen(node["listen"], "api.listen", api->listen);
+    }
+    if (node["token_file"]) api->token_file = Text(node["token_file"], "api.token_file");
+    if (node["max_body"]) api->max_body = Size(node["max_body"], "api.max_body");
+    if (node["idempotency_ttl"]) {
+      api->idempotency_ttl = Duration(node["idempotency_ttl"], "api.idempotency_ttl", false);
+    }
+  }
+
+  void DecodeStreams(const YAML::Node& node, std::vector<LogStream>* streams) {
+    if (node.IsNull()) return;
+    if (!node.IsSequence()) Fail(node, "streams", "must be a list of streams");
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string p = "streams[" + std::to_string(i) + "]";
+      const YAML::Node item = node[i];
+      RequireMap(item, p);
+      CheckKeys(item, p, kStreamKeys);
+      LogStream stream;
+      stream.name = RequiredText(item, p, "name");
+      if (item["produce"]) stream.produce = Bool(item["produce"], p + ".produce");
+      if (item["max_len"]) stream.max_len = Int(item["max_len"], p + ".max_len", 0, kMaxLen);
+      if (item["notify"]) stream.notify = Bool(item["notify"], p + ".notify");
+      if (auto retention = item["retention"]) {
+        DecodeRetention(retention, p + ".retention", &stream.retention);
       }
-      if (retention["max_age"])
-        sub->retention.max_age = Duration(retention["max_age"], p + ".max_age", true);
-      if (retention["interval"]) {
-        sub->retention.interval = Duration(retention["interval"], p + ".interval", false);
+      if (item["archive"]) stream.archive = Bool(item["archive"], p + ".archive");
+      streams->push_back(std::move(stream));
+      stream_lines_.push_back(Line(item));
+    }
+  }
+
+  void DecodeArchive(const YAML::Node& node, ArchiveConfig* archive) {
+    RequireMap(node, "archive");
+    CheckKeys(node, "archive", kArchiveKeys);
+    if (node["url"]) {
+      archive->url = Text(node["url"], "archive.url");
+      if (auto why = CheckArchiveUrl(archive->url); !why.empty()) {
+        Fail(node["url"], "archive.url", why);
       }
+    }
+    if (node["interval"]) archive->interval = Duration(node["interval"], "archive.interval", false);
+    if (node["batch"]) {
+      archive->batch = static_cast<int>(Int(node["batch"], "archive.batch", 1, 100000));
     }
   }
 
@@ -474,6 +547,7 @@ class Decoder {
   std::string file_;
   const EnvLookup& env_;
   std::vector<int> subscription_lines_;
+  std::vector<int> stream_lines_;
 };
 
 // Shortest text that reads back as the same double ("0.2", not "0.20000000000000001").
@@ -488,6 +562,14 @@ std::string ShortDouble(double value) {
 
 void EmitDuration(YAML::Emitter& out, const char* key, Millis value) {
   out << YAML::Key << key << YAML::Value << FormatDuration(value);
+}
+
+void EmitRetention(YAML::Emitter& out, const RetentionConfig& retention) {
+  out << YAML::Key << "retention" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "max_len" << YAML::Value << retention.max_len;
+  EmitDuration(out, "max_age", retention.max_age);
+  EmitDuration(out, "interval", retention.interval);
+  out << YAML::EndMap;
 }
 
 void EmitSubscription(YAML::Emitter& out, const Subscription& sub) {
@@ -545,12 +627,40 @@ void EmitSubscription(YAML::Emitter& out, const Subscription& sub) {
   out << YAML::Key << "delete" << YAML::Value << sub.ack.delete_entries;
   out << YAML::EndMap;
 
-  out << YAML::Key << "retention" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "max_len" << YAML::Value << sub.retention.max_len;
-  EmitDuration(out, "max_age", sub.retention.max_age);
-  EmitDuration(out, "interval", sub.retention.interval);
+  EmitRetention(out, sub.retention);
+
+  out << YAML::EndMap;
+}
+
+// SPEC section 10. The token file is printed by path; its content never is.
+void EmitLogApi(YAML::Emitter& out, const Config& config) {
+  const auto& api = config.api;
+  out << YAML::Key << "api" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "listen" << YAML::Value << api.listen;
+  out << YAML::Key << "token_file" << YAML::Value << api.token_file;
+  out << YAML::Key << "max_body" << YAML::Value << FormatSize(api.max_body);
+  EmitDuration(out, "idempotency_ttl", api.idempotency_ttl);
   out << YAML::EndMap;
 
+  out << YAML::Key << "streams" << YAML::Value;
+  if (config.streams.empty()) out << YAML::Flow;
+  out << YAML::BeginSeq;
+  for (const auto& stream : config.streams) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << stream.name;
+    out << YAML::Key << "produce" << YAML::Value << stream.produce;
+    out << YAML::Key << "max_len" << YAML::Value << stream.max_len;
+    out << YAML::Key << "notify" << YAML::Value << stream.notify;
+    EmitRetention(out, stream.retention);
+    out << YAML::Key << "archive" << YAML::Value << stream.archive;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "archive" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "url" << YAML::Value << MaskUrlPassword(config.archive.url);
+  EmitDuration(out, "interval", config.archive.interval);
+  out << YAML::Key << "batch" << YAML::Value << config.archive.batch;
   out << YAML::EndMap;
 }
 
@@ -613,9 +723,12 @@ std::string EmitEffectiveYaml(const Config& config) {
   EmitDuration(out, "drain_timeout", config.shutdown.drain_timeout);
   out << YAML::EndMap;
 
-  out << YAML::Key << "subscriptions" << YAML::Value << YAML::BeginSeq;
+  out << YAML::Key << "subscriptions" << YAML::Value;
+  if (config.subscriptions.empty()) out << YAML::Flow;
+  out << YAML::BeginSeq;
   for (const auto& sub : config.subscriptions) EmitSubscription(out, sub);
   out << YAML::EndSeq;
+  EmitLogApi(out, config);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

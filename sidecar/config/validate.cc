@@ -25,11 +25,57 @@ std::string CheckHttpUrl(const std::string& url) {
   return {};
 }
 
+std::string CheckArchiveUrl(const std::string& url) {
+  if (url.empty()) return {};
+  if (url.starts_with("sqlite://")) {
+    // sqlite:///var/lib/x.db: an empty authority, then an absolute path.
+    if (!url.starts_with("sqlite:///") || url.size() == 10) {
+      return "a SQLite archive is sqlite:///absolute/path/to/file.db (got \"" + url + "\")";
+    }
+    return {};
+  }
+  if (url.starts_with("postgres://")) {
+    if (url.size() == 11) return "postgres:// URL has no host (got \"postgres://\")";
+    return {};
+  }
+  return "must be sqlite:///path or postgres://user@host:5432/db (got \"" + MaskUrlPassword(url) +
+         "\")";
+}
+
+namespace {
+
+// SPEC section 10: `streams`, `api` and `archive`. Single keys were checked while loading.
+bool ValidateLogApi(const Config& config, const ProblemSink& problem) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < config.streams.size(); ++i) {
+    const auto& stream = config.streams[i];
+    const std::string path = "streams[" + std::to_string(i) + "]";
+    if (!names.insert(stream.name).second) {
+      problem(path + ".name", "stream \"" + stream.name + "\" is listed by an earlier stream");
+      return false;
+    }
+    if (stream.archive && config.archive.url.empty()) {
+      problem(path + ".archive",
+              "archive: true needs archive.url (sqlite:///path or postgres://...)");
+      return false;
+    }
+  }
+  if (!config.api.listen.empty() && config.api.listen == config.admin.listen) {
+    problem("api.listen", "must differ from admin.listen (" + config.admin.listen + ")");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void ValidateConfig(const Config& config, const ProblemSink& problem) {
-  if (config.subscriptions.empty()) {
-    problem("subscriptions", "at least one subscription is required");
+  if (config.subscriptions.empty() && config.streams.empty()) {
+    problem("subscriptions",
+            "at least one subscription is required (or a `streams` list for the log API)");
     return;
   }
+  if (!ValidateLogApi(config, problem)) return;
   std::set<std::pair<std::string, std::string>> stream_groups;
   std::set<std::string> names;
   for (size_t i = 0; i < config.subscriptions.size(); ++i) {

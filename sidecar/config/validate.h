@@ -16,6 +16,10 @@ using ProblemSink = std::function<void(const std::string& path, const std::strin
 // Checks the assembled configuration; calls `problem` for the first rule broken and stops.
 void ValidateConfig(const Config& config, const ProblemSink& problem);
 
+// Checks an archive URL (SPEC 10): "" (no archive), sqlite:///absolute/path or postgres://...;
+// returns an empty string when valid.
+std::string CheckArchiveUrl(const std::string& url);
+
 // Checks a handler URL ("http://host[:port]/path"); returns an empty string when valid.
 std::string CheckHttpUrl(const std::string& url);
 

@@ -15,6 +15,8 @@
 #include "sidecar/common/version.h"
 #include "sidecar/consumer/retention.h"
 #include "sidecar/consumer/subscription.h"
+#include "sidecar/log/api_server.h"
+#include "sidecar/log/archive_store.h"
 
 namespace streamcar::consumer {
 namespace {
@@ -68,7 +70,24 @@ int RunEngine(const config::Config& config) {
   // Every labelled series exists at 0 before the first scrape (SPEC 5): each subscription's
   // families, and the trimmed counter of every stream a retention rule names.
   for (const auto& sub : config.subscriptions) metrics.ForSubscription(sub.name);
-  for (const auto& rule : TrimRulesOf(config)) metrics.Trimmed(rule.stream);
+  for (const auto& rule : TrimRulesOf(config)) {
+    metrics.Trimmed(rule.stream);
+    if (rule.archive) {
+      metrics.ArchiveFolded(rule.stream);
+      metrics.ArchiveWatermark(rule.stream);
+    }
+  }
+
+  // The archive (SPEC 10), shared by the retention beat's folders and the log API's reads.
+  std::unique_ptr<log::ArchiveStore> archive;
+  if (!config.archive.url.empty()) {
+    auto opened = log::OpenArchive(config.archive.url);
+    if (!opened.ok()) {
+      LogError("fatal: cannot open the archive: " + opened.status().message());
+      return 1;
+    }
+    archive = std::move(*opened);
+  }
 
   admin::AdminServer admin_server({
       [&] { return watchdog.FindWedged(); },
@@ -85,6 +104,24 @@ int RunEngine(const config::Config& config) {
     }
   }
 
+  // The log API (SPEC 10), on its own Redis sessions. A sidecar with streams and no
+  // subscriptions has no groups to ensure: it is ready once Redis is.
+  if (config.subscriptions.empty()) readiness.SetGroupsReady(true);
+  std::unique_ptr<log::ApiServer> api_server;
+  if (!config.api.listen.empty()) {
+    log::ApiServerDeps api_deps;
+    api_deps.redis = redis_options;
+    api_deps.redis.client_name = "streamcar:" + config.consumer_name;
+    api_deps.health = &redis_health;
+    api_deps.metrics = &metrics;
+    api_deps.archive = archive.get();  // null: streams are read from Redis only
+    api_server = std::make_unique<log::ApiServer>(config.api, config.streams, api_deps);
+    if (Status s = api_server->Start(); !s.ok()) {
+      LogError("fatal: " + s.message(), {{"listen", config.api.listen}});
+      return 1;
+    }
+  }
+
   SubscriptionDeps deps;
   deps.redis = redis_options;
   deps.redis_health = &redis_health;
@@ -96,6 +133,9 @@ int RunEngine(const config::Config& config) {
   };
   deps.fatal = [&](const Status& status) { fatal.Report(status); };
 
+  // A sidecar that only serves the log API (`streams` and no `subscriptions`) has no group to
+  // wait for.
+  if (config.subscriptions.empty()) readiness.SetGroupsReady(true);
   std::vector<std::unique_ptr<SubscriptionRuntime>> runtimes;
   for (const auto& sub : config.subscriptions) {
     runtimes.push_back(std::make_unique<SubscriptionRuntime>(sub, deps));
@@ -106,14 +146,15 @@ int RunEngine(const config::Config& config) {
     options.client_name = "streamcar:" + config.consumer_name + ":retention";
     retention = std::make_unique<RetentionBeat>(
         std::move(rules), std::make_unique<redis::Session>(options, "retention", &redis_health),
-        &metrics,
-        watchdog.Register("retention", redis_options.command_timeout * 2 + Millis(30000)));
+        &metrics, watchdog.Register("retention", redis_options.command_timeout * 2 + Millis(30000)),
+        ArchiveDeps{archive.get(), config.consumer_name, config.archive.batch});
   }
   LogInfo("streamcar started", {{"version", kVersion},
                                 {"consumer", config.consumer_name},
                                 {"redis", redis_options.endpoint.Describe()},
                                 {"subscriptions", static_cast<int64_t>(runtimes.size())},
-                                {"admin", config.admin.listen}});
+                                {"admin", config.admin.listen},
+                                {"api", config.api.listen}});
   for (auto& runtime : runtimes) runtime->Start();
   if (retention) retention->Start();
 
@@ -138,6 +179,9 @@ int RunEngine(const config::Config& config) {
             {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
              {"drain_timeout_ms", static_cast<int64_t>(config.shutdown.drain_timeout.count())}});
   }
+  // The API first: no new appends or reads while the rest shuts down (its in-flight requests
+  // finish; followers end).
+  if (api_server) api_server->Stop();
   if (retention) retention->StopAndJoin();
   // Every subscription stops reading at once; only then are the readers waited for.
   for (auto& runtime : runtimes) runtime->RequestStopIntake();

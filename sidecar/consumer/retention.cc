@@ -3,10 +3,23 @@
 #include <prometheus/counter.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "sidecar/common/log.h"
 
 namespace streamcar::consumer {
+
+namespace {
+
+// The smaller of two limits where 0 means "off".
+template <typename T>
+T TighterLimit(T a, T b) {
+  if (a == T{0}) return b;
+  if (b == T{0}) return a;
+  return std::min(a, b);
+}
+
+}  // namespace
 
 std::vector<TrimRule> TrimRulesOf(const config::Config& config) {
   std::vector<TrimRule> rules;
@@ -20,12 +33,62 @@ std::vector<TrimRule> TrimRulesOf(const config::Config& config) {
           {sub.dead_letter.stream, sub.dead_letter.max_len, Millis(0), sub.retention.interval});
     }
   }
+  for (const auto& stream : config.streams) {
+    if (stream.retention.enabled()) {
+      rules.push_back({stream.name, stream.retention.max_len, stream.retention.max_age,
+                       stream.retention.interval});
+    }
+  }
+  // One rule per archived stream (one folder, one lease): the union of every rule on it.
+  for (const auto& stream : config.streams) {
+    if (!stream.archive) continue;
+    std::optional<TrimRule> merged;
+    std::vector<TrimRule> kept;
+    for (auto& rule : rules) {
+      if (rule.stream != stream.name) {
+        kept.push_back(std::move(rule));
+        continue;
+      }
+      if (!merged) {
+        merged = rule;
+        merged->interval = std::min(rule.interval, config.archive.interval);
+        merged->archive = true;
+        continue;
+      }
+      merged->max_len = TighterLimit(merged->max_len, rule.max_len);
+      merged->max_age = TighterLimit(merged->max_age, rule.max_age);
+      merged->interval = std::min(merged->interval, rule.interval);
+    }
+    if (merged) kept.push_back(*merged);
+    rules = std::move(kept);
+  }
   return rules;
 }
 
 RetentionBeat::RetentionBeat(std::vector<TrimRule> rules, std::unique_ptr<redis::Session> session,
-                             admin::Metrics* metrics, admin::Watchdog::Loop* loop)
-    : rules_(std::move(rules)), session_(std::move(session)), metrics_(metrics), loop_(loop) {}
+                             admin::Metrics* metrics, admin::Watchdog::Loop* loop,
+                             ArchiveDeps archive)
+    : rules_(std::move(rules)),
+      archive_(std::move(archive)),
+      session_(std::move(session)),
+      metrics_(metrics),
+      loop_(loop) {
+  for (const auto& rule : rules_) {
+    if (!rule.archive || archive_.store == nullptr) {
+      folders_.push_back(nullptr);
+      continue;
+    }
+    log::FolderOptions options;
+    options.stream = rule.stream;
+    options.holder = archive_.holder;
+    options.batch = archive_.batch;
+    options.max_len = rule.max_len;
+    options.max_age = rule.max_age;
+    // Long enough to survive a step and a late beat; a holder that died is replaced after it.
+    options.lease_ttl = std::max(Millis(10000), rule.interval * 3);
+    folders_.push_back(std::make_unique<log::ArchiveFolder>(options, archive_.store, metrics_));
+  }
+}
 
 RetentionBeat::~RetentionBeat() { StopAndJoin(); }
 
@@ -38,7 +101,28 @@ void RetentionBeat::StopAndJoin() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool RetentionBeat::Trim(const TrimRule& rule) {
+bool RetentionBeat::Fold(size_t index, bool* more) {
+  const TrimRule& rule = rules_[index];
+  if (!folders_[index]) {
+    // Trimming an archived stream without its archive would lose what it trims.
+    LogError("archived stream not trimmed: no archive is open (archive.url)",
+             {{"stream", rule.stream}});
+    return true;
+  }
+  auto step = folders_[index]->Step(*session_, &stop_);
+  if (step.ok()) {
+    *more = step->more;
+    return true;
+  }
+  LogError("archive fold failed; nothing was trimmed that is not archived",
+           {{"stream", rule.stream}, {"error", step.status().message()}});
+  return session_->connected();
+}
+
+bool RetentionBeat::Trim(size_t index, bool* more) {
+  *more = false;
+  const TrimRule& rule = rules_[index];
+  if (rule.archive) return Fold(index, more);
   auto& trimmed = metrics_->Trimmed(rule.stream);
   auto trim_once = [&](const redis::Command& command) -> std::optional<int64_t> {
     auto reply = session_->Run(command);
@@ -105,7 +189,8 @@ void RetentionBeat::Run() {
     const auto now = SteadyClock::now();
     for (size_t i = 0; i < rules_.size(); ++i) {
       if (now < next[i]) continue;
-      if (Trim(rules_[i])) next[i] = now + rules_[i].interval;
+      bool more = false;
+      if (Trim(i, &more)) next[i] = more ? SteadyClock::now() : now + rules_[i].interval;
     }
     const auto wake = *std::min_element(next.begin(), next.end());
     const auto wait = std::clamp(std::chrono::duration_cast<Millis>(wake - SteadyClock::now()),

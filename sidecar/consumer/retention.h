@@ -3,6 +3,10 @@
 // stream with `dead_letter.max_len`, an XTRIM on its own interval, whether or not anything is
 // consumed (a stream nobody drains is trimmed too). One thread and one Redis connection for all of
 // them. Trimming is idempotent, so every replica may run it.
+//
+// A stream of the log API (`streams:`) with `archive: true` is never trimmed without folding: its
+// beat step is an ArchiveFolder step (sidecar/log/archive_folder.h) that writes the entries due
+// into the archive first and trims only those.
 
 #include <memory>
 #include <string>
@@ -14,6 +18,8 @@
 #include "sidecar/common/clock.h"
 #include "sidecar/common/stop_signal.h"
 #include "sidecar/config/config.h"
+#include "sidecar/log/archive_folder.h"
+#include "sidecar/log/archive_store.h"
 #include "sidecar/redis/session.h"
 
 namespace streamcar::consumer {
@@ -24,11 +30,23 @@ struct TrimRule {
   int64_t max_len = 0;  // XTRIM MAXLEN ~ max_len (0: off)
   Millis max_age{0};    // XTRIM MINID ~ now-max_age (0: off)
   Millis interval{60000};
+  bool archive = false;  // fold into the archive before trimming (SPEC 10)
 };
 
-// The rules a configuration asks for: each subscription's `retention`, and each dead-letter
-// stream's `max_len` (on the subscription's retention interval).
+// The rules a configuration asks for: each subscription's `retention`, each dead-letter stream's
+// `max_len` (on the subscription's retention interval), and each log API stream's `retention`.
+// An archived stream gets exactly one rule, whoever asked for its retention: the union of what
+// they keep trimmed (the smallest max_len and max_age set), on the shortest of their intervals
+// and `archive.interval`, so that it has one folder.
 std::vector<TrimRule> TrimRulesOf(const config::Config& config);
+
+// Where archived rules fold: the store is borrowed (null: an archived rule never trims, and
+// says so), the holder names this replica in the folder's lease.
+struct ArchiveDeps {
+  log::ArchiveStore* store = nullptr;
+  std::string holder;  // the consumer name
+  int batch = 1000;
+};
 
 class RetentionBeat {
  public:
@@ -38,17 +56,21 @@ class RetentionBeat {
   static constexpr int kCallsPerBeat = 10;
 
   RetentionBeat(std::vector<TrimRule> rules, std::unique_ptr<redis::Session> session,
-                admin::Metrics* metrics, admin::Watchdog::Loop* loop);
+                admin::Metrics* metrics, admin::Watchdog::Loop* loop, ArchiveDeps archive = {});
   ~RetentionBeat();
   void Start();
   void StopAndJoin();
 
  private:
   void Run();
-  // Trims one rule; returns false when Redis could not be reached.
-  bool Trim(const TrimRule& rule);
+  // Trims one rule; returns false when Redis could not be reached. Sets *more when an archived
+  // stream has more due than one step folded (the next step follows at once).
+  bool Trim(size_t index, bool* more);
+  bool Fold(size_t index, bool* more);
 
   std::vector<TrimRule> rules_;
+  ArchiveDeps archive_;
+  std::vector<std::unique_ptr<log::ArchiveFolder>> folders_;  // by rule; null: not archived
   std::unique_ptr<redis::Session> session_;
   admin::Metrics* metrics_;
   admin::Watchdog::Loop* loop_;

@@ -176,6 +176,21 @@ void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
 
 }  // namespace
 
+std::string EncodeLogEntry(const StreamEntry& entry) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.StartObject();
+  writer.Key("id");
+  WriteString(writer, entry.id);
+  writer.Key("fields");
+  Base64Lists lists;
+  WritePayloadObject(writer, entry, &lists);
+  WriteList(writer, "base64_fields", lists.fields);
+  WriteList(writer, "base64_names", lists.names);
+  writer.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
 std::string EncodeJsonEnvelope(const std::string& stream, const std::string& group,
                                const StreamEntry& entry) {
   rapidjson::StringBuffer buffer;

@@ -41,4 +41,8 @@ bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEnt
 std::string EncodeJsonEnvelope(const std::string& stream, const std::string& group,
                                const StreamEntry& entry);
 
+// One entry as the log API answers it (SPEC 10): {"id":"...","fields":{...}} with the fields
+// encoded exactly as the json `payload` of 3.1 (base64_fields and base64_names where needed).
+std::string EncodeLogEntry(const StreamEntry& entry);
+
 }  // namespace streamcar::delivery

@@ -6,6 +6,7 @@
 // Thread-safety: every method may be called from any thread; an implementation serializes what
 // it must.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,12 @@
 #include "sidecar/redis/entry.h"
 
 namespace streamcar::log {
+
+// What one Fold did.
+struct FoldResult {
+  std::string watermark;  // W after the transaction
+  int64_t inserted = 0;   // entries that were not archived before (a repeated fold inserts 0)
+};
 
 struct ArchivePage {
   std::string watermark;             // W when the page was read ("0-0": nothing folded)
@@ -28,16 +35,18 @@ class ArchiveStore {
   // folds have used (else kFatal "fenced", writing nothing), records it, inserts `entries`
   // (ascending ids; an id already archived is kept as it was: the fold is idempotent), and
   // advances W to the highest id folded if that is above W (W never moves backwards). Returns W
-  // after the transaction.
-  virtual StatusOr<std::string> Fold(const std::string& stream,
-                                     const std::vector<StreamEntry>& entries,
-                                     int64_t fence_token) = 0;
+  // after the transaction and how many entries were new. kInvalid (writing nothing) for an id
+  // that is not "<ms>-<seq>"; kIo when the store cannot be reached (the transaction may or may
+  // not have committed: folding again is safe).
+  virtual StatusOr<FoldResult> Fold(const std::string& stream,
+                                    const std::vector<StreamEntry>& entries,
+                                    int64_t fence_token) = 0;
 
   // W of `stream` ("0-0" when nothing was folded).
   virtual StatusOr<std::string> Watermark(const std::string& stream) = 0;
 
   // In one read snapshot: W and up to `count` archived entries with `after` < id < `until`
-  // ("" = no upper bound), ascending.
+  // ("" = no upper bound; `after` "" = from the first), ascending. `count` is at least 1.
   virtual StatusOr<ArchivePage> Read(const std::string& stream, const std::string& after,
                                      const std::string& until, int count) = 0;
 };

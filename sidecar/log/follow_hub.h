@@ -28,25 +28,39 @@ class Follower {
   virtual Status Next(std::vector<StreamEntry>* out, Millis wait) = 0;
 };
 
+// Tuning of the shared read; the defaults suit production, tests shrink them.
+struct FollowOptions {
+  // Recent entries kept per followed stream for followers to take from. A follower more than
+  // this many entries behind the shared read catches up through a LogReader instead.
+  size_t buffer_entries = 4096;
+  // How long one shared XREAD blocks before it is issued again. A change of the followed set
+  // interrupts it at once (CLIENT UNBLOCK); this bounds the wait when that is not possible.
+  Millis block{2000};
+};
+
 class FollowHub {
  public:
-  // `archive` may be null (Redis only); it is borrowed and outlives the hub.
-  FollowHub(redis::ConnectionOptions options, ArchiveStore* archive);
+  // `archive` may be null (Redis only); it is borrowed and outlives the hub. Starts the hub's
+  // threads: one owns the shared blocking XREAD connection, one interrupts it when the set of
+  // followed streams grows. Catch-up reads share one more connection.
+  FollowHub(redis::ConnectionOptions options, ArchiveStore* archive, FollowOptions tuning = {});
   ~FollowHub();
   FollowHub(const FollowHub&) = delete;
   FollowHub& operator=(const FollowHub&) = delete;
 
   // Follows `stream` from just after `after_id` ("$" = from now on; "0-0" = from the start).
-  // Thread-safe. The follower ends when it is destroyed.
+  // Thread-safe. The follower ends when it is destroyed; it may outlive the hub (its Next then
+  // answers kCancelled).
   std::unique_ptr<Follower> Follow(const std::string& stream, const std::string& after_id);
   // The followers of `stream` now (the streamcar_followers gauge).
   int FollowerCount(const std::string& stream) const;
   // Wakes every waiting follower with kCancelled and joins the hub's threads.
   void Stop();
 
+  class Impl;  // opaque; public so that the followers it makes can reach it
+
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the followers, which may outlive the hub
 };
 
 }  // namespace streamcar::log

@@ -32,7 +32,7 @@ struct AppendResult {
 
 class Producer {
  public:
-  Producer(const config::LogStream& stream, Millis idempotency_ttl);
+  Producer(config::LogStream stream, Millis idempotency_ttl);
 
   // Appends on the caller's session and thread. The idempotency decision and the append are one
   // atomic step in Redis, in the stream's slot. A `notify` stream PUBLISHes after the append

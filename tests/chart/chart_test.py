@@ -93,6 +93,61 @@ check(trigger["type"] == "redis-streams" and trigger["metadata"]["address"] == "
       and trigger["metadata"]["lagCount"] == "500", "KEDA ScaledObject on the group's lag")
 check("replicas" not in kind(keda, "Deployment")[0]["spec"], "with KEDA the Deployment leaves replicas to it")
 
+# The log API and the archive (SPEC 10): rendered into the config, the token and the archive's
+# storage mounted where the config points.
+def streamcar_container(spec):
+    return [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == "streamcar"][0]
+
+log_api = render("-f", os.path.join(CHART, "examples", "log-api.yaml"))
+lconfig = yaml.safe_load(kind(log_api, "ConfigMap")[0]["data"]["streamcar.yaml"])
+lspec = kind(log_api, "Deployment")[0]["spec"]["template"]["spec"]
+lcontainer = streamcar_container(lspec)
+lmounts = {m["name"]: m for m in lcontainer["volumeMounts"]}
+lvolumes = {v["name"]: v for v in lspec["volumes"]}
+check(lconfig["api"]["listen"] == "127.0.0.1:9465", "api: listens on localhost (the app reaches it in the pod)")
+check(lconfig["api"]["token_file"] == lmounts["streamcar-api-token"]["mountPath"] + "/token"
+      and lvolumes["streamcar-api-token"]["secret"]["secretName"] == "feed-api-token",
+      "api: token_file is the key of the token Secret, mounted")
+check(lconfig["archive"]["url"] == "sqlite://" + lmounts["streamcar-archive"]["mountPath"] + "/archive.db"
+      and lvolumes["streamcar-archive"]["persistentVolumeClaim"]["claimName"] == "t-streamcar-archive",
+      "archive sqlite: the file is on the claim's volume")
+pvc = kind(log_api, "PersistentVolumeClaim")
+check(len(pvc) == 1 and pvc[0]["metadata"]["name"] == "t-streamcar-archive"
+      and pvc[0]["spec"]["resources"]["requests"]["storage"] == "20Gi", "archive sqlite: the chart makes the claim")
+check(lspec["securityContext"]["fsGroup"] == 65532, "archive sqlite: fsGroup makes the claim writable for streamcar")
+check("subscriptions" not in lconfig and lconfig["streams"][0]["archive"] is True, "a config with streams and no subscriptions")
+check(not kind(render(), "PersistentVolumeClaim") and "api" not in yaml.safe_load(kind(render(), "ConfigMap")[0]["data"]["streamcar.yaml"]),
+      "defaults: no API, no archive, no claim")
+
+made = render("--set", "api.enabled=true", "--set", "api.token.value=s3cret")
+check(kind(made, "Secret")[0]["stringData"]["token"] == "s3cret"
+      and yaml.safe_load(kind(made, "ConfigMap")[0]["data"]["streamcar.yaml"])["api"]["token_file"] == "/var/run/streamcar/api/token",
+      "api.token.value: the chart makes the token Secret")
+open_api = yaml.safe_load(kind(render("--set", "api.enabled=true"), "ConfigMap")[0]["data"]["streamcar.yaml"])["api"]
+check("token_file" not in open_api, "api without a token: no token_file")
+
+claimed = render("-f", os.path.join(CHART, "examples", "log-api.yaml"), "--set", "archive.sqlite.existingClaim=mine")
+check(not kind(claimed, "PersistentVolumeClaim")
+      and {v["name"]: v for v in kind(claimed, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]}["streamcar-archive"]["persistentVolumeClaim"]["claimName"] == "mine",
+      "archive.sqlite.existingClaim: used, none made")
+
+shared = render("-f", os.path.join(CHART, "examples", "log-api.yaml"), "--set", "app.replicas=4",
+                "--set", "archive.backend=postgres", "--set", "archive.postgres.existingSecret=archive-db")
+sconfig = yaml.safe_load(kind(shared, "ConfigMap")[0]["data"]["streamcar.yaml"])
+senv = {e["name"]: e for e in streamcar_container(kind(shared, "Deployment")[0]["spec"]["template"]["spec"])["env"]}
+check(sconfig["archive"]["url"] == "${STREAMCAR_ARCHIVE_URL}"
+      and senv["STREAMCAR_ARCHIVE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "archive-db", "key": "url"}
+      and not kind(shared, "PersistentVolumeClaim"),
+      "archive postgres: the URL from the Secret, many replicas, no claim")
+pg_path = os.path.join(tempfile.gettempdir(), f"streamcar-chart-pg-{os.getpid()}.yaml")
+with open(pg_path, "w") as f:
+    f.write(kind(shared, "ConfigMap")[0]["data"]["streamcar.yaml"])
+result = subprocess.run([BINARY, "check", "-c", pg_path], capture_output=True, text=True,
+                        env={**os.environ, "POD_NAME": "p", "REDIS_PASSWORD": "x",
+                             "STREAMCAR_ARCHIVE_URL": "postgres://feed@archive-db:5432/log"})
+os.remove(pg_path)
+check(result.returncode == 0, f"streamcar check on the postgres archive config: {result.stderr.strip()}")
+
 parent = os.path.join(ROOT, "examples", "kubernetes", "parent-chart")
 check(helm("dependency", "update", parent).returncode == 0, "parent chart: helm dependency update")
 result = helm("template", "r", parent)
@@ -112,8 +167,23 @@ for args, what in [
     (["-f", os.path.join(CHART, "examples", "app-with-sidecar.yaml"), "--set", "terminationGracePeriodSeconds=20"],
      "chart: grace period must exceed drain_timeout"),
     (["--set", "nativeSidecar=yes"], "schema: nativeSidecar is a boolean"),
+    (["-f", os.path.join(CHART, "examples", "log-api.yaml"), "--set", "keda.enabled=true"],
+     "chart: KEDA without a subscription needs keda.stream and keda.consumerGroup"),
+    (["--set", "archive.enabled=true", "--set", "archive.backend=postgres"],
+     "chart: a postgres archive needs its Secret"),
+    (["--set", "archive.backend=mysql"], "schema: archive.backend is sqlite or postgres"),
+    (["--set", "api.max_body=1MB"], "schema: api.max_body is a size"),
 ]:
     check(helm("template", "t", CHART, *args, ok=False).returncode != 0, what)
+
+for args, what in [
+    (["--set", "app.replicas=2"], "app.replicas is 2"),
+    (["--set", "keda.enabled=true", "--set", "keda.stream=feed", "--set", "keda.consumerGroup=g"],
+     "KEDA may scale to 10"),
+]:
+    result = helm("template", "t", CHART, "-f", os.path.join(CHART, "examples", "log-api.yaml"), *args, ok=False)
+    check(result.returncode != 0 and "ONE replica" in result.stderr and what in result.stderr,
+          f"chart: a SQLite archive is refused with {what}: {result.stderr.strip()}")
 
 # 4. the rendered config passes streamcar check
 work = tempfile.mkdtemp(prefix="streamcar-chart-")

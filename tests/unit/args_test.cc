@@ -63,6 +63,9 @@ TEST(Args, HelpOnEveryCommand) {
                                                          {"status", "--help"},
                                                          {"dlq", "list", "--help"},
                                                          {"dlq", "replay", "--help"},
+                                                         {"produce", "--help"},
+                                                         {"read", "--help"},
+                                                         {"tail", "--help"},
                                                          {"version", "--help"}}) {
     EXPECT_TRUE(Parse(args).help);
   }
@@ -81,6 +84,47 @@ TEST(Args, Errors) {
             std::string::npos);
   EXPECT_NE(ErrorOf({"status", "--bogus"}).find("unknown option --bogus"), std::string::npos);
   EXPECT_NE(ErrorOf({"check", "extra"}).find("unexpected argument"), std::string::npos);
+}
+
+TEST(Args, ProduceReadTail) {
+  auto produce = Parse(
+      {"produce", "feed", "a=1", "b=x=y", "--idempotency-key", "k", "--id", "5-1", "--", "-c=2"});
+  EXPECT_EQ(produce.command, CommandKind::kProduce);
+  EXPECT_EQ(produce.stream, "feed");
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(produce.fields, (Fields{{"a", "1"}, {"b", "x=y"}, {"-c", "2"}}));
+  EXPECT_EQ(produce.idempotency_key, "k");
+  EXPECT_EQ(produce.entry_id, "5-1");
+  auto read = Parse({"read", "-c", "/x.yaml", "feed", "--since", "2026-11-30T14:30:00Z",
+                     "--until=1796049120000", "--count", "5", "--json"});
+  EXPECT_EQ(read.command, CommandKind::kRead);
+  EXPECT_EQ(read.stream, "feed");
+  EXPECT_EQ(read.since, "1796049000000-0");
+  EXPECT_EQ(read.until, "1796049120000-0");
+  EXPECT_EQ(read.count, 5);
+  EXPECT_TRUE(read.json);
+  auto tail = Parse({"tail", "feed", "--since", "17-3"});
+  EXPECT_EQ(tail.command, CommandKind::kTail);
+  EXPECT_EQ(tail.since, "17-3");
+  EXPECT_TRUE(Parse({"produce", "--help"}).help);
+  EXPECT_TRUE(Parse({"read", "-h"}).help);
+  EXPECT_TRUE(Parse({"tail", "--help"}).help);
+}
+
+TEST(Args, ProduceReadTailErrors) {
+  EXPECT_NE(ErrorOf({"produce"}).find("needs a STREAM"), std::string::npos);
+  EXPECT_NE(ErrorOf({"produce", "feed"}).find("at least one FIELD=VALUE"), std::string::npos);
+  EXPECT_NE(ErrorOf({"produce", "feed", "novalue"}).find("is not FIELD=VALUE"), std::string::npos);
+  EXPECT_NE(ErrorOf({"produce", "feed", "=v"}).find("is not FIELD=VALUE"), std::string::npos);
+  EXPECT_NE(ErrorOf({"produce", "feed", "a=1", "--id", "5"}).find("--id"), std::string::npos);
+  EXPECT_NE(ErrorOf({"produce", "feed", "a=1", "--since", "5"}).find("does not apply"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"read", "feed", "extra"}).find("unexpected argument"), std::string::npos);
+  EXPECT_NE(ErrorOf({"read", "feed", "--since", "noon"}).find("--since: \"noon\" is not a valid"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"tail", "feed", "--until", "5"}).find("does not apply"), std::string::npos);
+  EXPECT_NE(ErrorOf({"tail", "feed", "--count", "5"}).find("does not apply"), std::string::npos);
+  EXPECT_NE(ErrorOf({"reed"}).find("did you mean read?"), std::string::npos);
 }
 
 }  // namespace

@@ -646,5 +646,233 @@ TEST(Config, SpecSection2ExampleLoadsWithItsDocumentedValues) {
   EXPECT_EQ(minimal.subscriptions[0].claim.min_idle, s.claim.min_idle);
 }
 
+// SPEC section 10: `api`, `streams` and `archive`.
+
+const char* kStreamsOnly = R"(version: 1
+streams:
+  - name: feed
+)";
+
+TEST(LogApiConfig, StreamsWithoutSubscriptionsGetEveryDefault) {
+  Config c = Load(kStreamsOnly);
+  EXPECT_TRUE(c.subscriptions.empty());
+  ASSERT_EQ(c.streams.size(), 1u);
+  const auto& s = c.streams[0];
+  EXPECT_EQ(s.name, "feed");
+  EXPECT_TRUE(s.produce);
+  EXPECT_EQ(s.max_len, 0);
+  EXPECT_FALSE(s.notify);
+  EXPECT_FALSE(s.retention.enabled());
+  EXPECT_EQ(s.retention.interval, Millis(60000));
+  EXPECT_FALSE(s.archive);
+  EXPECT_EQ(c.api.listen, "");
+  EXPECT_EQ(c.api.token_file, "");
+  EXPECT_EQ(c.api.max_body, uint64_t{1} << 20);
+  EXPECT_EQ(c.api.idempotency_ttl, Millis(24LL * 3600 * 1000));
+  EXPECT_EQ(c.archive.url, "");
+  EXPECT_EQ(c.archive.interval, Millis(30000));
+  EXPECT_EQ(c.archive.batch, 1000);
+}
+
+TEST(LogApiConfig, NeitherSubscriptionsNorStreamsIsAnError) {
+  EXPECT_NE(ErrorOf("version: 1\n").find("subscriptions: required"), std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nstreams: []\n").find("subscriptions"), std::string::npos);
+  EXPECT_NE(ErrorOf("version: 1\nsubscriptions: []\nstreams: []\n").find("at least one"),
+            std::string::npos);
+}
+
+TEST(LogApiConfig, ReadsEveryKey) {
+  Config c = Load(R"(version: 1
+api:
+  listen: 127.0.0.1:9465
+  token_file: /run/secrets/${TOKEN_NAME}
+  max_body: 64KiB
+  idempotency_ttl: 1h30m
+streams:
+  - name: feed
+    produce: false
+    max_len: 5000
+    notify: true
+    retention: { max_len: 100, max_age: 2h, interval: 5s }
+    archive: true
+  - name: audit
+archive:
+  url: sqlite:///var/lib/streamcar/archive.db
+  interval: 10s
+  batch: 250
+)",
+                  Env({{"TOKEN_NAME", "api-token"}}));
+  EXPECT_EQ(c.api.listen, "127.0.0.1:9465");
+  EXPECT_EQ(c.api.token_file, "/run/secrets/api-token");
+  EXPECT_EQ(c.api.max_body, uint64_t{64} << 10);
+  EXPECT_EQ(c.api.idempotency_ttl, Millis(90 * 60 * 1000));
+  ASSERT_EQ(c.streams.size(), 2u);
+  const auto& s = c.streams[0];
+  EXPECT_EQ(s.name, "feed");
+  EXPECT_FALSE(s.produce);
+  EXPECT_EQ(s.max_len, 5000);
+  EXPECT_TRUE(s.notify);
+  EXPECT_EQ(s.retention.max_len, 100);
+  EXPECT_EQ(s.retention.max_age, Millis(2 * 3600 * 1000));
+  EXPECT_EQ(s.retention.interval, Millis(5000));
+  EXPECT_TRUE(s.archive);
+  EXPECT_EQ(c.streams[1].name, "audit");
+  EXPECT_TRUE(c.streams[1].produce);
+  EXPECT_EQ(c.archive.url, "sqlite:///var/lib/streamcar/archive.db");
+  EXPECT_EQ(c.archive.interval, Millis(10000));
+  EXPECT_EQ(c.archive.batch, 250);
+}
+
+TEST(LogApiConfig, StreamsAndSubscriptionsTogether) {
+  Config c = Load(std::string(kMinimal) + "streams: [{ name: feed }]\n");
+  EXPECT_EQ(c.subscriptions.size(), 1u);
+  EXPECT_EQ(c.streams.size(), 1u);
+}
+
+// Each rejected input names the file, the line and the key's full path.
+void ExpectError(const std::string& yaml, const std::string& path, const std::string& what,
+                 int line) {
+  const std::string error = ErrorOf(yaml);
+  EXPECT_NE(error.find("test.yaml:" + std::to_string(line) + ": " + path + ": "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find(what), std::string::npos) << error;
+}
+
+TEST(LogApiConfig, UnknownKeysSayWhatWasMeant) {
+  ExpectError("version: 1\napi: { listn: \"127.0.0.1:1\" }\nstreams: [{name: a}]\n", "api.listn",
+              "unknown key (did you mean listen?)", 2);
+  ExpectError("version: 1\nstreams:\n  - name: a\n    max_lenn: 3\n", "streams[0].max_lenn",
+              "unknown key (did you mean max_len?)", 4);
+  ExpectError("version: 1\nstreams:\n  - name: a\n    retention: { max_agee: 1s }\n",
+              "streams[0].retention.max_agee", "did you mean max_age?", 4);
+  ExpectError("version: 1\nstreams: [{name: a}]\narchive: { batchh: 3 }\n", "archive.batchh",
+              "did you mean batch?", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\narchiv: {}\n", "archiv", "did you mean archive?",
+              3);
+}
+
+TEST(LogApiConfig, ApiListenMustBeHostPort) {
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { listen: \"9465\" }\n", "api.listen",
+              "must be host:port", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { listen: \"h:99999\" }\n", "api.listen",
+              "port must be 1..65535", 3);
+}
+
+TEST(LogApiConfig, ApiListenMustDifferFromAdminListen) {
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { listen: \"0.0.0.0:9464\" }\n", "api.listen",
+              "must differ from admin.listen", 3);
+}
+
+TEST(LogApiConfig, MaxBodyIsASizeAboveZero) {
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { max_body: 0B }\n", "api.max_body",
+              "greater than 0B", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { max_body: 1024 }\n", "api.max_body",
+              "no unit", 3);
+}
+
+TEST(LogApiConfig, IdempotencyTtlIsAPositiveDuration) {
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { idempotency_ttl: 0s }\n",
+              "api.idempotency_ttl", "greater than 0s", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { idempotency_ttl: 60 }\n",
+              "api.idempotency_ttl", "no unit", 3);
+}
+
+TEST(LogApiConfig, StreamNameIsRequiredAndUnique) {
+  ExpectError("version: 1\nstreams:\n  - produce: true\n", "streams[0].name", "required", 3);
+  ExpectError("version: 1\nstreams:\n  - name: \"\"\n", "streams[0].name", "must not be empty", 3);
+  ExpectError("version: 1\nstreams:\n  - name: a\n  - name: b\n  - name: a\n", "streams[2].name",
+              "listed by an earlier stream", 5);
+}
+
+TEST(LogApiConfig, MaxLenMustNotBeNegative) {
+  ExpectError("version: 1\nstreams:\n  - name: a\n    max_len: -1\n", "streams[0].max_len",
+              "must be between 0 and", 4);
+  ExpectError("version: 1\nstreams:\n  - name: a\n    retention: { max_len: -5 }\n",
+              "streams[0].retention.max_len", "must be between 0 and", 4);
+}
+
+TEST(LogApiConfig, BooleansAreStrict) {
+  ExpectError("version: 1\nstreams:\n  - name: a\n    produce: maybe\n", "streams[0].produce",
+              "must be true or false", 4);
+  ExpectError("version: 1\nstreams:\n  - name: a\n    notify: 1\n", "streams[0].notify",
+              "must be true or false", 4);
+  ExpectError("version: 1\nstreams:\n  - name: a\n    archive: yess\n", "streams[0].archive",
+              "must be true or false", 4);
+}
+
+TEST(LogApiConfig, StreamsMustBeAListOfMappings) {
+  ExpectError("version: 1\nstreams: feed\n", "streams", "must be a list", 2);
+  ExpectError("version: 1\nstreams: [feed]\n", "streams[0]", "must be a mapping", 2);
+}
+
+TEST(LogApiConfig, ArchiveTrueNeedsArchiveUrl) {
+  ExpectError("version: 1\nstreams:\n  - name: a\n  - name: b\n    archive: true\n",
+              "streams[1].archive", "needs archive.url", 4);
+}
+
+TEST(LogApiConfig, ArchiveUrlIsSqliteOrPostgres) {
+  auto error = [](const std::string& url) {
+    return ErrorOf("version: 1\nstreams: [{name: a}]\narchive:\n  url: \"" + url + "\"\n");
+  };
+  for (const char* bad : {"mysql://h/db", "/var/lib/a.db", "sqlite://relative.db", "sqlite:///",
+                          "postgres://", "http://h/"}) {
+    const std::string message = error(bad);
+    EXPECT_NE(message.find("test.yaml:4: archive.url: "), std::string::npos)
+        << bad << ": " << message;
+  }
+  EXPECT_NE(error("mysql://u:pw@h/db").find("must be sqlite:///path or postgres://"),
+            std::string::npos);
+  EXPECT_EQ(error("mysql://u:pw@h/db").find(":pw@"), std::string::npos);  // never printed
+  EXPECT_EQ(Load("version: 1\nstreams: [{name: a}]\narchive: { url: \"postgres://u@h:5432/db\" "
+                 "}\n")
+                .archive.url,
+            "postgres://u@h:5432/db");
+}
+
+TEST(LogApiConfig, ArchiveBatchAndInterval) {
+  ExpectError("version: 1\nstreams: [{name: a}]\narchive: { batch: 0 }\n", "archive.batch",
+              "must be between 1 and", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\narchive: { interval: 0s }\n", "archive.interval",
+              "greater than 0s", 3);
+}
+
+TEST(LogApiConfig, EffectiveYamlPrintsTheNewSectionsAndRoundTrips) {
+  Config c = Load(R"(version: 1
+api: { listen: "127.0.0.1:9465", token_file: /run/token, max_body: 2048KiB, idempotency_ttl: 90m }
+streams:
+  - { name: feed, produce: false, max_len: 7, notify: true, archive: true,
+      retention: { max_len: 10, max_age: 1h, interval: 5s } }
+archive: { url: "postgres://app:pgsecret@db:5432/log", interval: 10s, batch: 50 }
+)");
+  const std::string yaml = EmitEffectiveYaml(c);
+  EXPECT_EQ(yaml.find("pgsecret"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("token_file: /run/token"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("max_body: 2MiB"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("idempotency_ttl: 1h30m"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("subscriptions: []"), std::string::npos) << yaml;
+  Config again = Load(yaml);
+  EXPECT_EQ(again.api.listen, c.api.listen);
+  EXPECT_EQ(again.api.token_file, c.api.token_file);
+  EXPECT_EQ(again.api.max_body, c.api.max_body);
+  EXPECT_EQ(again.api.idempotency_ttl, c.api.idempotency_ttl);
+  ASSERT_EQ(again.streams.size(), 1u);
+  EXPECT_EQ(again.streams[0].name, "feed");
+  EXPECT_FALSE(again.streams[0].produce);
+  EXPECT_EQ(again.streams[0].max_len, 7);
+  EXPECT_TRUE(again.streams[0].notify);
+  EXPECT_TRUE(again.streams[0].archive);
+  EXPECT_EQ(again.streams[0].retention.max_len, 10);
+  EXPECT_EQ(again.streams[0].retention.max_age, Millis(3600 * 1000));
+  EXPECT_EQ(again.streams[0].retention.interval, Millis(5000));
+  EXPECT_EQ(again.archive.interval, Millis(10000));
+  EXPECT_EQ(again.archive.batch, 50);
+}
+
+TEST(LogApiConfig, TokenFileContentIsNeverRead) {
+  // check prints the path; the loader does not even open it (it may not exist where check runs).
+  Config c = Load("version: 1\nstreams: [{name: a}]\napi: { token_file: /nonexistent/token }\n");
+  EXPECT_NE(EmitEffectiveYaml(c).find("token_file: /nonexistent/token"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace streamcar::config

@@ -19,12 +19,66 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{/* The rendered configuration file. */}}
+{{/* The rendered configuration file: config, with api and archive rendered from their values. */}}
 {{- define "streamcar.configYaml" -}}
-{{- if not .Values.config.subscriptions -}}
-{{- fail "config.subscriptions: at least one subscription is required" -}}
+{{- if not (or .Values.config.subscriptions .Values.config.streams) -}}
+{{- fail "config.subscriptions: at least one subscription is required (or config.streams, for a sidecar that only serves the log API)" -}}
 {{- end -}}
-{{ toYaml .Values.config }}
+{{- $config := deepCopy .Values.config -}}
+{{- if .Values.api.enabled -}}
+{{- $api := dict "listen" .Values.api.listen "max_body" .Values.api.max_body "idempotency_ttl" .Values.api.idempotency_ttl -}}
+{{- if include "streamcar.apiTokenSecret" . -}}
+{{- $_ := set $api "token_file" (printf "%s/%s" (include "streamcar.apiTokenDir" .) .Values.api.token.key) -}}
+{{- end -}}
+{{- $_ := set $config "api" $api -}}
+{{- end -}}
+{{- if .Values.archive.enabled -}}
+{{- include "streamcar.archiveChecks" . -}}
+{{- $url := "${STREAMCAR_ARCHIVE_URL}" -}}
+{{- if eq .Values.archive.backend "sqlite" -}}
+{{- $url = printf "sqlite://%s/archive.db" (include "streamcar.archiveDir" .) -}}
+{{- end -}}
+{{- $_ := set $config "archive" (dict "url" $url "interval" .Values.archive.interval "batch" .Values.archive.batch) -}}
+{{- end -}}
+{{ toYaml $config }}
+{{- end -}}
+
+{{/* Where the API token Secret is mounted, and the Secret's name ("" when there is no token). */}}
+{{- define "streamcar.apiTokenDir" -}}/var/run/streamcar/api{{- end -}}
+{{- define "streamcar.apiTokenSecret" -}}
+{{- if .Values.api.token.existingSecret -}}
+{{- .Values.api.token.existingSecret -}}
+{{- else if .Values.api.token.value -}}
+{{- printf "%s-api" (include "streamcar.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the SQLite archive's volume is mounted, and the claim it uses. */}}
+{{- define "streamcar.archiveDir" -}}/var/lib/streamcar{{- end -}}
+{{- define "streamcar.archiveClaim" -}}
+{{- default (printf "%s-archive" (include "streamcar.fullname" .)) .Values.archive.sqlite.existingClaim -}}
+{{- end -}}
+{{- define "streamcar.sqliteArchive" -}}
+{{- if and .Values.archive.enabled (eq .Values.archive.backend "sqlite") -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The archive's rules: SQLite is a file on one volume, written by one process; several replicas
+would each fold into their own file (or fight over one ReadWriteOnce claim), so the chart refuses
+it where it can see the replicas (app mode). PostgreSQL needs the Secret with its URL.
+*/}}
+{{- define "streamcar.archiveChecks" -}}
+{{- if eq .Values.archive.backend "sqlite" -}}
+{{- if and .Values.app.enabled (or (gt (int .Values.app.replicas) 1) (and .Values.keda.enabled (gt (int .Values.keda.maxReplicaCount) 1))) -}}
+{{- fail (printf "archive.backend sqlite keeps the archive in one file for ONE replica, but app.replicas is %v%s: use archive.backend postgres (a database every replica shares) or one replica" .Values.app.replicas (ternary (printf " and KEDA may scale to %v" .Values.keda.maxReplicaCount) "" .Values.keda.enabled)) -}}
+{{- end -}}
+{{- else if eq .Values.archive.backend "postgres" -}}
+{{- if not .Values.archive.postgres.existingSecret -}}
+{{- fail "archive.postgres.existingSecret: the Secret holding the PostgreSQL URL (postgres://user:password@host:5432/db) is required with archive.backend postgres" -}}
+{{- end -}}
+{{- else -}}
+{{- fail (printf "archive.backend: %q is not sqlite or postgres" .Values.archive.backend) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The Secret with the Redis credentials, or "" when there is none. */}}
@@ -142,6 +196,13 @@ with the volume from "streamcar.volume".
           name: {{ $secret }}
           key: {{ .Values.redisAuth.passwordKey }}
     {{- end }}
+    {{- if and .Values.archive.enabled (eq .Values.archive.backend "postgres") }}
+    - name: STREAMCAR_ARCHIVE_URL
+      valueFrom:
+        secretKeyRef:
+          name: {{ .Values.archive.postgres.existingSecret }}
+          key: {{ .Values.archive.postgres.key }}
+    {{- end }}
     {{- with .Values.env }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -166,13 +227,45 @@ with the volume from "streamcar.volume".
     - name: streamcar-config
       mountPath: /etc/streamcar
       readOnly: true
+    {{- if and .Values.api.enabled (include "streamcar.apiTokenSecret" .) }}
+    - name: streamcar-api-token
+      mountPath: {{ include "streamcar.apiTokenDir" . }}
+      readOnly: true
+    {{- end }}
+    {{- if include "streamcar.sqliteArchive" . }}
+    - name: streamcar-archive
+      mountPath: {{ include "streamcar.archiveDir" . }}
+    {{- end }}
 {{- end -}}
 
-{{/* The volume the container mounts. */}}
+{{/* The volumes the container mounts. */}}
 {{- define "streamcar.volume" -}}
 - name: streamcar-config
   configMap:
     name: {{ include "streamcar.fullname" . }}
+{{- if and .Values.api.enabled (include "streamcar.apiTokenSecret" .) }}
+- name: streamcar-api-token
+  secret:
+    secretName: {{ include "streamcar.apiTokenSecret" . }}
+    items:
+      - key: {{ .Values.api.token.key }}
+        path: {{ .Values.api.token.key }}
+{{- end }}
+{{- if include "streamcar.sqliteArchive" . }}
+- name: streamcar-archive
+  persistentVolumeClaim:
+    claimName: {{ include "streamcar.archiveClaim" . }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod's security context: with the SQLite archive, fsGroup makes the claim writable for
+streamcar's user (65532) unless the values set one. */}}
+{{- define "streamcar.podSecurityContext" -}}
+{{- $context := deepCopy (default dict .Values.podSecurityContext) -}}
+{{- if and (include "streamcar.sqliteArchive" .) (not (hasKey $context "fsGroup")) -}}
+{{- $_ := set $context "fsGroup" 65532 -}}
+{{- end -}}
+{{- toYaml $context -}}
 {{- end -}}
 
 {{/* A pod annotation that changes with the configuration, so pods roll when policies change. */}}

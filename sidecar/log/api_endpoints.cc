@@ -1,0 +1,405 @@
+#include "sidecar/log/api_endpoints.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <thread>
+
+#include "sidecar/admin/metrics.h"
+#include "sidecar/common/log.h"
+#include "sidecar/common/text.h"
+#include "sidecar/delivery/encoder.h"
+#include "sidecar/log/api_json.h"
+#include "sidecar/log/api_route.h"
+#include "sidecar/log/api_socket.h"
+#include "sidecar/log/entry_id.h"
+#include "sidecar/log/log_reader.h"
+
+namespace streamcar::log {
+namespace {
+
+// An Idempotency-Key longer than this is refused: it becomes part of a Redis key.
+constexpr size_t kMaxIdempotencyKey = 512;
+// A follower waits at most this long in one Next, so it notices a gone client or a stop.
+constexpr Millis kFollowPoll{1000};
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+// The media type of a Content-Type value, lower-cased, without parameters.
+std::string MediaType(std::string_view content_type) {
+  return Lower(Trim(content_type.substr(0, content_type.find(';'))));
+}
+
+bool HasBody(const ApiRequest& request) {
+  return request.chunked || request.content_length.value_or(0) > 0;
+}
+
+ApiResponse MethodNotAllowed(std::string allow) {
+  ApiResponse response = ApiResponse::Error(405, "method not allowed: use " + allow);
+  response.headers.emplace_back("Allow", std::move(allow));
+  return response;
+}
+
+}  // namespace
+
+const char* RouteName(ApiRoute route) {
+  switch (route) {
+    case ApiRoute::kProduce:
+      return "produce";
+    case ApiRoute::kRead:
+      return "read";
+    case ApiRoute::kFollow:
+      return "follow";
+    case ApiRoute::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+bool WantsFollow(const ApiRequest& request,
+                 const std::vector<std::pair<std::string, std::string>>& query) {
+  for (const auto& [name, value] : query) {
+    if (name == "follow") return value == "true" || value == "1";
+  }
+  if (const std::string* accept = request.Header("accept")) {
+    return Lower(*accept).find("text/event-stream") != std::string::npos;
+  }
+  return false;
+}
+
+ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
+                           const std::vector<config::LogStream>& streams, const ApiServerDeps& deps)
+    : api_(api),
+      deps_(deps),
+      sessions_(
+          [&] {
+            auto options = deps.redis;
+            options.client_name += ":api";
+            return options;
+          }(),
+          ApiServer::kSessions),
+      probe_(
+          [&] {
+            auto options = deps.redis;
+            options.client_name += ":api-probe";
+            return options;
+          }(),
+          "api-probe", deps.health),
+      hub_(
+          [&] {
+            auto options = deps.redis;
+            options.client_name += ":api-follow";
+            return options;
+          }(),
+          deps.archive) {
+  for (const auto& stream : streams) {
+    streams_[stream.name] =
+        std::make_unique<Stream>(Stream{stream, Producer(stream, api.idempotency_ttl)});
+    if (deps_.metrics != nullptr) {
+      deps_.metrics->Produced(stream.name);
+      deps_.metrics->Followers(stream.name);
+    }
+  }
+  if (!api.token_file.empty()) token_ = std::make_unique<TokenFile>(api.token_file);
+  // The answers each route can give exist at 0 from the start (SPEC 5), so rates and alerts
+  // never see a missing series.
+  if (deps_.metrics != nullptr) {
+    const std::vector<std::pair<ApiRoute, std::vector<int>>> known = {
+        {ApiRoute::kProduce, {200, 201, 400, 405, 409, 413, 500, 503}},
+        {ApiRoute::kRead, {200, 400, 500, 503}},
+        {ApiRoute::kFollow, {200, 400, 503}},
+        {ApiRoute::kOther, {400, 401, 404, 405, 408, 431, 503}},
+    };
+    for (const auto& [route, codes] : known) {
+      for (int code : codes) deps_.metrics->ApiRequests(RouteName(route), code);
+    }
+  }
+}
+
+void ApiEndpoints::Stop() {
+  stopping_ = true;
+  hub_.Stop();
+}
+
+void ApiEndpoints::Probe() {
+  if (!probe_.connected()) {
+    Millis retry_in{0};
+    [[maybe_unused]] Status status = probe_.ConnectOnce(&retry_in);
+    return;
+  }
+  // A failure drops the connection and marks it down in the shared health; nothing else to do.
+  [[maybe_unused]] auto reply = probe_.Run(redis::Command("PING"));
+}
+
+void ApiEndpoints::Count(ApiRoute route, int status) {
+  if (deps_.metrics != nullptr) deps_.metrics->ApiRequests(RouteName(route), status).Increment();
+}
+
+const ApiEndpoints::Stream* ApiEndpoints::Find(const std::string& name) const {
+  auto it = streams_.find(name);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+std::optional<ApiResponse> ApiEndpoints::Screen(const ApiRequest& request, ApiRoute* route) {
+  *route = ApiRoute::kOther;
+  // The token first: without it, nothing else is told (not even which streams exist).
+  if (token_) {
+    const std::string* authorization = request.Header("authorization");
+    if (authorization == nullptr || !token_->Allows(*authorization)) {
+      ApiResponse response = ApiResponse::Error(
+          401, authorization == nullptr ? "missing bearer token" : "wrong bearer token");
+      response.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return response;
+    }
+  }
+  auto name = StreamOfPath(request.path);
+  if (!name.ok()) return ApiResponse::Error(400, "malformed path: " + name.status().message());
+  if (!name->has_value()) {
+    return ApiResponse::Error(404, "not found: the API serves /v1/streams/{name}/entries");
+  }
+  const Stream* stream = Find(**name);
+  if (stream == nullptr) {
+    return ApiResponse::Error(
+        404, "unknown stream \"" + PrintableOneLine(**name) + "\": not listed in streams");
+  }
+  const std::string allow = stream->config.produce ? "GET, POST" : "GET";
+  if (request.method == "POST") {
+    *route = ApiRoute::kProduce;
+    // SPEC 10 lists 405 for a method a resource does not serve: a read-only stream serves GET.
+    if (!stream->config.produce) return MethodNotAllowed(allow);
+    if (request.content_length && *request.content_length > api_.max_body) {
+      return ApiResponse::Error(
+          413, "request body over api.max_body (" + std::to_string(api_.max_body) + " bytes)");
+    }
+    return std::nullopt;
+  }
+  if (request.method == "GET") {
+    auto query = ParseQuery(request.query);
+    *route = query.ok() && WantsFollow(request, *query) ? ApiRoute::kFollow : ApiRoute::kRead;
+    if (HasBody(request)) return ApiResponse::Error(400, "a GET request has no body");
+    return std::nullopt;
+  }
+  return MethodNotAllowed(allow);
+}
+
+std::optional<ApiResponse> ApiEndpoints::Handle(const ApiRequest& request, ApiRoute route, int fd) {
+  auto name = StreamOfPath(request.path);
+  const Stream* stream = name.ok() && name->has_value() ? Find(**name) : nullptr;
+  if (stream == nullptr) return ApiResponse::Error(404, "unknown stream");  // Screen ruled it out
+  switch (route) {
+    case ApiRoute::kProduce:
+      return Produce(request, *stream);
+    case ApiRoute::kRead:
+      return Read(request, *stream);
+    case ApiRoute::kFollow:
+      return Follow(request, *stream, fd);
+    case ApiRoute::kOther:
+      break;
+  }
+  return ApiResponse::Error(404, "not found");
+}
+
+ApiResponse ApiEndpoints::Unavailable(const Status& status, int retry_after) const {
+  ApiResponse response = ApiResponse::Error(503, "Redis unavailable: " + status.message());
+  response.headers.emplace_back("Retry-After", std::to_string(retry_after));
+  return response;
+}
+
+ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {
+  AppendRequest append;
+  const std::string* content_type = request.Header("content-type");
+  if (content_type != nullptr && MediaType(*content_type) == "application/json") {
+    auto fields = FieldsFromJson(request.body);
+    if (!fields.ok()) return ApiResponse::Error(400, fields.status().message());
+    append.fields = std::move(*fields);
+  } else {
+    append.fields.emplace_back("data", request.body);
+    append.fields.emplace_back("content_type", content_type != nullptr
+                                                   ? *content_type
+                                                   : std::string("application/octet-stream"));
+  }
+  if (const std::string* key = request.Header("idempotency-key")) {
+    if (key->empty() || key->size() > kMaxIdempotencyKey) {
+      return ApiResponse::Error(
+          400, "Idempotency-Key must be 1.." + std::to_string(kMaxIdempotencyKey) + " bytes");
+    }
+    append.idempotency_key = *key;
+  }
+  if (const std::string* id = request.Header("streamcar-entry-id")) {
+    if (!ParseId(*id)) {
+      return ApiResponse::Error(400, "Streamcar-Entry-Id must be <ms>-<seq>, like 1764513000000-0");
+    }
+    append.entry_id = *id;
+  }
+  if (const std::string* key = request.Header("streamcar-key")) append.shard_key = *key;
+
+  int retry_after = 1;
+  auto lease = sessions_.Acquire(ApiServer::kSessionWait, &retry_after);
+  if (!lease.ok()) return Unavailable(lease.status(), retry_after);
+  auto result = stream.producer.Append(lease->session(), append);
+  if (!result.ok()) {
+    const Status& status = result.status();
+    if (status.code() == StatusCode::kInvalid) return ApiResponse::Error(400, status.message());
+    if (status.code() == StatusCode::kServerError) {
+      LogWarn("api: append refused by Redis",
+              {{"stream", stream.config.name}, {"error", status.message()}});
+      return ApiResponse::Error(500, "Redis refused the append: " + status.message());
+    }
+    return Unavailable(status, 1);
+  }
+  ApiResponse response;
+  switch (result->kind) {
+    case AppendResult::Kind::kAppended:
+      response.status = 201;
+      response.body = ReceiptJson(result->id, stream.config.name);
+      if (deps_.metrics != nullptr) deps_.metrics->Produced(stream.config.name).Increment();
+      break;
+    case AppendResult::Kind::kDuplicate:
+      response.status = 200;
+      response.body = ReceiptJson(result->id, stream.config.name);
+      break;
+    case AppendResult::Kind::kNonMonotonic:
+      response.status = 409;
+      response.body = NonMonotonicJson(result->id);
+      break;
+  }
+  return response;
+}
+
+ApiResponse ApiEndpoints::Read(const ApiRequest& request, const Stream& stream) {
+  auto query = ParseQuery(request.query);
+  if (!query.ok()) return ApiResponse::Error(400, "malformed query: " + query.status().message());
+  WindowQuery window;
+  for (const auto& [name, value] : *query) {
+    if (name == "since" || name == "until" || name == "after") {
+      auto bound = ParseBound(value);
+      if (!bound.ok()) return ApiResponse::Error(400, name + ": " + bound.status().message());
+      (name == "since" ? window.since : name == "until" ? window.until : window.after) = *bound;
+    } else if (name == "count") {
+      int count = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), count);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size() || count < 1 ||
+          count > 10000) {
+        return ApiResponse::Error(400, "count must be a whole number from 1 to 10000");
+      }
+      window.count = count;
+    } else if (name != "follow") {
+      return ApiResponse::Error(400, "unknown query parameter \"" + PrintableOneLine(name) +
+                                         "\" (since, until, after, count, follow)");
+    }
+  }
+  int retry_after = 1;
+  auto lease = sessions_.Acquire(ApiServer::kSessionWait, &retry_after);
+  if (!lease.ok()) return Unavailable(lease.status(), retry_after);
+  LogReader reader(&lease->session(), deps_.archive);
+  auto page = reader.Read(stream.config.name, window);
+  if (!page.ok()) {
+    const Status& status = page.status();
+    if (status.code() == StatusCode::kInvalid) return ApiResponse::Error(400, status.message());
+    if (status.code() == StatusCode::kServerError) {
+      return ApiResponse::Error(500, "Redis refused the read: " + status.message());
+    }
+    return Unavailable(status, 1);
+  }
+  ApiResponse response;
+  response.body = PageJson(page->entries, page->next);
+  return response;
+}
+
+std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const Stream& stream,
+                                                int fd) {
+  auto query = ParseQuery(request.query);
+  if (!query.ok()) return ApiResponse::Error(400, "malformed query: " + query.status().message());
+  // Where to start: just after Last-Event-ID (a reconnecting EventSource sends it, and it is
+  // later than the `since` of the URL it reconnects to), else after `after`, else from `since`
+  // inclusive, else from now on.
+  std::string start = "$";
+  std::optional<std::string> since;
+  std::optional<std::string> after;
+  for (const auto& [name, value] : *query) {
+    if (name == "since" || name == "after") {
+      auto bound = ParseBound(value);
+      if (!bound.ok()) return ApiResponse::Error(400, name + ": " + bound.status().message());
+      (name == "since" ? since : after) = *bound;
+    } else if (name != "follow") {
+      return ApiResponse::Error(400, "\"" + PrintableOneLine(name) +
+                                         "\" does not apply to follow (since, after, follow)");
+    }
+  }
+  if (const std::string* last = request.Header("last-event-id")) {
+    if (!ParseId(*last)) return ApiResponse::Error(400, "Last-Event-ID must be an entry id");
+    start = *last;
+  } else if (after) {
+    start = *after;
+  } else if (since) {
+    auto id = ParseId(*since);
+    auto before = id ? Predecessor(*id) : std::nullopt;
+    start = before ? FormatId(*before) : "0-0";
+  }
+  if (stopping_) {
+    ApiResponse response = ApiResponse::Error(503, "the API is shutting down");
+    response.headers.emplace_back("Retry-After", "1");
+    return response;
+  }
+  if (followers_.fetch_add(1) >= ApiServer::kMaxFollowers) {
+    followers_.fetch_sub(1);
+    ApiResponse response = ApiResponse::Error(503, "too many followers");
+    response.headers.emplace_back("Retry-After", "5");
+    return response;
+  }
+  struct Leave {
+    ApiEndpoints* self;
+    const std::string& stream;
+    ~Leave() {
+      self->followers_.fetch_sub(1);
+      if (self->deps_.metrics != nullptr) self->deps_.metrics->Followers(stream).Decrement();
+    }
+  } leave{this, stream.config.name};
+  if (deps_.metrics != nullptr) deps_.metrics->Followers(stream.config.name).Increment();
+  Count(ApiRoute::kFollow, 200);
+
+  const std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+      "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n";
+  if (!SendAll(fd, head, SteadyClock::now() + ApiServer::kWriteTimeout)) return std::nullopt;
+  auto follower = hub_.Follow(stream.config.name, start);
+  SteadyTime last_write = SteadyClock::now();
+  std::vector<StreamEntry> entries;
+  std::string out;
+  while (!stopping_) {
+    entries.clear();
+    const Status status = follower->Next(&entries, kFollowPoll);
+    if (status.code() == StatusCode::kCancelled) break;
+    if (!status.ok()) {
+      // Redis unreachable: the follower resumes where it was; keep the client, pace the retry.
+      std::this_thread::sleep_for(Millis(200));
+    }
+    out.clear();
+    for (const auto& entry : entries) {
+      out += "id: " + entry.id + "\ndata: " + delivery::EncodeLogEntry(entry) + "\n\n";
+    }
+    const SteadyTime now = SteadyClock::now();
+    if (out.empty() && now - last_write >= ApiServer::kKeepAliveInterval) out = ": keep-alive\n\n";
+    if (!out.empty()) {
+      if (!SendAll(fd, out, now + ApiServer::kWriteTimeout)) break;
+      last_write = now;
+    }
+    if (PeerGone(fd)) break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace streamcar::log

@@ -1,0 +1,228 @@
+#include "sidecar/log/api_json.h"
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <memory>
+
+#include "sidecar/delivery/encoder.h"
+
+namespace streamcar::log {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void WriteString(JsonWriter& writer, std::string_view text) {
+  writer.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+}
+
+// Nesting deeper than this is refused before parsing: the parser and the writer that turns a
+// nested value back into text recurse once per level, and a body is untrusted input.
+constexpr int kMaxDepth = 64;
+
+bool NestsTooDeep(std::string_view body) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+namespace {
+
+// Builds the fields while parsing (SAX): a member's string value is kept as it is; any other
+// value is written back as compact JSON. Numbers arrive as their source text
+// (kParseNumbersAsStringsFlag) and are written verbatim, so 12.50 stays 12.50 and a 30-digit
+// integer keeps every digit.
+class FieldsHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, FieldsHandler> {
+ public:
+  explicit FieldsHandler(std::vector<std::pair<std::string, std::string>>* fields)
+      : fields_(fields) {}
+
+  bool not_an_object() const { return not_an_object_; }
+
+  bool Null() {
+    return Scalar("null", [&] { return writer_->Null(); });
+  }
+  bool Bool(bool b) {
+    return Scalar(b ? "true" : "false", [&] { return writer_->Bool(b); });
+  }
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
+    return Scalar(std::string(text, length),
+                  [&] { return writer_->RawValue(text, length, rapidjson::kNumberType); });
+  }
+  bool String(const char* text, rapidjson::SizeType length, bool) {
+    return Scalar(std::string(text, length), [&] { return writer_->String(text, length); });
+  }
+  bool Key(const char* text, rapidjson::SizeType length, bool) {
+    if (depth_ == 1) {
+      key_.assign(text, length);
+      return true;
+    }
+    return writer_->Key(text, length);
+  }
+  bool StartObject() {
+    if (depth_ == 0) {
+      depth_ = 1;
+      return true;
+    }
+    Open();
+    return writer_->StartObject();
+  }
+  bool EndObject(rapidjson::SizeType) {
+    if (depth_ == 1) {
+      depth_ = 0;
+      return true;
+    }
+    return Close(writer_->EndObject());
+  }
+  bool StartArray() {
+    if (depth_ == 0) return NotAnObject();
+    Open();
+    return writer_->StartArray();
+  }
+  bool EndArray(rapidjson::SizeType) { return Close(writer_->EndArray()); }
+
+ private:
+  bool NotAnObject() {
+    not_an_object_ = true;
+    return false;
+  }
+  template <typename Nested>
+  bool Scalar(std::string text, Nested nested) {
+    if (depth_ == 0) return NotAnObject();
+    if (depth_ == 1) {
+      fields_->emplace_back(std::move(key_), std::move(text));
+      return true;
+    }
+    return nested();
+  }
+  // A member's value that is an array or object: written into a buffer of its own.
+  void Open() {
+    if (depth_ == 1) {
+      buffer_.Clear();
+      writer_ = std::make_unique<JsonWriter>(buffer_);
+    }
+    ++depth_;
+  }
+  bool Close(bool written) {
+    if (--depth_ == 1) {
+      fields_->emplace_back(std::move(key_), std::string(buffer_.GetString(), buffer_.GetSize()));
+    }
+    return written;
+  }
+
+  std::vector<std::pair<std::string, std::string>>* fields_;
+  int depth_ = 0;  // 0: before the root object; 1: inside it; more: inside a member's value
+  std::string key_;
+  rapidjson::StringBuffer buffer_;
+  std::unique_ptr<JsonWriter> writer_;
+  bool not_an_object_ = false;
+};
+
+}  // namespace
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> FieldsFromJson(std::string_view body) {
+  if (NestsTooDeep(body)) {
+    return Status(StatusCode::kInvalid,
+                  "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
+  std::vector<std::pair<std::string, std::string>> fields;
+  FieldsHandler handler(&fields);
+  rapidjson::Reader reader;
+  rapidjson::MemoryStream stream(body.data(), body.size());
+  // Strict RFC 8259: UTF-8 validated, no comments, no trailing commas, nothing after the value.
+  constexpr unsigned kFlags = rapidjson::kParseValidateEncodingFlag |
+                              rapidjson::kParseIterativeFlag |
+                              rapidjson::kParseNumbersAsStringsFlag;
+  auto result = reader.Parse<kFlags>(stream, handler);
+  if (handler.not_an_object()) {
+    return Status(StatusCode::kInvalid, "a JSON body must be an object of fields");
+  }
+  if (result.IsError()) {
+    return Status(StatusCode::kInvalid, "malformed JSON at byte " +
+                                            std::to_string(result.Offset()) + ": " +
+                                            rapidjson::GetParseError_En(result.Code()));
+  }
+  if (fields.empty()) return Status(StatusCode::kInvalid, "an entry needs at least one field");
+  return fields;
+}
+
+std::string ErrorJson(std::string_view message) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.StartObject();
+  writer.Key("error");
+  WriteString(writer, message);
+  writer.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string NonMonotonicJson(std::string_view top) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.StartObject();
+  writer.Key("error");
+  writer.String("nonmonotonic");
+  writer.Key("top");
+  WriteString(writer, top);
+  writer.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string ReceiptJson(std::string_view id, std::string_view stream) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.StartObject();
+  writer.Key("id");
+  WriteString(writer, id);
+  writer.Key("stream");
+  WriteString(writer, stream);
+  writer.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string PageJson(const std::vector<StreamEntry>& entries,
+                     const std::optional<std::string>& next) {
+  std::string out = "{\"entries\":[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) out += ',';
+    out += delivery::EncodeLogEntry(entries[i]);
+  }
+  out += "],\"next\":";
+  if (next) {
+    rapidjson::StringBuffer buffer;
+    JsonWriter writer(buffer);
+    WriteString(writer, *next);
+    out.append(buffer.GetString(), buffer.GetSize());
+  } else {
+    out += "null";
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace streamcar::log

@@ -1,0 +1,196 @@
+#include "sidecar/log/api_request.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace streamcar::log {
+namespace {
+
+bool IsTokenChar(char c) {
+  static constexpr std::string_view kTokenChars = "!#$%&'*+-.^_`|~";
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+         kTokenChars.find(c) != std::string_view::npos;
+}
+
+bool IsToken(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), IsTokenChar);
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view TrimBlanks(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+// True when the comma-separated `list` holds `token` (case-insensitive).
+bool ListHas(std::string_view list, std::string_view token) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (Lower(TrimBlanks(list.substr(0, comma))) == token) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+HeadProblem Bad(std::string message) { return HeadProblem{400, std::move(message)}; }
+
+}  // namespace
+
+const std::string* ApiRequest::Header(std::string_view lower_name) const {
+  for (const auto& [name, value] : headers) {
+    if (name == lower_name) return &value;
+  }
+  return nullptr;
+}
+
+size_t FindHeadEnd(std::string_view in) {
+  const size_t end = in.find("\r\n\r\n");
+  return end == std::string_view::npos ? end : end + 4;
+}
+
+std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* request) {
+  size_t line_end = head.find("\r\n");
+  if (line_end == std::string_view::npos) return Bad("malformed request line");
+  const std::string_view line = head.substr(0, line_end);
+  if (line.find('\n') != std::string_view::npos) return Bad("bare LF in the request line");
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
+      line.find(' ', sp2 + 1) != std::string_view::npos) {
+    return Bad("malformed request line");
+  }
+  const std::string_view method = line.substr(0, sp1);
+  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  const std::string_view version = line.substr(sp2 + 1);
+  if (!IsToken(method)) return Bad("malformed request method");
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
+    return HeadProblem{version.starts_with("HTTP/") ? 505 : 400, "HTTP/1.1 or HTTP/1.0 only"};
+  }
+  // Origin form only: no absolute-form, authority-form or asterisk-form targets.
+  if (target.empty() || target.front() != '/') return Bad("the request target must be a path");
+  for (char c : target) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      return Bad("control character in the request target");
+    }
+  }
+  request->method = std::string(method);
+  const size_t question = target.find('?');
+  request->path = std::string(target.substr(0, question));
+  request->query =
+      question == std::string_view::npos ? "" : std::string(target.substr(question + 1));
+  request->keep_alive = version == "HTTP/1.1";
+  request->headers.clear();
+
+  bool saw_connection_close = false;
+  bool saw_connection_keep_alive = false;
+  int content_lengths = 0;
+  int transfer_encodings = 0;
+  size_t at = line_end + 2;
+  while (at < head.size()) {
+    const size_t end = head.find("\r\n", at);
+    if (end == std::string_view::npos) return Bad("header fields must end with CRLF");
+    const std::string_view field = head.substr(at, end - at);
+    at = end + 2;
+    if (field.empty()) break;  // the blank line
+    if (field.find('\n') != std::string_view::npos || field.find('\r') != std::string_view::npos) {
+      return Bad("bare CR or LF in a header field");
+    }
+    if (field.front() == ' ' || field.front() == '\t') {
+      return Bad("obsolete line folding is not accepted");
+    }
+    const size_t colon = field.find(':');
+    if (colon == std::string_view::npos) return Bad("malformed header field");
+    const std::string_view name = field.substr(0, colon);
+    if (!IsToken(name)) return Bad("malformed header field name");
+    const std::string_view value = TrimBlanks(field.substr(colon + 1));
+    for (char c : value) {
+      if (c == '\0') return Bad("NUL in a header field");
+    }
+    std::string lower = Lower(name);
+    if (lower == "content-length") {
+      if (++content_lengths > 1) return Bad("more than one Content-Length");
+      uint64_t length = 0;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+      if (value.empty() || ec != std::errc() || ptr != value.data() + value.size()) {
+        return Bad("malformed Content-Length");
+      }
+      request->content_length = length;
+    } else if (lower == "transfer-encoding") {
+      if (++transfer_encodings > 1) return Bad("more than one Transfer-Encoding");
+      if (Lower(value) != "chunked") return Bad("only Transfer-Encoding: chunked is accepted");
+      request->chunked = true;
+    } else if (lower == "connection") {
+      saw_connection_close = saw_connection_close || ListHas(value, "close");
+      saw_connection_keep_alive = saw_connection_keep_alive || ListHas(value, "keep-alive");
+    }
+    request->headers.emplace_back(std::move(lower), std::string(value));
+  }
+  if (content_lengths > 0 && transfer_encodings > 0) {
+    return Bad("Content-Length together with Transfer-Encoding");
+  }
+  if (request->chunked && version == "HTTP/1.0") {
+    return Bad("Transfer-Encoding in an HTTP/1.0 request");
+  }
+  if (saw_connection_close) {
+    request->keep_alive = false;
+  } else if (saw_connection_keep_alive) {
+    request->keep_alive = true;
+  }
+  return std::nullopt;
+}
+
+size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
+                     std::optional<HeadProblem>* problem) {
+  body->clear();
+  size_t at = 0;
+  while (true) {
+    const size_t line_end = in.find("\r\n", at);
+    if (line_end == std::string_view::npos) {
+      if (in.size() - at > 1024) *problem = Bad("chunk size line too long");
+      return 0;
+    }
+    std::string_view size_text = in.substr(at, line_end - at);
+    size_text = size_text.substr(0, size_text.find(';'));  // extensions are ignored
+    uint64_t size = 0;
+    auto [ptr, ec] =
+        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
+    if (size_text.empty() || ec != std::errc() || ptr != size_text.data() + size_text.size()) {
+      *problem = Bad("malformed chunk size");
+      return 0;
+    }
+    at = line_end + 2;
+    if (size == 0) break;
+    if (size > max_body || body->size() + size > max_body) {
+      *problem = HeadProblem{413, "request body over api.max_body"};
+      return 0;
+    }
+    if (in.size() - at < size + 2) return 0;
+    if (in.substr(at + size, 2) != "\r\n") {
+      *problem = Bad("chunk data not followed by CRLF");
+      return 0;
+    }
+    body->append(in.substr(at, size));
+    at += size + 2;
+  }
+  // Trailer fields up to the blank line; discarded.
+  while (true) {
+    const size_t line_end = in.find("\r\n", at);
+    if (line_end == std::string_view::npos) {
+      if (in.size() - at > 8192) *problem = Bad("trailer fields too long");
+      return 0;
+    }
+    const bool blank = line_end == at;
+    at = line_end + 2;
+    if (blank) return at;
+  }
+}
+
+}  // namespace streamcar::log

@@ -1,0 +1,53 @@
+#pragma once
+// The request side of HTTP/1.1 for the log API (SPEC section 10), strict on purpose: the API
+// may sit behind a proxy, and any framing the two could read differently is a request-smuggling
+// door. So a head is refused (400, and the connection closed) when it has both Content-Length and
+// Transfer-Encoding, two Content-Length fields, a Transfer-Encoding other than "chunked", an
+// obsolete line folding, a bare LF line ending, whitespace before a colon, or a field name that is
+// not an RFC 9110 token. Pure code: no sockets, so every rule is unit-tested.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace streamcar::log {
+
+struct ApiRequest {
+  std::string method;
+  std::string path;   // the target up to '?', still percent-encoded
+  std::string query;  // after '?', "" when none
+  // Field names lower-cased, values with surrounding blanks removed, in arrival order.
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool keep_alive = true;
+  bool chunked = false;  // Transfer-Encoding: chunked
+  std::optional<uint64_t> content_length;
+  std::string body;
+
+  // The value of the only field `lower_name`, or nullptr when absent.
+  const std::string* Header(std::string_view lower_name) const;
+};
+
+struct HeadProblem {
+  int status = 400;
+  std::string message;
+};
+
+// Where the head (request line and fields, with its blank line) ends in `in`: the index after
+// "\r\n\r\n", or npos while incomplete.
+size_t FindHeadEnd(std::string_view in);
+
+// Parses `head` (up to and including the blank line) into *request. Returns the problem when the
+// head is refused; the connection must then be closed after answering.
+std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* request);
+
+// Decodes a chunked body at the start of `in` (RFC 9112 7.1; chunk extensions ignored, trailer
+// fields discarded). Returns the bytes of `in` it consumed once the last chunk and trailers are
+// whole, 0 while more input is needed; *problem is set when the framing is malformed (400) or
+// the body would exceed `max_body` (413).
+size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
+                     std::optional<HeadProblem>* problem);
+
+}  // namespace streamcar::log

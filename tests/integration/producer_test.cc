@@ -1,0 +1,245 @@
+// The append script (SPEC 10, POST .../entries and `produce`) against a real redis-server.
+
+#include "sidecar/log/producer.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "sidecar/log/stream_keys.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/sidecar_process.h"
+
+namespace streamcar::log {
+namespace {
+
+using streamcar::testing::RedisServer;
+
+class ProducerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { session_ = NewSession(); }
+
+  std::unique_ptr<redis::Session> NewSession() {
+    auto session = std::make_unique<redis::Session>(server_.ClientOptions(), "test", &health_);
+    StopSignal stop;
+    EXPECT_TRUE(session->EnsureConnected(stop).ok());
+    return session;
+  }
+
+  static config::LogStream Stream(const std::string& name) {
+    config::LogStream stream;
+    stream.name = name;
+    return stream;
+  }
+
+  int64_t Len(const std::string& stream) { return server_.Run({"XLEN", stream}).view().Integer(); }
+
+  RedisServer server_;
+  redis::RedisHealth health_;
+  std::unique_ptr<redis::Session> session_;
+};
+
+TEST_F(ProducerTest, AppendsArbitraryBytesAndReturnsTheId) {
+  Producer producer(Stream("feed"), Millis(60000));
+  const std::string binary("\0\xff\r\n{}\"", 7);
+  AppendRequest request;
+  request.fields = {{"name", "value"}, {binary, binary}, {"name", "again"}, {"", ""}};
+  auto result = producer.Append(*session_, request);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->kind, AppendResult::Kind::kAppended);
+  auto reply = server_.Run({"XRANGE", "feed", "-", "+"});
+  ASSERT_EQ(reply.view().Size(), 1u);
+  EXPECT_EQ(reply.view()[0][0].Str(), result->id);
+  const auto fields = reply.view()[0][1];
+  ASSERT_EQ(fields.Size(), 8u);
+  EXPECT_EQ(fields[2].Str(), binary);
+  EXPECT_EQ(fields[3].Str(), binary);
+  EXPECT_EQ(fields[5].Str(), "again");
+  EXPECT_EQ(fields[6].Str(), "");
+}
+
+TEST_F(ProducerTest, IdempotencyKeyAppendsOnceAndAnswersTheFirstId) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendRequest request;
+  request.fields = {{"n", "1"}};
+  request.idempotency_key = "order-17";
+  auto first = producer.Append(*session_, request);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->kind, AppendResult::Kind::kAppended);
+  request.fields = {{"n", "2"}};
+  auto again = producer.Append(*session_, request);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->kind, AppendResult::Kind::kDuplicate);
+  EXPECT_EQ(again->id, first->id);
+  EXPECT_EQ(Len("feed"), 1);
+  // The key lives in the stream's slot, with the TTL asked for.
+  EXPECT_EQ(server_.Run({"GET", "{feed}:idem:order-17"}).view().Str(), first->id);
+  const int64_t ttl = server_.Run({"PTTL", "{feed}:idem:order-17"}).view().Integer();
+  EXPECT_GT(ttl, 50000);
+  EXPECT_LE(ttl, 60000);
+  // Another key appends.
+  request.idempotency_key = "order-18";
+  auto other = producer.Append(*session_, request);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->kind, AppendResult::Kind::kAppended);
+  EXPECT_EQ(Len("feed"), 2);
+}
+
+TEST_F(ProducerTest, ConcurrentAppendsWithOneKeyAppendOnce) {
+  Producer producer(Stream("feed"), Millis(60000));
+  constexpr int kThreads = 8;
+  std::vector<std::string> ids(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> appended{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto session = NewSession();
+      AppendRequest request;
+      request.fields = {{"t", std::to_string(t)}};
+      request.idempotency_key = "same";
+      auto result = producer.Append(*session, request);
+      ASSERT_TRUE(result.ok()) << result.status().ToString();
+      if (result->kind == AppendResult::Kind::kAppended) ++appended;
+      ids[t] = result->id;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(appended.load(), 1);
+  EXPECT_EQ(Len("feed"), 1);
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 1u);
+}
+
+TEST_F(ProducerTest, ExplicitIdIsKeptAndANonMonotonicOneAnswersTheTop) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  request.entry_id = "1000-5";
+  auto first = producer.Append(*session_, request);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->kind, AppendResult::Kind::kAppended);
+  EXPECT_EQ(first->id, "1000-5");
+  for (const char* stale : {"1000-5", "1000-4", "999-9"}) {
+    request.entry_id = stale;
+    request.idempotency_key = std::string("k-") + stale;
+    auto refused = producer.Append(*session_, request);
+    ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+    EXPECT_EQ(refused->kind, AppendResult::Kind::kNonMonotonic) << stale;
+    EXPECT_EQ(refused->id, "1000-5");
+    // Refused appends record no idempotency key: a retry with a good id can still append.
+    EXPECT_EQ(server_.Run({"EXISTS", "{feed}:idem:k-" + std::string(stale)}).view().Integer(), 0);
+  }
+  // The top XADD compares with survives deleting the last entry.
+  server_.Run({"XDEL", "feed", "1000-5"});
+  request.entry_id = "1000-5";
+  auto after_delete = producer.Append(*session_, request);
+  ASSERT_TRUE(after_delete.ok());
+  EXPECT_EQ(after_delete->kind, AppendResult::Kind::kNonMonotonic);
+  EXPECT_EQ(after_delete->id, "1000-5");
+  request.entry_id = "0-0";
+  auto zero = producer.Append(*session_, request);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->kind, AppendResult::Kind::kNonMonotonic);
+  EXPECT_EQ(Len("feed"), 0);
+}
+
+TEST_F(ProducerTest, InvalidRequestsAreRefusedBeforeRedis) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendRequest request;
+  EXPECT_EQ(producer.Append(*session_, request).status().code(), StatusCode::kInvalid);
+  request.fields = {{"a", "1"}};
+  for (const char* bad : {"*", "5", "5-*", "x-1", "-1-0"}) {
+    request.entry_id = bad;
+    EXPECT_EQ(producer.Append(*session_, request).status().code(), StatusCode::kInvalid) << bad;
+  }
+  request.entry_id.clear();
+  request.fields.assign(3001, {"f", "v"});
+  auto many = producer.Append(*session_, request);
+  EXPECT_EQ(many.status().code(), StatusCode::kInvalid);
+  request.fields.assign(3000, {"f", "v"});
+  auto most = producer.Append(*session_, request);
+  ASSERT_TRUE(most.ok()) << most.status().ToString();
+  EXPECT_EQ(Len("feed"), 1);
+}
+
+TEST_F(ProducerTest, MaxLenCapsTheStreamApproximately) {
+  auto stream = Stream("feed");
+  stream.max_len = 100;
+  Producer producer(stream, Millis(60000));
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(producer.Append(*session_, request).ok());
+  const int64_t len = Len("feed");
+  EXPECT_GE(len, 100);
+  EXPECT_LT(len, 300);  // MAXLEN ~ trims whole nodes (100 entries each by default)
+}
+
+TEST_F(ProducerTest, AnArchivedStreamIsNeverCappedByTheAppend) {
+  auto stream = Stream("feed");
+  stream.max_len = 100;
+  stream.archive = true;  // only the folder trims it, after folding
+  Producer producer(stream, Millis(60000));
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(producer.Append(*session_, request).ok());
+  EXPECT_EQ(Len("feed"), 500);
+}
+
+TEST_F(ProducerTest, NotifyPublishesTheIdAfterTheAppendOnly) {
+  auto stream = Stream("feed");
+  stream.notify = true;
+  Producer producer(stream, Millis(60000));
+  auto subscriber = server_.Connect();
+  ASSERT_TRUE(subscriber->Run(redis::Command("SUBSCRIBE").Arg("feed:events")).ok());
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  request.idempotency_key = "k";
+  auto first = producer.Append(*session_, request);
+  ASSERT_TRUE(first.ok());
+  auto duplicate = producer.Append(*session_, request);  // not announced
+  ASSERT_TRUE(duplicate.ok());
+  request.idempotency_key.clear();
+  auto second = producer.Append(*session_, request);
+  ASSERT_TRUE(second.ok());
+  // A subscribed connection answers each PING after the messages already sent to it, and one
+  // reply is read per command: the first two replies are the queued messages, in publish order,
+  // and the third is the first PING's pong, so no message announced the duplicate.
+  for (const auto& expected : {first->id, second->id}) {
+    auto message = subscriber->Run(redis::Command("PING"));
+    ASSERT_TRUE(message.ok());
+    ASSERT_EQ(message->view().Size(), 3u);
+    EXPECT_EQ(message->view()[0].Str(), "message");
+    EXPECT_EQ(message->view()[1].Str(), "feed:events");
+    EXPECT_EQ(message->view()[2].Str(), "{\"id\":\"" + expected + "\"}");
+  }
+  auto pong = subscriber->Run(redis::Command("PING"));
+  ASSERT_TRUE(pong.ok());
+  EXPECT_EQ(pong->view()[0].Str(), "pong");
+}
+
+TEST_F(ProducerTest, WrongTypeIsAServerErrorAndNoKeyIsRecorded) {
+  server_.Run({"SET", "feed", "not a stream"});
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  request.idempotency_key = "k";
+  auto result = producer.Append(*session_, request);
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.status().IsServerError("WRONGTYPE")) << result.status().ToString();
+  EXPECT_EQ(server_.Run({"EXISTS", "{feed}:idem:k"}).view().Integer(), 0);
+}
+
+TEST_F(ProducerTest, ReloadsTheScriptAfterAFlush) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  ASSERT_TRUE(producer.Append(*session_, request).ok());
+  server_.Run({"SCRIPT", "FLUSH"});
+  auto again = producer.Append(*session_, request);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(Len("feed"), 2);  // NOSCRIPT ran nothing; the retry appended once
+}
+
+}  // namespace
+}  // namespace streamcar::log
