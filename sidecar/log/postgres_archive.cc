@@ -20,6 +20,7 @@ constexpr size_t kRowsPerInsert = 2000;
 // atomic against itself), so it runs under a transaction-scoped advisory lock.
 constexpr const char* kSchema = R"sql(
 BEGIN;
+SET LOCAL client_min_messages = warning;
 SELECT pg_advisory_xact_lock(7405143291664853001);
 CREATE TABLE IF NOT EXISTS streamcar_archive_entries (
   stream TEXT NOT NULL,
