@@ -312,9 +312,11 @@ class PostgresArchive : public ArchiveStore {
     params.Int64(ToStored(range->last.seq));
     params.Int64(std::max(count, 1));
     auto rows = reader_.Exec(
-        "SELECT ms, seq, fields FROM streamcar_archive_entries WHERE stream = $1 AND "
-        "(ms, seq) >= ($2::bigint, $3::bigint) AND (ms, seq) <= ($4::bigint, $5::bigint) "
-        "ORDER BY ms, seq LIMIT $6::bigint",
+        // Row comparisons over the whole primary key, so that both bounds are index conditions.
+        "SELECT ms, seq, fields FROM streamcar_archive_entries WHERE "
+        "(stream, ms, seq) >= ($1, $2::bigint, $3::bigint) AND "
+        "(stream, ms, seq) <= ($1, $4::bigint, $5::bigint) "
+        "ORDER BY stream, ms, seq LIMIT $6::bigint",
         params, PGRES_TUPLES_OK, 1);
     if (!rows.ok()) return rows.status();
     const int n = PQntuples(rows->get());
