@@ -131,7 +131,7 @@ class Connection {
   // After a failure inside a transaction: ROLLBACK when the connection is still there.
   void Abandon() {
     if (conn_ != nullptr && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
-      Result(PQexec(conn_, "ROLLBACK"));
+      const Result rollback(PQexec(conn_, "ROLLBACK"));
       if (PQstatus(conn_) != CONNECTION_OK) Drop();
     }
   }
