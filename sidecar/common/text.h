@@ -22,9 +22,9 @@ bool IsValidUtf8(std::string_view bytes);
 struct EntryId {
   uint64_t ms = 0;
   uint64_t seq = 0;
-  // clang-tidy reads the comparison category's literal 0 as a null pointer.
-  friend auto operator<=>(const EntryId&,
-                          const EntryId&) = default;  // NOLINT(modernize-use-nullptr)
+  // clang-tidy reads the comparison with 0 that C++ synthesizes from <=> as a null pointer.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
+  friend auto operator<=>(const EntryId&, const EntryId&) = default;
   std::string ToString() const { return std::to_string(ms) + "-" + std::to_string(seq); }
 };
 std::optional<EntryId> ParseEntryId(std::string_view text);

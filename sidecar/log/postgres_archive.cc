@@ -20,6 +20,7 @@ constexpr size_t kRowsPerInsert = 2000;
 // atomic against itself), so it runs under a transaction-scoped advisory lock.
 constexpr const char* kSchema = R"sql(
 BEGIN;
+SET LOCAL client_min_messages = warning;
 SELECT pg_advisory_xact_lock(7405143291664853001);
 CREATE TABLE IF NOT EXISTS streamcar_archive_entries (
   stream TEXT NOT NULL,
@@ -130,7 +131,7 @@ class Connection {
   // After a failure inside a transaction: ROLLBACK when the connection is still there.
   void Abandon() {
     if (conn_ != nullptr && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
-      Result(PQexec(conn_, "ROLLBACK"));
+      const Result rollback(PQexec(conn_, "ROLLBACK"));
       if (PQstatus(conn_) != CONNECTION_OK) Drop();
     }
   }
@@ -311,9 +312,11 @@ class PostgresArchive : public ArchiveStore {
     params.Int64(ToStored(range->last.seq));
     params.Int64(std::max(count, 1));
     auto rows = reader_.Exec(
-        "SELECT ms, seq, fields FROM streamcar_archive_entries WHERE stream = $1 AND "
-        "(ms, seq) >= ($2::bigint, $3::bigint) AND (ms, seq) <= ($4::bigint, $5::bigint) "
-        "ORDER BY ms, seq LIMIT $6::bigint",
+        // Row comparisons over the whole primary key, so that both bounds are index conditions.
+        "SELECT ms, seq, fields FROM streamcar_archive_entries WHERE "
+        "(stream, ms, seq) >= ($1, $2::bigint, $3::bigint) AND "
+        "(stream, ms, seq) <= ($1, $4::bigint, $5::bigint) "
+        "ORDER BY stream, ms, seq LIMIT $6::bigint",
         params, PGRES_TUPLES_OK, 1);
     if (!rows.ok()) return rows.status();
     const int n = PQntuples(rows->get());

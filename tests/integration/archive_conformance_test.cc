@@ -245,6 +245,9 @@ TYPED_TEST(ArchiveConformanceTest, ConcurrentFoldersOnlyTheHigherTokenWritesAfte
         ++refused_count;
       }
       if (i == 5) new_started = true;
+      // Pacing, not synchronization: SQLite's busy handler sleeps while it waits for the write
+      // lock, so a folder that took the lock back at once would starve the other connection.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
   std::vector<std::string> new_written;

@@ -95,7 +95,7 @@ PostgresServer::~PostgresServer() {
 }
 
 std::string PostgresServer::url() const {
-  return "postgresql://streamcar@127.0.0.1:" + std::to_string(port_) + "/postgres";
+  return "postgres://streamcar@127.0.0.1:" + std::to_string(port_) + "/postgres";
 }
 
 bool PostgresServer::Start() {
