@@ -1,29 +1,12 @@
 #include "sidecar/log/entry_id.h"
 
-#include <charconv>
-
 namespace streamcar::log {
-namespace {
-
-bool ParseDigits(std::string_view text, uint64_t* value) {
-  if (text.empty()) return false;
-  for (char c : text) {
-    if (c < '0' || c > '9')
-      return false;  // from_chars alone would accept nothing else, but be plain
-  }
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
-}  // namespace
 
 std::optional<EntryId> ParseId(std::string_view text) {
-  const auto dash = text.find('-');
-  if (dash == std::string_view::npos) return std::nullopt;
-  EntryId id;
-  if (!ParseDigits(text.substr(0, dash), &id.ms)) return std::nullopt;
-  if (!ParseDigits(text.substr(dash + 1), &id.seq)) return std::nullopt;
-  return id;
+  // ParseEntryId (common/text.h) also takes a bare "<ms>", which a window bound or a page
+  // position must not be.
+  if (text.find('-') == std::string_view::npos) return std::nullopt;
+  return ParseEntryId(text);
 }
 
 std::string FormatId(const EntryId& id) { return id.ToString(); }

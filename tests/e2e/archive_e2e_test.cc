@@ -122,6 +122,62 @@ TEST_F(ArchiveE2eTest, SqliteArchiveSurvivesRepeatedKillsWithEveryEntryOnce) {
   KillRepeatedlyThenCheck(backend.url());
 }
 
+// Issue 16's yardstick: a stream trimmed to 1,000 entries in Redis still answers a window read
+// of its first million entries, archive and live tail merged, every entry once and in order.
+TEST_F(ArchiveE2eTest, AStreamTrimmedToAThousandStillReadsItsFirstMillion) {
+  if (UnderSanitizer()) GTEST_SKIP() << "a million entries take minutes under a sanitizer";
+  constexpr int kEntries = 1'000'000;
+  auto connection = redis_->Connect();
+  for (int start = 0; start < kEntries; start += 10'000) {
+    std::vector<redis::Command> pipeline;
+    for (int i = start; i < start + 10'000; ++i) {
+      // Ids <i+1>-0: the id of entry i is known without reading it back.
+      pipeline.push_back(redis::Command("XADD")
+                             .Arg("feed")
+                             .Arg(std::to_string(i + 1) + "-0")
+                             .Arg("n")
+                             .Arg(std::to_string(i)));
+    }
+    auto replies = connection->RunPipeline(pipeline);
+    ASSERT_TRUE(replies.ok()) << replies.status().ToString();
+    ASSERT_FALSE(replies->back().IsError());
+  }
+  SqliteBackend backend;
+  const std::string yaml =
+      "version: 1\nredis:\n  url: " + redis_->url() +
+      "\nadmin:\n  listen: 127.0.0.1:" + std::to_string(admin_port_) +
+      "\nstreams:\n  - name: feed\n    retention: { max_len: 1000, interval: 200ms }\n"
+      "    archive: true\narchive:\n  url: \"" +
+      backend.url() + "\"\n  interval: 200ms\n  batch: 10000\n";
+  {
+    SidecarProcess sidecar(yaml, {}, admin_port_);
+    ASSERT_TRUE(WaitReady()) << sidecar.Logs();
+    ASSERT_TRUE(Eventually([&] { return Len("feed") <= 1000; }, seconds(300))) << sidecar.Logs();
+  }
+  EXPECT_EQ(Len("feed"), 1000);
+
+  auto read =
+      RunStreamcar({"read", "-c", WriteConfig(yaml), "feed", "--since", "0", "--until",
+                    std::to_string(kEntries + 1) + "-0", "--count", std::to_string(kEntries)},
+                   {}, seconds(180));
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  // One line per entry: "<id> <time> n=<i>".
+  int expected = 0;
+  size_t line_start = 0;
+  while (line_start < read.out.size()) {
+    const size_t line_end = read.out.find('\n', line_start);
+    const std::string_view line(
+        read.out.data() + line_start,
+        (line_end == std::string::npos ? read.out.size() : line_end) - line_start);
+    const std::string want = std::to_string(expected + 1) + "-0 ";
+    ASSERT_EQ(line.substr(0, want.size()), want) << "entry " << expected;
+    ++expected;
+    if (line_end == std::string::npos) break;
+    line_start = line_end + 1;
+  }
+  EXPECT_EQ(expected, kEntries);
+}
+
 #ifdef STREAMCAR_HAVE_POSTGRES
 TEST_F(ArchiveE2eTest, PostgresArchiveSurvivesRepeatedKillsWithEveryEntryOnce) {
   PostgresBackend backend;

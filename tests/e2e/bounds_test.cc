@@ -67,20 +67,6 @@ int64_t StatusKiB(pid_t pid, const std::string& field) {
   return -1;
 }
 
-bool UnderSanitizer() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return true;
-#else
-  return false;
-#endif
-#else
-  return false;
-#endif
-}
-
 // The review's measurement (M5): 110 entries of 1 MiB, default settings, a handler that takes
 // 1 s. Counting room in entries only, the sidecar peaked at 159-185 MiB; the byte budget
 // (handler.max_held_bytes, 32 MiB by default) keeps it under the 128 MiB the chart allowed then.

@@ -65,6 +65,22 @@ struct DeadLetter {
   }
 };
 
+// Whether this build (and so the binary under test) runs under ASan or TSan: figures of time
+// and memory mean nothing there.
+inline bool UnderSanitizer() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
 class E2eTest : public ::testing::Test {
  protected:
   E2eTest() : admin_port_(FreePort()) {}
