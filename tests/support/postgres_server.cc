@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "tests/support/redis_server.h"
@@ -75,15 +76,48 @@ PostgresServer::PostgresServer(PostgresServerOptions options) : options_(options
       return;
     }
   }
-  std::string output;
-  if (Run({bin_ + "/initdb", "-D", dir_ + "/data", "-U", "streamcar", "--auth=trust",
-           "--encoding=UTF8", "--no-locale", "--no-sync"},
-          &output) != 0) {
-    error_ = "initdb failed: " + output;
+  if (!CopyClusterTemplate()) {
     ADD_FAILURE() << error_;
     return;
   }
   if (!Start()) ADD_FAILURE() << error_;
+}
+
+// initdb takes seconds (about five on the CI machine) and every PostgreSQL test needs a fresh
+// cluster; a copy of an initialized one takes a fraction of a second. The first server on a
+// machine, for this PostgreSQL build and user, initializes the template into a private
+// directory and renames it into place (atomic: a concurrent test either wins the rename or
+// copies the winner's); every server then copies it into its own directory.
+bool PostgresServer::CopyClusterTemplate() {
+  std::error_code ec;
+  const auto stamp =
+      fs::last_write_time(fs::path(bin_) / "postgres", ec).time_since_epoch().count();
+  const std::string key =
+      std::to_string(std::hash<std::string>{}(bin_ + "@" + std::to_string(stamp)));
+  const fs::path template_dir = fs::temp_directory_path() / ("streamcar-pg-template-" + key + "-" +
+                                                             std::to_string(::geteuid()));
+  std::string output;
+  if (!fs::exists(template_dir / "PG_VERSION", ec)) {
+    if (Run({bin_ + "/initdb", "-D", dir_ + "/template", "-U", "streamcar", "--auth=trust",
+             "--encoding=UTF8", "--no-locale", "--no-sync"},
+            &output) != 0) {
+      error_ = "initdb failed: " + output;
+      return false;
+    }
+    fs::rename(dir_ + "/template", template_dir, ec);
+    if (ec && !fs::exists(template_dir / "PG_VERSION")) {
+      // Not placed and nobody else's either (another file system?): this server uses its own.
+      fs::rename(dir_ + "/template", dir_ + "/data", ec);
+      if (ec) error_ = "cannot move the initialized cluster: " + ec.message();
+      return !ec;
+    }
+    if (ec) fs::remove_all(dir_ + "/template", ec);  // another test placed it first
+  }
+  if (Run({"cp", "-a", template_dir.string(), dir_ + "/data"}, &output) != 0) {
+    error_ = "copying the initialized cluster " + template_dir.string() + " failed: " + output;
+    return false;
+  }
+  return true;
 }
 
 PostgresServer::~PostgresServer() {

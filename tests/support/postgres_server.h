@@ -42,6 +42,8 @@ class PostgresServer {
  private:
   // Runs argv (as the postgres user when we are root); the exit code; output to *output.
   int Run(const std::vector<std::string>& argv, std::string* output) const;
+  // Fills dir_/data with an initialized cluster (see the .cc); false with error_ set.
+  bool CopyClusterTemplate();
   bool Start();
   void Stop();
 
