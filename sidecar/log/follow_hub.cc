@@ -11,12 +11,13 @@
 // A follower below the floor (a new follower that starts in the past, or one that fell behind
 // more than the buffer holds) catches up through a LogReader (archive, then Redis) on its own
 // thread, a page per call, until a page ends at the top of the stream. It then joins the shared
-// read when floor <= p, or starts it (floor = last = p) when nobody follows the stream yet.
+// read when floor <= p, or starts it when nobody follows the stream yet, at floor = last =
+// min(p, top), `top` being the stream's last-generated id read just before the page: a resume
+// point above the top must not make the shared read wait above it for every follower.
 // A caught-up follower whose position is still below the floor may jump to the floor it saw
-// before that final page: the page read everything up to the stream's top, and the top was at or
-// above that floor (a position already reached), so nothing lies between (entries deleted with
-// XDEL are the only way such a gap can exist). Ids only grow, so nothing can be added below it
-// later.
+// before that final page when that floor is at or below `top`: the page read everything up to
+// the top, so nothing lies between (entries deleted with XDEL are the only way such a gap can
+// exist). Ids only grow, so nothing can be added below it later.
 //
 // A new stream must join the XREAD at once: a second thread sends CLIENT UNBLOCK to the hub's
 // connection until the hub has issued an XREAD that includes it.
@@ -42,12 +43,20 @@
 namespace streamcar::log {
 namespace {
 
-// Entries handed to a follower per Next(), and read per stream per shared XREAD.
-constexpr int kBatch = 1000;
+// Entries handed to a follower per Next(), read per stream per shared XREAD, and per catch-up
+// page: small enough that a batch of large entries (say 1 MiB each) stays ~100 MiB at most.
+constexpr int kBatch = 100;
+
+size_t EntryBytes(const StreamEntry& entry) {
+  size_t bytes = entry.id.size();
+  for (const auto& [name, value] : entry.fields) bytes += name.size() + value.size();
+  return bytes;
+}
 
 struct Buffered {
   EntryId id;
   StreamEntry entry;
+  size_t bytes = 0;
 };
 
 // The shared read's state of one followed stream.
@@ -55,7 +64,8 @@ struct Feed {
   EntryId floor;  // the buffer holds every entry with floor < id <= last
   EntryId last;
   std::deque<Buffered> buffer;
-  Status error;  // set when the key cannot be read as a stream (WRONGTYPE); not retried
+  size_t bytes = 0;  // the sum of the buffered entries' bytes
+  Status error;      // set when the key cannot be read as a stream (WRONGTYPE); not retried
 };
 
 }  // namespace
@@ -65,6 +75,7 @@ class FollowHub::Impl {
   Impl(redis::ConnectionOptions options, ArchiveStore* archive, FollowOptions tuning)
       : options_(std::move(options)), archive_(archive), tuning_(tuning) {
     tuning_.buffer_entries = std::max<size_t>(tuning_.buffer_entries, 1);
+    tuning_.buffer_bytes = std::max<size_t>(tuning_.buffer_bytes, 1);
     redis::ConnectionOptions catch_up = options_;
     catch_up.client_name = "streamcar-follow-catchup";
     catch_up_session_ = std::make_unique<redis::Session>(catch_up, "follow-catchup", &health_);
@@ -133,15 +144,24 @@ class FollowHub::Impl {
     return std::nullopt;
   }
 
-  // One page of catch-up after `after`, through the archive and Redis.
-  StatusOr<LogPage> CatchUpPage(const std::string& stream, const EntryId& after) {
+  // One page of catch-up after `after`, through `archive` (null: Redis only) and Redis, and in
+  // *top the stream's last-generated id read just before it: the page holds every entry up to
+  // at least that top.
+  StatusOr<LogPage> CatchUpPage(const std::string& stream, const EntryId& after,
+                                ArchiveStore* archive, EntryId* top) {
+    Status error;
+    auto now = ResolveNow(stream, &error);
+    if (!now) return error;
+    *top = *now;
     std::lock_guard lock(catch_up_mutex_);
-    LogReader reader(catch_up_session_.get(), archive_);
+    LogReader reader(catch_up_session_.get(), archive);
     WindowQuery query;
     query.after = FormatId(after);
     query.count = kBatch;
     return reader.Read(stream, query);
   }
+
+  ArchiveStore* archive() const { return archive_; }
 
   std::mutex& mutex() { return mutex_; }
   std::condition_variable& changed() { return changed_; }
@@ -288,10 +308,14 @@ class FollowHub::Impl {
         auto id = ParseId(entry.id);
         if (!id || *id <= feed.last) continue;
         feed.last = *id;
-        feed.buffer.push_back({*id, std::move(entry)});
+        const size_t bytes = EntryBytes(entry);
+        feed.bytes += bytes;
+        feed.buffer.push_back({*id, std::move(entry), bytes});
       }
-      while (feed.buffer.size() > tuning_.buffer_entries) {
+      while (!feed.buffer.empty() &&
+             (feed.buffer.size() > tuning_.buffer_entries || feed.bytes > tuning_.buffer_bytes)) {
         feed.floor = feed.buffer.front().id;
+        feed.bytes -= feed.buffer.front().bytes;
         feed.buffer.pop_front();
       }
     }
@@ -350,8 +374,9 @@ namespace {
 
 class HubFollower final : public Follower {
  public:
-  HubFollower(std::shared_ptr<FollowHub::Impl> hub, std::string stream, const std::string& after)
-      : hub_(std::move(hub)), stream_(std::move(stream)) {
+  HubFollower(std::shared_ptr<FollowHub::Impl> hub, std::string stream, const std::string& after,
+              ArchiveStore* archive)
+      : hub_(std::move(hub)), stream_(std::move(stream)), archive_(archive) {
     hub_->AddFollower(stream_);
     if (after == "$") {
       Status error;
@@ -434,17 +459,24 @@ class HubFollower final : public Follower {
         floor_before = it->second.floor;
       }
     }
-    auto page = hub_->CatchUpPage(stream_, position_);
+    EntryId top;
+    auto page = hub_->CatchUpPage(stream_, position_, archive_, &top);
     if (!page.ok()) return page.status();
     for (auto& entry : page->entries) out->push_back(std::move(entry));
     if (!out->empty()) position_ = *ParseId(out->back().id);
     if (page->next) return Status::Ok();  // more to catch up on
-    // The page reached the stream's top: see the comment at the top of the file.
-    if (floor_before && position_ < *floor_before) position_ = *floor_before;
+    // The page reached the stream's top: see the comment at the top of the file. The jump is
+    // safe only to a floor the page has read up to.
+    if (floor_before && position_ < *floor_before && *floor_before <= top) {
+      position_ = *floor_before;
+    }
     std::lock_guard lock(hub_->mutex());
     auto it = hub_->feeds().find(stream_);
     if (it == hub_->feeds().end()) {
-      hub_->StartFeedLocked(stream_, position_);
+      // A position above the top (a resume point from the future) must not start the shared
+      // read there: it would wait for ids above it and starve every later follower. The
+      // follower's own position still skips entries at or below it.
+      hub_->StartFeedLocked(stream_, std::min(position_, top));
       joined_ = true;
     } else if (position_ >= it->second.floor) {
       joined_ = true;
@@ -464,6 +496,7 @@ class HubFollower final : public Follower {
 
   std::shared_ptr<FollowHub::Impl> hub_;
   std::string stream_;
+  ArchiveStore* archive_;
   EntryId position_ = kMinId;
   bool resolve_now_ = false;
   bool joined_ = false;
@@ -478,7 +511,12 @@ FollowHub::~FollowHub() { impl_->Stop(); }
 
 std::unique_ptr<Follower> FollowHub::Follow(const std::string& stream,
                                             const std::string& after_id) {
-  return std::make_unique<HubFollower>(impl_, stream, after_id);
+  return std::make_unique<HubFollower>(impl_, stream, after_id, impl_->archive());
+}
+
+std::unique_ptr<Follower> FollowHub::Follow(const std::string& stream, const std::string& after_id,
+                                            ArchiveStore* archive) {
+  return std::make_unique<HubFollower>(impl_, stream, after_id, archive);
 }
 
 int FollowHub::FollowerCount(const std::string& stream) const {

@@ -33,6 +33,9 @@ struct FollowOptions {
   // Recent entries kept per followed stream for followers to take from. A follower more than
   // this many entries behind the shared read catches up through a LogReader instead.
   size_t buffer_entries = 4096;
+  // The same bound in bytes (ids, field names and values), so that large entries cannot make the
+  // buffer hold GiBs; whichever bound is reached first drops the oldest entries.
+  size_t buffer_bytes = size_t{64} << 20;
   // How long one shared XREAD blocks before it is issued again. A change of the followed set
   // interrupts it at once (CLIENT UNBLOCK); this bounds the wait when that is not possible.
   Millis block{2000};
@@ -52,6 +55,10 @@ class FollowHub {
   // Thread-safe. The follower ends when it is destroyed; it may outlive the hub (its Next then
   // answers kCancelled).
   std::unique_ptr<Follower> Follow(const std::string& stream, const std::string& after_id);
+  // The same, catching up through `archive` (may be null: Redis only) instead of the hub's; for
+  // callers that archive only some streams (SPEC 10 `archive: true`).
+  std::unique_ptr<Follower> Follow(const std::string& stream, const std::string& after_id,
+                                   ArchiveStore* archive);
   // The followers of `stream` now (the streamcar_followers gauge).
   int FollowerCount(const std::string& stream) const;
   // Wakes every waiting follower with kCancelled and joins the hub's threads.

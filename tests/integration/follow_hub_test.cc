@@ -163,6 +163,53 @@ TEST_F(FollowHubTest, ALaggingFollowerLosesNothing) {
   EXPECT_EQ(Collect(*slow, more.size()), more);
 }
 
+// A resume point above the stream's top (a Last-Event-ID from the future) must not start the
+// shared read there: that read would wait for ids above it, and every later follower of the
+// stream would be moved up to it and starve.
+TEST_F(FollowHubTest, AResumePointAboveTheTopStarvesNobody) {
+  AddMany(2);
+  FollowHub hub(server_.ClientOptions(), nullptr);
+  auto future = hub.Follow("feed", "99999999999999-0");
+  std::vector<StreamEntry> batch;
+  ASSERT_TRUE(future->Next(&batch, Millis(50)).ok());  // the first follower: starts the feed
+  EXPECT_TRUE(batch.empty());
+  auto now = hub.Follow("feed", "$");
+  ASSERT_TRUE(now->Next(&batch, Millis(50)).ok());
+  const auto ids = AddMany(3);
+  EXPECT_EQ(Collect(*now, 3), ids);
+  // The future follower still skips everything at or below its resume point.
+  const std::string later =
+      std::string(server_.Run({"XADD", "feed", "99999999999999-5", "n", "x"}).view().Str());
+  EXPECT_EQ(Collect(*future, 1), std::vector<std::string>{later});
+  EXPECT_EQ(Collect(*now, 1), std::vector<std::string>{later});
+}
+
+// The buffer is bounded in bytes too: large entries push a lagging follower out of it (it then
+// catches up through the reader, XRANGE) long before the entry bound would.
+TEST_F(FollowHubTest, TheBufferIsBoundedInBytes) {
+  FollowHub hub(server_.ClientOptions(), nullptr,
+                FollowOptions{.buffer_entries = 100000, .buffer_bytes = 8192});
+  auto fast = hub.Follow("feed", "$");
+  auto slow = hub.Follow("feed", "$");
+  std::vector<StreamEntry> batch;
+  ASSERT_TRUE(fast->Next(&batch, Millis(50)).ok());
+  ASSERT_TRUE(slow->Next(&batch, Millis(50)).ok());
+  auto xranges = [&] {
+    const std::string info(server_.Run({"INFO", "commandstats"}).view().Str());
+    const size_t at = info.find("cmdstat_xrange:calls=");
+    return at == std::string::npos ? 0 : std::stoi(info.substr(at + 21));
+  };
+  const int before = xranges();
+  const std::string big(2000, 'b');
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) {
+    ids.emplace_back(server_.Run({"XADD", "feed", "*", "v", big}).view().Str());
+  }
+  EXPECT_EQ(Collect(*fast, ids.size()), ids);
+  EXPECT_EQ(Collect(*slow, ids.size()), ids);
+  EXPECT_GT(xranges(), before);
+}
+
 TEST_F(FollowHubTest, AWrongTypeKeyFailsItsFollowersOnly) {
   server_.Run({"SET", "bad", "text"});
   FollowHub hub(server_.ClientOptions(), nullptr);
