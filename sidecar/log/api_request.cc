@@ -148,10 +148,14 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
 }
 
 size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
-                     std::optional<HeadProblem>* problem) {
-  body->clear();
-  size_t at = 0;
-  while (true) {
+                     std::optional<HeadProblem>* problem, ChunkedState* state) {
+  ChunkedState fresh;
+  if (state == nullptr) {
+    body->clear();
+    state = &fresh;
+  }
+  size_t at = state->at;
+  while (!state->trailers) {
     const size_t line_end = in.find("\r\n", at);
     if (line_end == std::string_view::npos) {
       if (in.size() - at > 1024) *problem = Bad("chunk size line too long");
@@ -166,19 +170,25 @@ size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
       *problem = Bad("malformed chunk size");
       return 0;
     }
-    at = line_end + 2;
-    if (size == 0) break;
+    const size_t data = line_end + 2;
+    if (size == 0) {
+      at = data;
+      state->at = at;
+      state->trailers = true;
+      break;
+    }
     if (size > max_body || body->size() + size > max_body) {
       *problem = HeadProblem{413, "request body over api.max_body"};
       return 0;
     }
-    if (in.size() - at < size + 2) return 0;
-    if (in.substr(at + size, 2) != "\r\n") {
+    if (in.size() - data < size + 2) return 0;  // resumes at this chunk's size line
+    if (in.substr(data + size, 2) != "\r\n") {
       *problem = Bad("chunk data not followed by CRLF");
       return 0;
     }
-    body->append(in.substr(at, size));
-    at += size + 2;
+    body->append(in.substr(data, size));
+    at = data + size + 2;
+    state->at = at;
   }
   // Trailer fields up to the blank line; discarded.
   while (true) {
@@ -189,6 +199,7 @@ size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
     }
     const bool blank = line_end == at;
     at = line_end + 2;
+    state->at = at;
     if (blank) return at;
   }
 }

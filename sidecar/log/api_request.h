@@ -43,11 +43,19 @@ size_t FindHeadEnd(std::string_view in);
 // head is refused; the connection must then be closed after answering.
 std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* request);
 
+// Where a chunked decode stopped for more input: the next call resumes there instead of
+// decoding the body again from its start (which would be quadratic in the number of reads).
+struct ChunkedState {
+  size_t at = 0;          // the offset in `in` where decoding resumes (the start of a line)
+  bool trailers = false;  // the last chunk was read; `at` is in the trailer fields
+};
+
 // Decodes a chunked body at the start of `in` (RFC 9112 7.1; chunk extensions ignored, trailer
 // fields discarded). Returns the bytes of `in` it consumed once the last chunk and trailers are
 // whole, 0 while more input is needed; *problem is set when the framing is malformed (400) or
-// the body would exceed `max_body` (413).
+// the body would exceed `max_body` (413). With `state`, a call continues where the previous one
+// on the same `in` (grown at its end only) and the same `body` stopped; without, it starts over.
 size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
-                     std::optional<HeadProblem>* problem);
+                     std::optional<HeadProblem>* problem, ChunkedState* state = nullptr);
 
 }  // namespace streamcar::log

@@ -330,9 +330,11 @@ class ApiServer::Impl {
     }
     if (request->chunked) {
       const size_t limit = api_.max_body + kChunkedOverhead;
+      ChunkedState chunked;  // each read decodes only what it added
+      request->body.clear();
       while (true) {
         std::optional<HeadProblem> problem;
-        const size_t used = DecodeChunked(*in, api_.max_body, &request->body, &problem);
+        const size_t used = DecodeChunked(*in, api_.max_body, &request->body, &problem, &chunked);
         if (problem) {
           *refusal = ApiResponse::Error(problem->status, problem->message);
           return ReadOutcome::kRefused;

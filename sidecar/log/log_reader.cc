@@ -22,8 +22,17 @@
 // `next` is set. (Redis entries <= W2 that step 2 returned are dropped; they are all in the
 // archive part, so the archive part plus the rest still holds at least n+1 entries when Redis
 // returned n+1.)
+//
+// Byte budget (kPageByteBudget): step 2 reads Redis in chunks, all before step 3, so the argument
+// above holds for their union; it stops once the chunks hold the budget, at an id L. The Redis
+// part is then exact only up to L: every entry the merge keeps is <= max(L, W2), and the window
+// is exact up to there, so `next` is set (the client continues after the last entry kept). The
+// merged list is then cut where its field bytes reach the budget; any prefix of an exact list is
+// exact, and `next` is its last id.
 
 #include "sidecar/log/log_reader.h"
+
+#include <algorithm>
 
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/entry_id.h"
@@ -33,6 +42,16 @@ namespace streamcar::log {
 namespace {
 
 constexpr int kMaxCount = 10000;
+// Redis is read in chunks: the first small (entry sizes are unknown), the next sized by the
+// average entry so far to about the budget left, so one reply stays near kPageByteBudget.
+constexpr int kFirstChunk = 16;
+constexpr int kMaxChunk = 1000;
+
+size_t FieldBytes(const StreamEntry& entry) {
+  size_t bytes = 0;
+  for (const auto& [name, value] : entry.fields) bytes += name.size() + value.size();
+  return bytes;
+}
 
 StatusOr<EntryId> ValidId(const std::string& text, const char* what) {
   auto id = ParseId(text);
@@ -86,6 +105,7 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
 
   // Step 2.
   std::vector<StreamEntry> live;
+  std::optional<EntryId> redis_cut;  // Redis was read only up to here (the byte budget)
   EntryId redis_from = start;
   if (archive_ != nullptr && w1 >= start) {
     auto above = Successor(w1);
@@ -98,24 +118,47 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
       Millis retry_in{0};
       if (Status status = session_->ConnectOnce(&retry_in); !status.ok()) return status;
     }
-    redis::Command xrange("XRANGE");
-    xrange.Arg(stream).Arg(FormatId(redis_from));
-    if (until) {
-      xrange.Arg("(" + FormatId(*until));
-    } else {
-      xrange.Arg("+");
-    }
-    xrange.Arg("COUNT").Arg(int64_t{want});
-    auto reply = session_->Run(xrange);
-    if (!reply.ok()) {
-      if (reply.status().IsServerError("WRONGTYPE")) {
-        return Status(StatusCode::kServerError, "WRONGTYPE the Redis key \"" +
-                                                    PrintableOneLine(stream) +
-                                                    "\" holds another type, not a stream");
+    EntryId from = redis_from;
+    size_t live_bytes = 0;
+    int chunk = kFirstChunk;
+    while (static_cast<int>(live.size()) < want) {
+      const int ask = std::min(chunk, want - static_cast<int>(live.size()));
+      redis::Command xrange("XRANGE");
+      xrange.Arg(stream).Arg(FormatId(from));
+      if (until) {
+        xrange.Arg("(" + FormatId(*until));
+      } else {
+        xrange.Arg("+");
       }
-      return reply.status();
+      xrange.Arg("COUNT").Arg(int64_t{ask});
+      auto reply = session_->Run(xrange);
+      if (!reply.ok()) {
+        if (reply.status().IsServerError("WRONGTYPE")) {
+          return Status(StatusCode::kServerError, "WRONGTYPE the Redis key \"" +
+                                                      PrintableOneLine(stream) +
+                                                      "\" holds another type, not a stream");
+        }
+        return reply.status();
+      }
+      auto got = redis::StreamOps::ParseEntries(reply->view());
+      const int got_count = static_cast<int>(got.size());
+      for (auto& entry : got) {
+        live_bytes += FieldBytes(entry);
+        live.push_back(std::move(entry));
+      }
+      if (got_count < ask || static_cast<int>(live.size()) >= want) break;  // all of the window
+      auto last = ParseId(live.back().id);
+      auto above = last ? Successor(*last) : std::nullopt;
+      if (!above) break;
+      if (live_bytes >= kPageByteBudget) {
+        redis_cut = *last;
+        break;
+      }
+      from = *above;
+      const size_t average = live_bytes / live.size() + 1;
+      chunk = static_cast<int>(
+          std::clamp<size_t>((kPageByteBudget - live_bytes) / average + 1, 1, kMaxChunk));
     }
-    live = redis::StreamOps::ParseEntries(reply->view());
   }
 
   LogPage page;
@@ -144,9 +187,22 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
     if (!id || (archive_ != nullptr && *id <= w2)) continue;
     page.entries.push_back(std::move(entry));
   }
-  if (static_cast<int>(page.entries.size()) > query.count) {
-    page.entries.resize(static_cast<size_t>(query.count));
+  // Cut at count entries or at the byte budget, whichever comes first (at least one entry).
+  size_t keep = 0;
+  size_t bytes = 0;
+  while (keep < page.entries.size() && keep < static_cast<size_t>(query.count)) {
+    const size_t entry_bytes = FieldBytes(page.entries[keep]);
+    if (keep > 0 && bytes + entry_bytes > kPageByteBudget) break;
+    bytes += entry_bytes;
+    ++keep;
+  }
+  if (keep < page.entries.size()) {
+    page.entries.resize(keep);
     page.next = page.entries.back().id;
+  } else if (redis_cut) {
+    // The window may hold more above what Redis was read for. With no entry kept (every entry
+    // Redis gave was folded before step 3), continue above both parts read.
+    page.next = page.entries.empty() ? FormatId(std::max(*redis_cut, w2)) : page.entries.back().id;
   }
   return page;
 }

@@ -24,6 +24,12 @@ class ArchiveStore;
 // kInvalid saying what is wrong otherwise.
 StatusOr<std::string> ParseBound(std::string_view text);
 
+// A page holds at most this many bytes of field names and values (SPEC is silent; docs/api.md):
+// a page that would hold more ends early with `next` set, so a reader of large entries pages on
+// instead of making the sidecar hold count × entry size. An entry larger than this alone is still
+// returned, alone.
+inline constexpr size_t kPageByteBudget = size_t{16} << 20;
+
 struct WindowQuery {
   std::string since = "0-0";  // inclusive entry id
   std::string until;          // exclusive entry id; "" = no upper bound

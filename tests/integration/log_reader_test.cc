@@ -166,6 +166,68 @@ TEST_F(LogReaderTest, WindowsAcrossTheWatermark) {
   EXPECT_EQ(*page->entries.at(0).Find("i"), "3");
 }
 
+// Large entries: a page stops at kPageByteBudget field bytes whatever `count` says, sets `next`,
+// and paging on returns every entry exactly once, from Redis, across the watermark, and with a
+// fold and a trim between the steps of every read. An entry larger than the budget comes alone.
+TEST_F(LogReaderTest, PagesAreCutByBytes) {
+  constexpr size_t kValue = size_t{1} << 20;
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 40; ++i) {
+    const std::string id = std::to_string(1000 + i) + "-0";
+    server_.Run({"XADD", "feed", id, "v", std::string(kValue, static_cast<char>('a' + i % 26))});
+    ids.push_back(id);
+  }
+  const size_t per_page = kPageByteBudget / (kValue + 1);  // field name "v" is one byte
+  // Pages through the window checking every page's size; the ids read.
+  auto read_all = [&](LogReader& reader) {
+    std::vector<std::string> read;
+    WindowQuery query{.count = 10000};
+    for (int pages = 0; pages < 100; ++pages) {
+      auto page = reader.Read("feed", query);
+      EXPECT_TRUE(page.ok()) << page.status().ToString();
+      if (!page.ok()) break;
+      size_t bytes = 0;
+      for (const auto& entry : page->entries) {
+        bytes += entry.fields.at(0).second.size() + 1;
+        EXPECT_EQ(entry.fields.at(0).second.size(), kValue);
+        read.push_back(entry.id);
+      }
+      EXPECT_LE(bytes, kPageByteBudget);
+      EXPECT_LE(page->entries.size(), per_page);
+      if (!page->next) break;
+      query.after = *page->next;
+    }
+    return read;
+  };
+
+  LogReader redis_only(session_.get(), nullptr);
+  auto first = redis_only.Read("feed", WindowQuery{.count = 10000});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->entries.size(), per_page);
+  ASSERT_TRUE(first->next);
+  EXPECT_EQ(*first->next, ids[per_page - 1]);
+  EXPECT_EQ(read_all(redis_only), ids);
+
+  FakeArchive archive;
+  ASSERT_TRUE(FoldAndTrim(*session_, archive, 10));
+  LogReader merged(session_.get(), &archive);
+  EXPECT_EQ(read_all(merged), ids);
+
+  auto folder = NewSession();
+  archive.before_read = [&] { FoldAndTrim(*folder, archive, 3); };
+  EXPECT_EQ(read_all(merged), ids);
+  archive.before_read = nullptr;
+
+  const std::string big_id = "2000-0";
+  server_.Run({"XADD", "feed", big_id, "v", std::string(kPageByteBudget + 1, 'z')});
+  server_.Run({"XADD", "feed", "2001-0", "v", "small"});
+  auto big = merged.Read("feed", WindowQuery{.since = big_id, .count = 10});
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  ASSERT_EQ(big->entries.size(), 1u);
+  EXPECT_EQ(big->entries[0].id, big_id);
+  EXPECT_EQ(big->next, big_id);
+}
+
 // A fold and a trim at the worst moments of a read: between reading W1 and Redis, and between
 // Redis and the archive snapshot. Every page of every window must still be exact.
 TEST_F(LogReaderTest, FoldAndTrimBetweenTheStepsOfARead) {
