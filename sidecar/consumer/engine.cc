@@ -179,12 +179,13 @@ int RunEngine(const config::Config& config) {
             {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
              {"drain_timeout_ms", static_cast<int64_t>(config.shutdown.drain_timeout.count())}});
   }
-  // The API first: no new appends or reads while the rest shuts down (its in-flight requests
-  // finish; followers end).
+  // Every subscription stops reading at once (SPEC 4.5: nothing new is read once shutdown
+  // begins), before anything that may take a while to stop: the API (its in-flight requests
+  // finish, followers end) and the retention beat (a fold in progress). Only then are the
+  // readers waited for.
+  for (auto& runtime : runtimes) runtime->RequestStopIntake();
   if (api_server) api_server->Stop();
   if (retention) retention->StopAndJoin();
-  // Every subscription stops reading at once; only then are the readers waited for.
-  for (auto& runtime : runtimes) runtime->RequestStopIntake();
   for (auto& runtime : runtimes) runtime->JoinIntake();
   bool all_finished = true;
   for (auto& runtime : runtimes)
