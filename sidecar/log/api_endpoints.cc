@@ -104,7 +104,7 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
             options.client_name += ":api-follow";
             return options;
           }(),
-          deps.archive) {
+          nullptr) {  // each follower gets its stream's archive, if it has one
   for (const auto& stream : streams) {
     streams_[stream.name] =
         std::make_unique<Stream>(Stream{stream, Producer(stream, api.idempotency_ttl)});
@@ -120,7 +120,7 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
     const std::vector<std::pair<ApiRoute, std::vector<int>>> known = {
         {ApiRoute::kProduce, {200, 201, 400, 405, 409, 413, 500, 503}},
         {ApiRoute::kRead, {200, 400, 500, 503}},
-        {ApiRoute::kFollow, {200, 400, 503}},
+        {ApiRoute::kFollow, {200, 400, 500, 503}},
         {ApiRoute::kOther, {400, 401, 404, 405, 408, 431, 503}},
     };
     for (const auto& [route, codes] : known) {
@@ -146,6 +146,12 @@ void ApiEndpoints::Probe() {
 
 void ApiEndpoints::Count(ApiRoute route, int status) {
   if (deps_.metrics != nullptr) deps_.metrics->ApiRequests(RouteName(route), status).Increment();
+}
+
+ArchiveStore* ApiEndpoints::ArchiveOf(const Stream& stream) const {
+  // Only a stream with `archive: true` is read through the archive: a plain stream's reads must
+  // not fail or hang with an archive they never use.
+  return stream.config.archive ? deps_.archive : nullptr;
 }
 
 const ApiEndpoints::Stream* ApiEndpoints::Find(const std::string& name) const {
@@ -304,7 +310,7 @@ ApiResponse ApiEndpoints::Read(const ApiRequest& request, const Stream& stream) 
   int retry_after = 1;
   auto lease = sessions_.Acquire(ApiServer::kSessionWait, &retry_after);
   if (!lease.ok()) return Unavailable(lease.status(), retry_after);
-  LogReader reader(&lease->session(), deps_.archive);
+  LogReader reader(&lease->session(), ArchiveOf(stream));
   auto page = reader.Read(stream.config.name, window);
   if (!page.ok()) {
     const Status& status = page.status();
@@ -369,24 +375,44 @@ std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const
     }
   } leave{this, stream.config.name};
   if (deps_.metrics != nullptr) deps_.metrics->Followers(stream.config.name).Increment();
+
+  // Where "$" is and the first catch-up page are read before the 200 head, so that an outage
+  // answers 503 + Retry-After and a key that is not a stream an error, as the other endpoints do.
+  auto follower = hub_.Follow(stream.config.name, start, ArchiveOf(stream));
+  std::vector<StreamEntry> entries;
+  const Status first = follower->Next(&entries, Millis(0));
+  if (first.code() == StatusCode::kCancelled) {
+    ApiResponse response = ApiResponse::Error(503, "the API is shutting down");
+    response.headers.emplace_back("Retry-After", "1");
+    return response;
+  }
+  if (first.code() == StatusCode::kIo || first.code() == StatusCode::kTimeout) {
+    return Unavailable(first, 1);
+  }
+  if (!first.ok()) return ApiResponse::Error(500, "Redis refused the read: " + first.message());
   Count(ApiRoute::kFollow, 200);
 
   const std::string head =
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
       "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n";
   if (!SendAll(fd, head, SteadyClock::now() + ApiServer::kWriteTimeout)) return std::nullopt;
-  auto follower = hub_.Follow(stream.config.name, start);
   SteadyTime last_write = SteadyClock::now();
-  std::vector<StreamEntry> entries;
   std::string out;
+  bool have = true;  // `entries` holds the first page already
   while (!stopping_) {
-    entries.clear();
-    const Status status = follower->Next(&entries, kFollowPoll);
-    if (status.code() == StatusCode::kCancelled) break;
-    if (!status.ok()) {
-      // Redis unreachable: the follower resumes where it was; keep the client, pace the retry.
-      std::this_thread::sleep_for(Millis(200));
+    if (!have) {
+      entries.clear();
+      const Status status = follower->Next(&entries, kFollowPoll);
+      if (status.code() == StatusCode::kIo || status.code() == StatusCode::kTimeout) {
+        // Redis unreachable: the follower resumes where it was; keep the client, pace the retry.
+        std::this_thread::sleep_for(Millis(200));
+      } else if (!status.ok()) {
+        // Stopped, or an error retrying cannot fix (the key became another type): end the
+        // event stream; the client's reconnect gets the error as an answer.
+        break;
+      }
     }
+    have = false;
     out.clear();
     for (const auto& entry : entries) {
       out += "id: " + entry.id + "\ndata: " + delivery::EncodeLogEntry(entry) + "\n\n";

@@ -55,6 +55,7 @@ class ApiEndpoints {
     Producer producer;
   };
 
+  ArchiveStore* ArchiveOf(const Stream& stream) const;
   const Stream* Find(const std::string& name) const;
   ApiResponse Produce(const ApiRequest& request, const Stream& stream);
   ApiResponse Read(const ApiRequest& request, const Stream& stream);

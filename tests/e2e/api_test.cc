@@ -689,6 +689,48 @@ TEST_F(ApiTest, FollowStreamsLaterEntriesInOrderAndResumesAfterLastEventId) {
   EXPECT_EQ(resumed.ids(), (std::vector<std::string>{ids[4], ids[5], ids[6]}));
 }
 
+// Follow checks Redis before its 200 head: a key that is not a stream is an error answer (not
+// an endless empty event stream), and an outage is 503 + Retry-After like the other endpoints.
+TEST_F(ApiTest, FollowAnswersErrorsBeforeTheEventStreamStarts) {
+  StartApi();
+  redis_->Run({"SET", "notes", "text"});
+  SseClient wrong;
+  EXPECT_EQ(wrong.Open(api_port_, "/v1/streams/notes/entries?follow=true",
+                       {"Authorization: Bearer " + kToken}),
+            500)
+      << wrong.head();
+  redis_->Kill();
+  SseClient down;
+  EXPECT_EQ(down.Open(api_port_, "/v1/streams/feed/entries?follow=true",
+                      {"Authorization: Bearer " + kToken}),
+            503)
+      << down.head();
+  EXPECT_NE(down.head().find("Retry-After: 1"), std::string::npos) << down.head();
+}
+
+// A stream without `archive: true` is read from Redis only: an archive that cannot be read
+// (here an SQLite file overwritten with garbage after the sidecar opened it) does not touch it.
+TEST_F(ApiTest, PlainStreamsAreReadWithoutTheArchive) {
+  const std::string db = std::filesystem::path(WriteConfig("")).parent_path().string() + "/log.db";
+  StartApi("archive: { url: \"sqlite://" + db + "\" }\n");
+  const std::string id = JsonString(PostJson("feed", R"({"n":"0"})").body, "id");
+  {
+    std::ofstream garbage(db, std::ios::binary | std::ios::trunc);
+    garbage << std::string(8192, 'x');
+  }
+  for (const char* name : {"-wal", "-shm"}) std::filesystem::remove(db + name);
+  Reply read = Call("GET", "/v1/streams/feed/entries");
+  EXPECT_EQ(read.status, 200) << read.body;
+  EXPECT_NE(read.body.find(id), std::string::npos) << read.body;
+  SseClient follower;
+  ASSERT_EQ(follower.Open(api_port_, "/v1/streams/feed/entries?follow=true&since=" + id,
+                          {"Authorization: Bearer " + kToken}),
+            200)
+      << follower.head();
+  ASSERT_TRUE(follower.WaitEvents(1, seconds(10)));
+  EXPECT_EQ(follower.ids(), std::vector<std::string>{id});
+}
+
 TEST_F(ApiTest, FollowersOfAStreamShareOneBlockingRead) {
   StartApi();
   const std::string first = JsonString(PostJson("feed", R"({"n":"0"})").body, "id");
