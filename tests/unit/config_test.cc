@@ -829,6 +829,38 @@ TEST(LogApiConfig, ArchiveUrlIsSqliteOrPostgres) {
             "postgres://u@h:5432/db");
 }
 
+TEST(LogApiConfig, ArchiveUrlAcceptsPostgresqlScheme) {
+  // libpq and OpenArchive take both spellings; so does validation.
+  EXPECT_EQ(Load("version: 1\nstreams: [{name: a}]\narchive: { url: \"postgresql://u@h:5432/db\" "
+                 "}\n")
+                .archive.url,
+            "postgresql://u@h:5432/db");
+  EXPECT_NE(ErrorOf("version: 1\nstreams: [{name: a}]\narchive: { url: \"postgresql://\" }\n")
+                .find("archive.url: "),
+            std::string::npos);
+}
+
+TEST(LogApiConfig, ArchivedStreamRefusesMaxLen) {
+  const std::string error = ErrorOf(
+      "version: 1\nstreams: [{name: feed, archive: true, max_len: 100}]\n"
+      "archive: { url: \"sqlite:///tmp/a.db\" }\n");
+  EXPECT_NE(error.find("streams[0].max_len: "), std::string::npos) << error;
+  EXPECT_NE(error.find("\"feed\" has archive: true"), std::string::npos) << error;
+}
+
+TEST(LogApiConfig, AckDeleteOnArchivedStreamIsRefused) {
+  const std::string yaml =
+      "version: 1\nstreams: [{name: feed, archive: true}]\n"
+      "archive: { url: \"sqlite:///tmp/a.db\" }\n"
+      "subscriptions:\n  - name: mailer\n    stream: feed\n    group: g\n"
+      "    handler: { url: \"http://h/\" }\n";
+  const std::string error = ErrorOf(yaml + "    ack: { delete: true }\n");
+  EXPECT_NE(error.find("subscriptions[0].ack.delete: "), std::string::npos) << error;
+  EXPECT_NE(error.find("\"mailer\""), std::string::npos) << error;
+  EXPECT_NE(error.find("\"feed\", which is archived"), std::string::npos) << error;
+  EXPECT_FALSE(Load(yaml).subscriptions[0].ack.delete_entries);  // without ack.delete: fine
+}
+
 TEST(LogApiConfig, ArchiveBatchAndInterval) {
   ExpectError("version: 1\nstreams: [{name: a}]\narchive: { batch: 0 }\n", "archive.batch",
               "must be between 1 and", 3);
