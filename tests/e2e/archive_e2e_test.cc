@@ -146,6 +146,21 @@ TEST_F(ArchiveE2eTest, StartsWithoutItsArchiveAndFoldsOnceItIsThere) {
 }
 
 #ifdef STREAMCAR_HAVE_POSTGRES
+// A PostgreSQL server nobody listens for yet: the sidecar starts and serves, and trims nothing.
+TEST_F(ArchiveE2eTest, StartsWhilePostgresIsUnreachable) {
+  for (int i = 0; i < 100; ++i) redis_->Run({"XADD", "feed", "*", "n", std::to_string(i)});
+  const std::string url = "postgres://streamcar@127.0.0.1:" + std::to_string(FreePort()) + "/log";
+  SidecarProcess sidecar(Config(url), {}, admin_port_);
+  ASSERT_TRUE(WaitReady()) << sidecar.Logs();
+  ASSERT_TRUE(Eventually(
+      [&] { return sidecar.Logs().find("archive cannot be opened") != std::string::npos; },
+      seconds(20)))
+      << sidecar.Logs();
+  EXPECT_EQ(Len("feed"), 100) << "an archived stream is not trimmed without its archive";
+  sidecar.Terminate();
+  EXPECT_EQ(sidecar.Wait(seconds(20)), 0) << sidecar.Logs();
+}
+
 TEST_F(ArchiveE2eTest, PostgresArchiveSurvivesRepeatedKillsWithEveryEntryOnce) {
   PostgresBackend backend;
   KillRepeatedlyThenCheck(backend.url());
