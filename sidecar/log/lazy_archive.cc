@@ -40,8 +40,9 @@ StatusOr<ArchiveStore*> LazyArchive::Ensure() {
   backoff_ = backoff_.count() == 0 ? kFirstBackoff : std::min(backoff_ * 2, kMaxBackoff);
   next_attempt_ = SteadyClock::now() + backoff_;
   last_error_ = opened.status();
-  LogError("archive cannot be opened; archived streams are not folded nor trimmed until it can",
-           {{"error", last_error_.message()}, {"retry_in_ms", std::to_string(backoff_.count())}});
+  LogError(
+      "archive cannot be opened; archived streams are not folded nor trimmed until it can",
+      {{"error", last_error_.message()}, {"retry_in_ms", static_cast<int64_t>(backoff_.count())}});
   // A malformed URL is refused before a LazyArchive is made; anything else is worth retrying.
   return Status(StatusCode::kIo, "archive not open: " + last_error_.message());
 }
