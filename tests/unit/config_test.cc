@@ -853,7 +853,7 @@ TEST(LogApiConfig, AckDeleteOnArchivedStreamIsRefused) {
   const std::string yaml =
       "version: 1\nstreams: [{name: feed, archive: true}]\n"
       "archive: { url: \"sqlite:///tmp/a.db\" }\n"
-      "subscriptions:\n  - name: mailer\n    stream: feed\n    group: g\n"
+      "subscriptions:\n  - name: mailer\n    stream: feed\n    group: g\n    start: new\n"
       "    handler: { url: \"http://h/\" }\n";
   const std::string error = ErrorOf(yaml + "    ack: { delete: true }\n");
   EXPECT_NE(error.find("subscriptions[0].ack.delete: "), std::string::npos) << error;
