@@ -34,8 +34,9 @@ std::string CheckArchiveUrl(const std::string& url) {
     }
     return {};
   }
-  if (url.starts_with("postgres://")) {
-    if (url.size() == 11) return "postgres:// URL has no host (got \"postgres://\")";
+  for (std::string_view scheme : {"postgres://", "postgresql://"}) {
+    if (!url.starts_with(scheme)) continue;
+    if (url.size() == scheme.size()) return "a PostgreSQL URL has no host (got \"" + url + "\")";
     return {};
   }
   return "must be sqlite:///path or postgres://user@host:5432/db (got \"" + MaskUrlPassword(url) +
@@ -57,6 +58,15 @@ bool ValidateLogApi(const Config& config, const ProblemSink& problem) {
     if (stream.archive && config.archive.url.empty()) {
       problem(path + ".archive",
               "archive: true needs archive.url (sqlite:///path or postgres://...)");
+      return false;
+    }
+    if (stream.archive && stream.max_len > 0) {
+      // An archived stream is trimmed only by its folder (retention), never by XADD MAXLEN:
+      // a capped XADD would drop entries that were never archived.
+      problem(path + ".max_len",
+              "stream \"" + stream.name +
+                  "\" has archive: true; max_len would trim entries before they are archived "
+                  "(use retention.max_len, which folds them first)");
       return false;
     }
   }
@@ -117,6 +127,20 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
     if (sub.retry.max_backoff < sub.retry.initial_backoff) {
       problem(path + ".retry.max_backoff", "must not be below retry.initial_backoff");
       return;
+    }
+    if (sub.ack.delete_entries) {
+      bool archived = false;
+      for (const auto& stream : config.streams)
+        archived |= stream.archive && stream.name == sub.stream;
+      if (archived) {
+        // XDEL on ack would remove entries before the archive folder has folded them.
+        problem(path + ".ack.delete",
+                "subscription \"" + sub.name + "\" deletes acknowledged entries of stream \"" +
+                    sub.stream +
+                    "\", which is archived (streams: archive: true): entries would be lost "
+                    "before they are folded; drop ack.delete (retention trims after folding)");
+        return;
+      }
     }
     if (sub.dead_letter.stream == sub.stream) {
       problem(path + ".dead_letter.stream", "must differ from the subscription's stream");

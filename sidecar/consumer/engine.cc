@@ -17,6 +17,7 @@
 #include "sidecar/consumer/subscription.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
+#include "sidecar/log/lazy_archive.h"
 
 namespace streamcar::consumer {
 namespace {
@@ -81,7 +82,8 @@ int RunEngine(const config::Config& config) {
   // The archive (SPEC 10), shared by the retention beat's folders and the log API's reads.
   std::unique_ptr<log::ArchiveStore> archive;
   if (!config.archive.url.empty()) {
-    auto opened = log::OpenArchive(config.archive.url);
+    // Unreachable now: opened lazily by the retention beat (and the log API) with backoff.
+    auto opened = log::OpenArchiveOrRetry(config.archive.url);
     if (!opened.ok()) {
       LogError("fatal: cannot open the archive: " + opened.status().message());
       return 1;

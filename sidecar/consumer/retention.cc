@@ -76,6 +76,7 @@ RetentionBeat::RetentionBeat(std::vector<TrimRule> rules, std::unique_ptr<redis:
   for (const auto& rule : rules_) {
     if (!rule.archive || archive_.store == nullptr) {
       folders_.push_back(nullptr);
+      fold_errors_.emplace_back();
       continue;
     }
     log::FolderOptions options;
@@ -86,7 +87,9 @@ RetentionBeat::RetentionBeat(std::vector<TrimRule> rules, std::unique_ptr<redis:
     options.max_age = rule.max_age;
     // Long enough to survive a step and a late beat; a holder that died is replaced after it.
     options.lease_ttl = std::max(Millis(10000), rule.interval * 3);
+    options.on_batch = [this] { loop_->Beat(); };
     folders_.push_back(std::make_unique<log::ArchiveFolder>(options, archive_.store, metrics_));
+    fold_errors_.emplace_back();
   }
 }
 
@@ -114,8 +117,15 @@ bool RetentionBeat::Fold(size_t index, bool* more) {
     *more = step->more;
     return true;
   }
-  LogError("archive fold failed; nothing was trimmed that is not archived",
-           {{"stream", rule.stream}, {"error", step.status().message()}});
+  // The same failure on every beat (an archive that cannot open yet, on a 50 ms interval) is
+  // logged once a minute, a new one at once.
+  auto& last = fold_errors_[index];
+  const auto now = SteadyClock::now();
+  if (last.message != step.status().message() || now - last.logged >= Millis(60000)) {
+    last = {step.status().message(), now};
+    LogError("archive fold failed; nothing was trimmed that is not archived",
+             {{"stream", rule.stream}, {"error", step.status().message()}});
+  }
   return session_->connected();
 }
 
@@ -191,6 +201,8 @@ void RetentionBeat::Run() {
       if (now < next[i]) continue;
       bool more = false;
       if (Trim(i, &more)) next[i] = more ? SteadyClock::now() : now + rules_[i].interval;
+      // A pass over many rules (each fold step up to its budget) must not look wedged.
+      loop_->Beat();
     }
     const auto wake = *std::min_element(next.begin(), next.end());
     const auto wait = std::clamp(std::chrono::duration_cast<Millis>(wake - SteadyClock::now()),

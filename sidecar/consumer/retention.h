@@ -71,6 +71,11 @@ class RetentionBeat {
   std::vector<TrimRule> rules_;
   ArchiveDeps archive_;
   std::vector<std::unique_ptr<log::ArchiveFolder>> folders_;  // by rule; null: not archived
+  struct FoldError {
+    std::string message;
+    SteadyTime logged{};
+  };
+  std::vector<FoldError> fold_errors_;  // by rule: the last fold failure logged
   std::unique_ptr<redis::Session> session_;
   admin::Metrics* metrics_;
   admin::Watchdog::Loop* loop_;

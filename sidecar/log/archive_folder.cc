@@ -158,6 +158,15 @@ StatusOr<BatchOutcome> ArchiveFolder::FoldBatch(redis::Session& session, int64_t
 
 StatusOr<StepOutcome> ArchiveFolder::Step(redis::Session& session, const StopSignal* stop) {
   StepOutcome outcome;
+  // W from the archive itself on every step, whoever folds: the gauge is right from the first
+  // beat on every replica. An archive that cannot be reached skips the step (nothing trimmed).
+  auto watermark = store_->Watermark(options_.stream);
+  if (!watermark.ok()) return watermark.status();
+  if (metrics_ != nullptr) {
+    if (auto w = ParseEntryId(*watermark); w && w->ms > 0) {
+      metrics_->ArchiveWatermark(options_.stream).Set(static_cast<double>(w->ms) / 1000.0);
+    }
+  }
   auto token = TakeLease(session);
   if (!token.ok()) return token.status();
   outcome.token = *token;
@@ -175,6 +184,7 @@ StatusOr<StepOutcome> ArchiveFolder::Step(redis::Session& session, const StopSig
     outcome.folded += batch->read;
     outcome.inserted += batch->inserted;
     outcome.trimmed += batch->trimmed;
+    if (options_.on_batch) options_.on_batch();
     if (!batch->full) break;
     if (SteadyClock::now() - started >= options_.step_budget) {
       outcome.more = true;

@@ -18,6 +18,7 @@
 // Thread: the caller's; the Session is the caller's too.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "sidecar/admin/metrics.h"
@@ -37,6 +38,9 @@ struct FolderOptions {
   Millis max_age{0};    // ... and/or what is younger than max_age (0: off)
   Millis lease_ttl{30000};
   Millis step_budget{5000};  // a step stops after this long; `more` says the backlog remains
+  // Called after every batch of a step (may be empty): the caller's watchdog beat, so that a
+  // long catch-up of many streams in one pass does not look wedged.
+  std::function<void()> on_batch;
 };
 
 // Where FoldBatch stops: the test seam that stands for a crash between two steps.

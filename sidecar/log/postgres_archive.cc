@@ -96,9 +96,23 @@ class Connection {
   Status Ensure() {
     if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
     Drop();
-    // The user's DSN is expanded last, so its own connect_timeout or application_name wins.
-    const char* keywords[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
-    const char* values[] = {"10", "streamcar", dsn_.c_str(), nullptr};
+    // The user's DSN is expanded last, so whatever it sets wins. The defaults bound every wait:
+    // a network partition gives kIo after tens of seconds instead of blocking the retention
+    // beat (and its watchdog) forever: TCP keepalives and tcp_user_timeout for a silent peer,
+    // statement_timeout for a server that accepts but does not answer.
+    const char* keywords[] = {"connect_timeout",
+                              "fallback_application_name",
+                              "keepalives",
+                              "keepalives_idle",
+                              "keepalives_interval",
+                              "keepalives_count",
+                              "tcp_user_timeout",
+                              "options",
+                              "dbname",
+                              nullptr};
+    const char* values[] = {"10",         "streamcar", "1",     "10",
+                            "5",          "3",         "30000", "-c statement_timeout=30000",
+                            dsn_.c_str(), nullptr};
     conn_ = PQconnectdbParams(keywords, values, 1);
     if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
       Status status(StatusCode::kIo, std::string("postgres archive: cannot connect: ") +

@@ -116,6 +116,9 @@ check(len(pvc) == 1 and pvc[0]["metadata"]["name"] == "t-streamcar-archive"
       and pvc[0]["spec"]["resources"]["requests"]["storage"] == "20Gi", "archive sqlite: the chart makes the claim")
 check(lspec["securityContext"]["fsGroup"] == 65532, "archive sqlite: fsGroup makes the claim writable for streamcar")
 check("subscriptions" not in lconfig and lconfig["streams"][0]["archive"] is True, "a config with streams and no subscriptions")
+check(kind(log_api, "Deployment")[0]["spec"].get("strategy") == {"type": "Recreate"},
+      "archive sqlite: Recreate (one writer on a ReadWriteOnce claim; a rolling update would hang)")
+check("strategy" not in kind(app, "Deployment")[0]["spec"], "no archive: the default rolling update")
 check(not kind(render(), "PersistentVolumeClaim") and "api" not in yaml.safe_load(kind(render(), "ConfigMap")[0]["data"]["streamcar.yaml"]),
       "defaults: no API, no archive, no claim")
 
@@ -139,6 +142,7 @@ check(sconfig["archive"]["url"] == "${STREAMCAR_ARCHIVE_URL}"
       and senv["STREAMCAR_ARCHIVE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "archive-db", "key": "url"}
       and not kind(shared, "PersistentVolumeClaim"),
       "archive postgres: the URL from the Secret, many replicas, no claim")
+check("strategy" not in kind(shared, "Deployment")[0]["spec"], "archive postgres: the default rolling update")
 pg_path = os.path.join(tempfile.gettempdir(), f"streamcar-chart-pg-{os.getpid()}.yaml")
 with open(pg_path, "w") as f:
     f.write(kind(shared, "ConfigMap")[0]["data"]["streamcar.yaml"])

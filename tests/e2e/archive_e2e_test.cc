@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -178,7 +179,44 @@ TEST_F(ArchiveE2eTest, AStreamTrimmedToAThousandStillReadsItsFirstMillion) {
   EXPECT_EQ(expected, kEntries);
 }
 
+// An archive that cannot be opened at start (its directory does not exist yet) does not stop the
+// sidecar: it starts, keeps the archived stream untrimmed, and folds once the archive can open.
+TEST_F(ArchiveE2eTest, StartsWithoutItsArchiveAndFoldsOnceItIsThere) {
+  const std::string dir = MakeTempDir("streamcar-late-archive-");
+  std::filesystem::remove_all(dir);
+  for (int i = 0; i < 100; ++i) redis_->Run({"XADD", "feed", "*", "n", std::to_string(i)});
+  SidecarProcess sidecar(Config("sqlite://" + dir + "/archive.db"), {}, admin_port_);
+  ASSERT_TRUE(WaitReady()) << sidecar.Logs();
+  ASSERT_TRUE(Eventually(
+      [&] { return sidecar.Logs().find("archive cannot be opened") != std::string::npos; },
+      seconds(20)))
+      << sidecar.Logs();
+  EXPECT_EQ(Len("feed"), 100) << "an archived stream is not trimmed without its archive";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(Eventually([&] { return Len("feed") <= 40; }, seconds(60))) << sidecar.Logs();
+  EXPECT_GE(Metric("streamcar_archive_folded_total", {"stream=\"feed\""}), 60);
+  EXPECT_GT(Metric("streamcar_archive_watermark_seconds", {"stream=\"feed\""}), 0);
+  sidecar.Terminate();
+  EXPECT_EQ(sidecar.Wait(seconds(20)), 0) << sidecar.Logs();
+  std::filesystem::remove_all(dir);
+}
+
 #ifdef STREAMCAR_HAVE_POSTGRES
+// A PostgreSQL server nobody listens for yet: the sidecar starts and serves, and trims nothing.
+TEST_F(ArchiveE2eTest, StartsWhilePostgresIsUnreachable) {
+  for (int i = 0; i < 100; ++i) redis_->Run({"XADD", "feed", "*", "n", std::to_string(i)});
+  const std::string url = "postgres://streamcar@127.0.0.1:" + std::to_string(FreePort()) + "/log";
+  SidecarProcess sidecar(Config(url), {}, admin_port_);
+  ASSERT_TRUE(WaitReady()) << sidecar.Logs();
+  ASSERT_TRUE(Eventually(
+      [&] { return sidecar.Logs().find("archive cannot be opened") != std::string::npos; },
+      seconds(20)))
+      << sidecar.Logs();
+  EXPECT_EQ(Len("feed"), 100) << "an archived stream is not trimmed without its archive";
+  sidecar.Terminate();
+  EXPECT_EQ(sidecar.Wait(seconds(20)), 0) << sidecar.Logs();
+}
+
 TEST_F(ArchiveE2eTest, PostgresArchiveSurvivesRepeatedKillsWithEveryEntryOnce) {
   PostgresBackend backend;
   KillRepeatedlyThenCheck(backend.url());

@@ -167,6 +167,23 @@ TYPED_TEST(ArchiveFolderTest, MaxAgeFoldsOnlyWhatIsOlder) {
   this->ExpectEachOnce(ids);
 }
 
+// Every replica shows W, not only the one that folded it: a folder that does not hold the lease
+// (or restarted after the last fold) reads the gauge from the archive on its step.
+TYPED_TEST(ArchiveFolderTest, WatermarkGaugeComesFromTheArchiveOnEveryReplica) {
+  const auto ids = this->Append(50);
+  ArchiveFolder holder(this->Options("replica-a"), this->store_.get(), nullptr);
+  ASSERT_TRUE(holder.Step(*this->session_).ok());
+  admin::Metrics metrics;
+  ArchiveFolder other(this->Options("replica-b"), this->store_.get(), &metrics);
+  auto step = other.Step(*this->session_);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->token, 0);  // replica-a holds the lease: nothing folded here
+  const double w_ms = std::stod(ids[39].substr(0, ids[39].find('-')));
+  EXPECT_DOUBLE_EQ(
+      MetricValue(metrics.Serialize(), "streamcar_archive_watermark_seconds", {"stream=\"feed\""}),
+      w_ms / 1000.0);
+}
+
 TYPED_TEST(ArchiveFolderTest, StaleFolderCannotWriteAfterAnotherTookOver) {
   const auto first = this->Append(20);
   auto options_a = this->Options("replica-a");

@@ -691,11 +691,11 @@ api:
 streams:
   - name: feed
     produce: false
-    max_len: 5000
     notify: true
     retention: { max_len: 100, max_age: 2h, interval: 5s }
     archive: true
   - name: audit
+    max_len: 5000
 archive:
   url: sqlite:///var/lib/streamcar/archive.db
   interval: 10s
@@ -710,7 +710,7 @@ archive:
   const auto& s = c.streams[0];
   EXPECT_EQ(s.name, "feed");
   EXPECT_FALSE(s.produce);
-  EXPECT_EQ(s.max_len, 5000);
+  EXPECT_EQ(s.max_len, 0);  // an archived stream has no max_len (validation refuses it)
   EXPECT_TRUE(s.notify);
   EXPECT_EQ(s.retention.max_len, 100);
   EXPECT_EQ(s.retention.max_age, Millis(2 * 3600 * 1000));
@@ -718,6 +718,7 @@ archive:
   EXPECT_TRUE(s.archive);
   EXPECT_EQ(c.streams[1].name, "audit");
   EXPECT_TRUE(c.streams[1].produce);
+  EXPECT_EQ(c.streams[1].max_len, 5000);
   EXPECT_EQ(c.archive.url, "sqlite:///var/lib/streamcar/archive.db");
   EXPECT_EQ(c.archive.interval, Millis(10000));
   EXPECT_EQ(c.archive.batch, 250);
@@ -829,6 +830,38 @@ TEST(LogApiConfig, ArchiveUrlIsSqliteOrPostgres) {
             "postgres://u@h:5432/db");
 }
 
+TEST(LogApiConfig, ArchiveUrlAcceptsPostgresqlScheme) {
+  // libpq and OpenArchive take both spellings; so does validation.
+  EXPECT_EQ(Load("version: 1\nstreams: [{name: a}]\narchive: { url: \"postgresql://u@h:5432/db\" "
+                 "}\n")
+                .archive.url,
+            "postgresql://u@h:5432/db");
+  EXPECT_NE(ErrorOf("version: 1\nstreams: [{name: a}]\narchive: { url: \"postgresql://\" }\n")
+                .find("archive.url: "),
+            std::string::npos);
+}
+
+TEST(LogApiConfig, ArchivedStreamRefusesMaxLen) {
+  const std::string error = ErrorOf(
+      "version: 1\nstreams: [{name: feed, archive: true, max_len: 100}]\n"
+      "archive: { url: \"sqlite:///tmp/a.db\" }\n");
+  EXPECT_NE(error.find("streams[0].max_len: "), std::string::npos) << error;
+  EXPECT_NE(error.find("\"feed\" has archive: true"), std::string::npos) << error;
+}
+
+TEST(LogApiConfig, AckDeleteOnArchivedStreamIsRefused) {
+  const std::string yaml =
+      "version: 1\nstreams: [{name: feed, archive: true}]\n"
+      "archive: { url: \"sqlite:///tmp/a.db\" }\n"
+      "subscriptions:\n  - name: mailer\n    stream: feed\n    group: g\n    start: new\n"
+      "    handler: { url: \"http://h/\" }\n";
+  const std::string error = ErrorOf(yaml + "    ack: { delete: true }\n");
+  EXPECT_NE(error.find("subscriptions[0].ack.delete: "), std::string::npos) << error;
+  EXPECT_NE(error.find("\"mailer\""), std::string::npos) << error;
+  EXPECT_NE(error.find("\"feed\", which is archived"), std::string::npos) << error;
+  EXPECT_FALSE(Load(yaml).subscriptions[0].ack.delete_entries);  // without ack.delete: fine
+}
+
 TEST(LogApiConfig, ArchiveBatchAndInterval) {
   ExpectError("version: 1\nstreams: [{name: a}]\narchive: { batch: 0 }\n", "archive.batch",
               "must be between 1 and", 3);
@@ -840,8 +873,9 @@ TEST(LogApiConfig, EffectiveYamlPrintsTheNewSectionsAndRoundTrips) {
   Config c = Load(R"(version: 1
 api: { listen: "127.0.0.1:9465", token_file: /run/token, max_body: 2048KiB, idempotency_ttl: 90m }
 streams:
-  - { name: feed, produce: false, max_len: 7, notify: true, archive: true,
+  - { name: feed, produce: false, notify: true, archive: true,
       retention: { max_len: 10, max_age: 1h, interval: 5s } }
+  - { name: capped, max_len: 7 }
 archive: { url: "postgres://app:pgsecret@db:5432/log", interval: 10s, batch: 50 }
 )");
   const std::string yaml = EmitEffectiveYaml(c);
@@ -855,10 +889,10 @@ archive: { url: "postgres://app:pgsecret@db:5432/log", interval: 10s, batch: 50 
   EXPECT_EQ(again.api.token_file, c.api.token_file);
   EXPECT_EQ(again.api.max_body, c.api.max_body);
   EXPECT_EQ(again.api.idempotency_ttl, c.api.idempotency_ttl);
-  ASSERT_EQ(again.streams.size(), 1u);
+  ASSERT_EQ(again.streams.size(), 2u);
   EXPECT_EQ(again.streams[0].name, "feed");
   EXPECT_FALSE(again.streams[0].produce);
-  EXPECT_EQ(again.streams[0].max_len, 7);
+  EXPECT_EQ(again.streams[1].max_len, 7);
   EXPECT_TRUE(again.streams[0].notify);
   EXPECT_TRUE(again.streams[0].archive);
   EXPECT_EQ(again.streams[0].retention.max_len, 10);
