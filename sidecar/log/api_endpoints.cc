@@ -219,7 +219,12 @@ std::optional<ApiResponse> ApiEndpoints::Handle(const ApiRequest& request, ApiRo
 }
 
 ApiResponse ApiEndpoints::Unavailable(const Status& status, int retry_after) const {
-  ApiResponse response = ApiResponse::Error(503, "Redis unavailable: " + status.message());
+  // The archive's errors name it in their first words ("sqlite archive: ...", "postgres archive:
+  // ...", "archive not open: ..."); every other outage is Redis's.
+  const std::string& message = status.message();
+  const bool archive = message.find("archive") < message.find(':');
+  ApiResponse response = ApiResponse::Error(
+      503, std::string(archive ? "archive unavailable: " : "Redis unavailable: ") + message);
   response.headers.emplace_back("Retry-After", std::to_string(retry_after));
   return response;
 }

@@ -28,6 +28,10 @@ namespace {
 
 // How long unread input is drained after an answer that closes the connection.
 constexpr Millis kLinger{1000};
+// How long Stop lets connections finish the answer they are writing before it shuts them down
+// both ways (a follower or a client that does not read would otherwise hold Stop for up to
+// kWriteTimeout).
+constexpr Millis kStopGrace{2000};
 // A chunked body may carry this much framing beyond api.max_body before it is refused.
 constexpr size_t kChunkedOverhead = size_t{64} * 1024;
 
@@ -142,6 +146,12 @@ class ApiServer::Impl {
       // Wake every connection thread blocked waiting for a request; one that is answering
       // finishes its answer (the write side stays open) and then ends.
       for (const auto& [id, fd] : open_fds_) ::shutdown(fd, SHUT_RD);
+    }
+    {
+      std::unique_lock lock(mutex_);
+      if (!connection_ended_.wait_for(lock, kStopGrace, [&] { return open_fds_.empty(); })) {
+        for (const auto& [id, fd] : open_fds_) ::shutdown(fd, SHUT_RDWR);
+      }
       threads.swap(threads_);
     }
     for (auto& [id, thread] : threads) thread.join();
@@ -203,6 +213,7 @@ class ApiServer::Impl {
           std::lock_guard inner(mutex_);
           open_fds_.erase(id);
         }
+        connection_ended_.notify_all();
         if (graceful) {
           CloseGracefully(fd, kLinger);
         } else {
@@ -242,11 +253,15 @@ class ApiServer::Impl {
   bool Serve(int fd) {
     std::string in;
     bool graceful = false;
+    // A new connection must start its request within kRequestTimeout: only a client that has
+    // been answered may idle for kIdleTimeout, so silent connections cannot hold the threads.
+    Millis idle = kRequestTimeout;
     while (!stopping_) {
       ApiRequest request;
       ApiRoute route = ApiRoute::kOther;
       std::optional<ApiResponse> refusal;
-      const ReadOutcome outcome = ReadRequest(fd, &in, &request, &route, &refusal);
+      const ReadOutcome outcome = ReadRequest(fd, idle, &in, &request, &route, &refusal);
+      idle = kIdleTimeout;
       if (outcome == ReadOutcome::kGone) break;
       if (outcome == ReadOutcome::kRefused) {
         refusal->close = true;
@@ -275,12 +290,13 @@ class ApiServer::Impl {
   // kEarly: answered from the head alone (no body to skip), the connection may go on.
   enum class ReadOutcome { kRequest, kEarly, kRefused, kGone };
 
-  // Reads one whole request into *request (leaving pipelined bytes in *in). kRefused with the
+  // Reads one whole request into *request (leaving pipelined bytes in *in); a connection that
+  // sends nothing for `idle` is gone. kRefused with the
   // answer in *refusal when the request is refused (the connection then closes); kGone when the
   // client left, idled out or the server stops.
-  ReadOutcome ReadRequest(int fd, std::string* in, ApiRequest* request, ApiRoute* route,
-                          std::optional<ApiResponse>* refusal) {
-    const SteadyTime idle_deadline = SteadyClock::now() + kIdleTimeout;
+  ReadOutcome ReadRequest(int fd, Millis idle, std::string* in, ApiRequest* request,
+                          ApiRoute* route, std::optional<ApiResponse>* refusal) {
+    const SteadyTime idle_deadline = SteadyClock::now() + idle;
     std::optional<SteadyTime> deadline;
     if (!in->empty()) deadline = SteadyClock::now() + kRequestTimeout;
     size_t head_end = FindHeadEnd(*in);
@@ -389,6 +405,7 @@ class ApiServer::Impl {
   uint64_t next_id_ = 0;
   std::map<uint64_t, std::thread> threads_;
   std::map<uint64_t, int> open_fds_;
+  std::condition_variable connection_ended_;  // an entry left open_fds_
   std::vector<uint64_t> finished_;
 };
 

@@ -8,8 +8,9 @@
 // capped below the connection cap (kMaxFollowers < kMaxConnections), so followers can never take
 // the threads that POSTs and GETs need; past either cap the answer is 503 with Retry-After.
 // Every request must arrive whole within kRequestTimeout of its first byte, its head within
-// kMaxHeadBytes, its body within api.max_body (413 before reading it); an idle keep-alive
-// connection is closed after kIdleTimeout; an answer must be taken within kWriteTimeout.
+// kMaxHeadBytes, its body within api.max_body (413 before reading it); a new connection that
+// sends nothing within kRequestTimeout, and an idle keep-alive connection after kIdleTimeout, is
+// closed; an answer must be taken within kWriteTimeout.
 //
 // Redis work uses the server's own sessions (a pool of kSessions), never a subscription's; all
 // followers share one FollowHub, so each followed stream costs one blocking read however many

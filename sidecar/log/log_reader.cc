@@ -68,6 +68,63 @@ StatusOr<EntryId> ValidId(const std::string& text, const char* what) {
 LogReader::LogReader(redis::Session* session, ArchiveStore* archive)
     : session_(session), archive_(archive) {}
 
+// Step 3 of Read, byte-bounded like step 2: the first archive read is one snapshot that fixes
+// W2; the chunks after it read only ids <= W2, which no later fold changes (a fold inserts an id
+// <= W only when it is already there: (b) above), so their union is that snapshot's window.
+// Stops at *cut once the entries hold the page's byte budget.
+StatusOr<std::vector<StreamEntry>> LogReader::ReadArchive(const std::string& stream, EntryId start,
+                                                          std::optional<EntryId> until, int want,
+                                                          EntryId* w2,
+                                                          std::optional<EntryId>* cut) {
+  std::vector<StreamEntry> entries;
+  size_t bytes = 0;
+  int chunk = kFirstChunk;
+  // `after` of the archive is exclusive; ids start above 0-0, so 0-0 excludes nothing real.
+  EntryId after = Predecessor(start).value_or(kMinId);
+  bool first = true;
+  while (static_cast<int>(entries.size()) < want) {
+    const int ask = std::min(chunk, want - static_cast<int>(entries.size()));
+    std::optional<EntryId> bound = until;
+    if (!first) {
+      const std::optional<EntryId> above_w2 = Successor(*w2);
+      if (above_w2 && (!bound || *above_w2 < *bound)) bound = above_w2;
+    }
+    auto archived =
+        archive_->Read(stream, FormatId(after), bound ? FormatId(*bound) : std::string(), ask);
+    if (!archived.ok()) return archived.status();
+    if (first) {
+      auto parsed = ParseId(archived->watermark);
+      if (!parsed) {
+        return Status(StatusCode::kProtocol,
+                      "the archive holds a bad watermark " + archived->watermark);
+      }
+      *w2 = *parsed;
+      first = false;
+    }
+    const int got_count = static_cast<int>(archived->entries.size());
+    for (auto& entry : archived->entries) {
+      auto id = ParseId(entry.id);
+      if (!id || *id < start || *id > *w2 || (until && *id >= *until)) continue;
+      bytes += FieldBytes(entry);
+      entries.push_back(std::move(entry));
+    }
+    if (got_count < ask || entries.empty()) break;  // all of the window below W2
+    auto last = ParseId(entries.back().id);
+    if (!last || *last >= *w2) break;
+    if (bytes >= kPageByteBudget) {
+      *cut = *last;
+      break;
+    }
+    after = *last;
+    // No kMaxChunk here: one archive query costs no Redis time, so the rest of a page of small
+    // entries comes in one more query.
+    const size_t average = bytes / entries.size() + 1;
+    chunk = static_cast<int>(
+        std::clamp<size_t>((kPageByteBudget - bytes) / average + 1, 1, static_cast<size_t>(want)));
+  }
+  return entries;
+}
+
 StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& query) {
   if (query.count < 1 || query.count > kMaxCount) {
     return Status(StatusCode::kInvalid, "count must be between 1 and " + std::to_string(kMaxCount) +
@@ -164,24 +221,13 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
   LogPage page;
   // Step 3.
   EntryId w2 = kMinId;
+  std::optional<EntryId> archive_cut;  // the archive was read only up to here (the byte budget)
   if (archive_ != nullptr) {
-    // `after` of the archive is exclusive; ids start above 0-0, so 0-0 excludes nothing real.
-    const std::string archive_after = FormatId(Predecessor(start).value_or(kMinId));
-    auto archived =
-        archive_->Read(stream, archive_after, until ? FormatId(*until) : std::string(), want);
+    auto archived = ReadArchive(stream, start, until, want, &w2, &archive_cut);
     if (!archived.ok()) return archived.status();
-    auto parsed = ParseId(archived->watermark);
-    if (!parsed) {
-      return Status(StatusCode::kProtocol,
-                    "the archive holds a bad watermark " + archived->watermark);
-    }
-    w2 = *parsed;
-    for (auto& entry : archived->entries) {
-      auto id = ParseId(entry.id);
-      if (!id || *id < start || *id > w2 || (until && *id >= *until)) continue;
-      page.entries.push_back(std::move(entry));
-    }
+    page.entries = std::move(*archived);
   }
+  if (archive_cut) live.clear();  // entries above the cut and at or below W2 were not read
   for (auto& entry : live) {
     auto id = ParseId(entry.id);
     if (!id || (archive_ != nullptr && *id <= w2)) continue;
@@ -198,6 +244,8 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
   }
   if (keep < page.entries.size()) {
     page.entries.resize(keep);
+    page.next = page.entries.back().id;
+  } else if (archive_cut) {
     page.next = page.entries.back().id;
   } else if (redis_cut) {
     // The window may hold more above what Redis was read for. With no entry kept (every entry

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sidecar/common/status.h"
+#include "sidecar/log/entry_id.h"
 #include "sidecar/redis/entry.h"
 #include "sidecar/redis/session.h"
 
@@ -55,6 +56,10 @@ class LogReader {
   StatusOr<LogPage> Read(const std::string& stream, const WindowQuery& query);
 
  private:
+  StatusOr<std::vector<StreamEntry>> ReadArchive(const std::string& stream, EntryId start,
+                                                 std::optional<EntryId> until, int want,
+                                                 EntryId* w2, std::optional<EntryId>* cut);
+
   redis::Session* session_;
   ArchiveStore* archive_;
 };

@@ -623,7 +623,9 @@ TEST_F(ApiTest, SlowSendersAndHugeHeadsAreCutOff) {
   ::close(huge);
 
   // A request head that never completes is answered 408 once the request deadline (10 s from
-  // its first byte) passes, and the connection closed.
+  // its first byte) passes, and the connection closed. A connection that never sends a byte is
+  // closed by the same deadline, not kept for the 60 s a served keep-alive client may idle.
+  const int silent = ConnectTo(api_port_);
   const int slow = ConnectTo(api_port_);
   const auto started = Clock::now();
   ASSERT_TRUE(SendText(slow, "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\n"));
@@ -633,6 +635,9 @@ TEST_F(ApiTest, SlowSendersAndHugeHeadsAreCutOff) {
   EXPECT_GE(Clock::now() - started, seconds(9));
   EXPECT_TRUE(ClosedByServer(slow));
   ::close(slow);
+  EXPECT_TRUE(ClosedByServer(silent, seconds(3)));
+  EXPECT_LT(Clock::now() - started, seconds(20));
+  ::close(silent);
   // Meanwhile and after, other clients are served.
   EXPECT_EQ(Call("GET", "/v1/streams/feed/entries").status, 200);
 }
@@ -708,17 +713,19 @@ TEST_F(ApiTest, FollowAnswersErrorsBeforeTheEventStreamStarts) {
   EXPECT_NE(down.head().find("Retry-After: 1"), std::string::npos) << down.head();
 }
 
-// A stream without `archive: true` is read from Redis only: an archive that cannot be read
-// (here an SQLite file overwritten with garbage after the sidecar opened it) does not touch it.
+// A stream without `archive: true` is read from Redis only: an archive that cannot be opened
+// (its directory does not exist) answers 503 for an archived stream and does not touch the
+// plain one.
 TEST_F(ApiTest, PlainStreamsAreReadWithoutTheArchive) {
-  const std::string db = std::filesystem::path(WriteConfig("")).parent_path().string() + "/log.db";
-  StartApi("archive: { url: \"sqlite://" + db + "\" }\n");
+  const std::string db =
+      std::filesystem::path(WriteConfig("")).parent_path().string() + "/missing-dir/log.db";
+  StartApi("  - name: kept\n    archive: true\narchive: { url: \"sqlite://" + db + "\" }\n");
   const std::string id = JsonString(PostJson("feed", R"({"n":"0"})").body, "id");
-  {
-    std::ofstream garbage(db, std::ios::binary | std::ios::trunc);
-    garbage << std::string(8192, 'x');
-  }
-  for (const char* name : {"-wal", "-shm"}) std::filesystem::remove(db + name);
+  ASSERT_EQ(PostJson("kept", R"({"n":"0"})").status, 201);
+  Reply archived = Call("GET", "/v1/streams/kept/entries");
+  EXPECT_EQ(archived.status, 503) << archived.body;
+  EXPECT_TRUE(archived.body.starts_with("{\"error\":\"archive unavailable: ")) << archived.body;
+  EXPECT_EQ(archived.Header("retry-after"), "1");
   Reply read = Call("GET", "/v1/streams/feed/entries");
   EXPECT_EQ(read.status, 200) << read.body;
   EXPECT_NE(read.body.find(id), std::string::npos) << read.body;

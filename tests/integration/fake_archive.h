@@ -4,6 +4,7 @@
 // folds), plus hooks that let a test run a fold or a trim at the exact moment between the steps
 // of a read. The backends themselves are tested by the conformance suite.
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -68,6 +69,11 @@ class FakeArchive : public ArchiveStore {
          ++it) {
       page.entries.push_back(it->second);
     }
+    size_t bytes = 0;
+    for (const auto& entry : page.entries) {
+      for (const auto& [name, value] : entry.fields) bytes += name.size() + value.size();
+    }
+    largest_read_bytes_ = std::max(largest_read_bytes_, bytes);
     return page;
   }
 
@@ -82,6 +88,12 @@ class FakeArchive : public ArchiveStore {
     return reads_;
   }
 
+  // The most field bytes one Read returned.
+  size_t largest_read_bytes() {
+    std::lock_guard lock(mutex_);
+    return largest_read_bytes_;
+  }
+
  private:
   struct Stream {
     EntryId watermark = kMinId;
@@ -93,6 +105,7 @@ class FakeArchive : public ArchiveStore {
   int folds_ = 0;
   int watermark_reads_ = 0;
   int reads_ = 0;
+  size_t largest_read_bytes_ = 0;
 };
 
 }  // namespace streamcar::testing

@@ -218,6 +218,13 @@ TEST_F(LogReaderTest, PagesAreCutByBytes) {
   EXPECT_EQ(read_all(merged), ids);
   archive.before_read = nullptr;
 
+  // Every entry archived: the archive too is read in byte-bounded chunks (a page's worth plus
+  // at most one entry), not count + 1 entries at once.
+  while (FoldAndTrim(*session_, archive, 1000)) {
+  }
+  EXPECT_EQ(read_all(merged), ids);
+  EXPECT_LE(archive.largest_read_bytes(), kPageByteBudget + kValue + 1);
+
   const std::string big_id = "2000-0";
   server_.Run({"XADD", "feed", big_id, "v", std::string(kPageByteBudget + 1, 'z')});
   server_.Run({"XADD", "feed", "2001-0", "v", "small"});
