@@ -1,8 +1,6 @@
 #include "sidecar/admin/admin_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -19,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sidecar/common/listen_socket.h"
 #include "sidecar/common/log.h"
 
 namespace streamcar::admin {
@@ -402,52 +401,10 @@ AdminServer::AdminServer(AdminHandlers handlers) : handlers_(std::move(handlers)
 AdminServer::~AdminServer() { Stop(); }
 
 Status AdminServer::Start(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    return Status(StatusCode::kFatal, "admin.listen " + listen + " is not host:port");
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::string service = listen.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* addresses = nullptr;
-  if (int rc =
-          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &addresses);
-      rc != 0) {
-    return Status(StatusCode::kFatal,
-                  "cannot listen on admin.listen " + listen + ": " + ::gai_strerror(rc));
-  }
-  int fd = -1;
-  std::string error = "no address";
-  for (addrinfo* a = addresses; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      error = std::strerror(errno);
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 512) != 0) {
-      error = std::strerror(errno);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(addresses);
-  if (fd < 0) {
-    return Status(StatusCode::kFatal, "cannot listen on admin.listen " + listen + " (" + error +
-                                          ": address in use or not available)");
-  }
-  sockaddr_storage bound{};
-  socklen_t bound_size = sizeof(bound);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_size);
-  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  auto listening = ListenTcp(listen, "admin.listen");
+  if (!listening.ok()) return listening.status();
+  const int fd = *listening;
+  port_ = BoundPort(fd);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
     ::close(fd);

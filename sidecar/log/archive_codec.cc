@@ -71,6 +71,17 @@ StatusOr<Fields> DecodeFields(std::string_view blob) {
   return fields;
 }
 
+StatusOr<std::vector<EntryId>> FoldIds(const std::vector<StreamEntry>& entries) {
+  std::vector<EntryId> ids;
+  ids.reserve(entries.size());
+  for (const auto& entry : entries) {
+    auto id = ParseEntryId(entry.id);
+    if (!id) return Status(StatusCode::kInvalid, "archive fold: bad entry id " + entry.id);
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
 StatusOr<std::optional<IdRange>> ReadRange(const std::string& after, const std::string& until) {
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   IdRange range{{0, 0}, {kMax, kMax}};

@@ -13,6 +13,7 @@
 
 #include "sidecar/common/status.h"
 #include "sidecar/common/text.h"
+#include "sidecar/redis/entry.h"
 
 namespace streamcar::log {
 
@@ -31,6 +32,9 @@ inline uint64_t FromStored(int64_t stored) {
 std::string EncodeFields(const Fields& fields);
 // kProtocol when `blob` is not such an encoding (a damaged or foreign row).
 StatusOr<Fields> DecodeFields(std::string_view blob);
+
+// The ids of a fold's entries, in order; kInvalid naming the first that is not "<ms>-<seq>".
+StatusOr<std::vector<EntryId>> FoldIds(const std::vector<StreamEntry>& entries);
 
 // The inclusive id range [first, last] of a read "after < id < until" ("" = open); nullopt when
 // it is empty. kInvalid for an id that is not "<ms>-<seq>".

@@ -188,16 +188,11 @@ class PostgresArchive : public ArchiveStore {
 
   StatusOr<FoldResult> Fold(const std::string& stream, const std::vector<StreamEntry>& entries,
                             int64_t fence_token) override {
-    std::vector<EntryId> ids;
-    ids.reserve(entries.size());
-    for (const auto& entry : entries) {
-      auto id = ParseEntryId(entry.id);
-      if (!id) return Status(StatusCode::kInvalid, "archive fold: bad entry id " + entry.id);
-      ids.push_back(*id);
-    }
+    auto ids = FoldIds(entries);
+    if (!ids.ok()) return ids.status();
     std::lock_guard lock(writer_mutex_);
     if (Status s = writer_.Begin("BEGIN"); !s.ok()) return s;
-    auto result = FoldInTransaction(stream, entries, ids, fence_token);
+    auto result = FoldInTransaction(stream, entries, *ids, fence_token);
     if (!result.ok()) {
       writer_.Abandon();
       return result;

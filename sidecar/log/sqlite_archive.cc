@@ -119,17 +119,12 @@ class SqliteArchive : public ArchiveStore {
 
   StatusOr<FoldResult> Fold(const std::string& stream, const std::vector<StreamEntry>& entries,
                             int64_t fence_token) override {
-    std::vector<EntryId> ids;
-    ids.reserve(entries.size());
-    for (const auto& entry : entries) {
-      auto id = ParseEntryId(entry.id);
-      if (!id) return Status(StatusCode::kInvalid, "archive fold: bad entry id " + entry.id);
-      ids.push_back(*id);
-    }
+    auto ids = FoldIds(entries);
+    if (!ids.ok()) return ids.status();
     std::lock_guard lock(writer_mutex_);
     sqlite3* db = writer_.get();
     if (!Step(begin_immediate_.get())) return Error(db, "cannot begin a fold");
-    auto result = FoldInTransaction(stream, entries, ids, fence_token);
+    auto result = FoldInTransaction(stream, entries, *ids, fence_token);
     if (!result.ok()) {
       Step(rollback_.get());
       return result;

@@ -3,6 +3,8 @@
 // URL for OpenArchive backed by a real store made for the test (a SQLite file in a temporary
 // directory, a private PostgreSQL server).
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -38,6 +40,20 @@ class PostgresBackend {
   PostgresServer server_;
 };
 #endif
+
+// Every backend this build has, for TYPED_TEST_SUITE(Suite, Backends, BackendNames).
+#ifdef STREAMCAR_HAVE_POSTGRES
+using Backends = ::testing::Types<SqliteBackend, PostgresBackend>;
+#else
+using Backends = ::testing::Types<SqliteBackend>;
+#endif
+class BackendNames {
+ public:
+  template <typename T>
+  static std::string GetName(int /*index*/) {
+    return T::kName;
+  }
+};
 
 // Opens `url`, failing the test (and returning null) when it cannot.
 inline std::unique_ptr<log::ArchiveStore> OpenOrFail(const std::string& url) {

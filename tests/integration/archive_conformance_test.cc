@@ -57,18 +57,6 @@ class ArchiveConformanceTest : public ::testing::Test {
   std::unique_ptr<ArchiveStore> store_;
 };
 
-#ifdef STREAMCAR_HAVE_POSTGRES
-using Backends = ::testing::Types<SqliteBackend, PostgresBackend>;
-#else
-using Backends = ::testing::Types<SqliteBackend>;
-#endif
-class BackendNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    return T::kName;
-  }
-};
 TYPED_TEST_SUITE(ArchiveConformanceTest, Backends, BackendNames);
 
 TYPED_TEST(ArchiveConformanceTest, NothingFoldedReadsAsZeroWatermark) {

@@ -104,18 +104,6 @@ class ArchiveFolderTest : public ::testing::Test {
   int appended_ = 0;
 };
 
-#ifdef STREAMCAR_HAVE_POSTGRES
-using Backends = ::testing::Types<SqliteBackend, PostgresBackend>;
-#else
-using Backends = ::testing::Types<SqliteBackend>;
-#endif
-class BackendNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    return T::kName;
-  }
-};
 TYPED_TEST_SUITE(ArchiveFolderTest, Backends, BackendNames);
 
 TYPED_TEST(ArchiveFolderTest, FoldsWhatRetentionTrimsThenTrimsOnlyThat) {

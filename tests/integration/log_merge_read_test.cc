@@ -35,18 +35,6 @@ class LogMergeReadTest : public ::testing::Test {
   }
 };
 
-#ifdef STREAMCAR_HAVE_POSTGRES
-using Backends = ::testing::Types<SqliteBackend, PostgresBackend>;
-#else
-using Backends = ::testing::Types<SqliteBackend>;
-#endif
-class BackendNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    return T::kName;
-  }
-};
 TYPED_TEST_SUITE(LogMergeReadTest, Backends, BackendNames);
 
 TYPED_TEST(LogMergeReadTest, EveryPassIsGapFreeAndDuplicateFreeWhileFoldsAndTrimsRun) {
