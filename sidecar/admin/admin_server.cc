@@ -17,8 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "sidecar/common/http_reason.h"
 #include "sidecar/common/listen_socket.h"
 #include "sidecar/common/log.h"
+#include "sidecar/common/text.h"
 
 namespace streamcar::admin {
 namespace {
@@ -32,36 +34,6 @@ struct Answer {
   bool keep_alive = true;  // the connection may serve another request
   size_t consumed = 0;     // request bytes the answer accounts for
 };
-
-const char* ReasonOf(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 413:
-      return "Content Too Large";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 503:
-      return "Service Unavailable";
-    case 505:
-      return "HTTP Version Not Supported";
-    default:
-      return "Unknown";
-  }
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 bool ContainsTokenIgnoreCase(std::string_view list, std::string_view token) {
   size_t start = 0;
@@ -212,7 +184,7 @@ class AdminServer::Loop {
     } else {
       c->in.clear();
     }
-    c->out = "HTTP/1.1 " + std::to_string(answer.status) + " " + ReasonOf(answer.status) +
+    c->out = "HTTP/1.1 " + std::to_string(answer.status) + " " + HttpReasonPhrase(answer.status) +
              "\r\nContent-Type: " + answer.content_type +
              "\r\nContent-Length: " + std::to_string(answer.body.size()) +
              "\r\nCache-Control: no-store\r\n";

@@ -33,6 +33,16 @@ std::optional<EntryId> ParseEntryId(std::string_view text);
 // become escapes (\n, \t, \xNN). Configuration errors echo what the user wrote.
 std::string PrintableOneLine(std::string_view text);
 
+// ASCII case folding and comparison (HTTP header names, tokens and schemes are ASCII).
+std::string LowerAscii(std::string_view text);
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// `text` without leading and trailing spaces and tabs (HTTP's optional whitespace).
+std::string_view TrimBlanks(std::string_view text);
+
+// The value of a hexadecimal digit (either case), or -1.
+int HexDigitValue(char c);
+
 // The host name of this machine (the pod name in Kubernetes).
 std::string HostName();
 

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstring>
 
+#include "sidecar/common/text.h"
+
 namespace streamcar::delivery::http1 {
 namespace {
 
@@ -27,13 +29,6 @@ bool HasFraming(std::string_view text) {
   return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
 
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 std::string_view TrimBlanks(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
@@ -43,14 +38,7 @@ std::string_view TrimBlanks(std::string_view text) {
 bool Listed(const HeaderList* headers, std::string_view name) {
   if (headers == nullptr) return false;
   return std::any_of(headers->begin(), headers->end(),
-                     [&](const auto& header) { return EqualsNoCase(header.first, name); });
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+                     [&](const auto& header) { return EqualsIgnoreCase(header.first, name); });
 }
 
 }  // namespace
@@ -89,8 +77,8 @@ Status SerializeRequest(const RequestHead& head, std::string_view body, std::str
   }
   if (head.headers != nullptr) {
     for (const auto& [name, value] : *head.headers) {
-      if (EqualsNoCase(name, "Content-Length") || EqualsNoCase(name, "Transfer-Encoding") ||
-          EqualsNoCase(name, "Connection")) {
+      if (EqualsIgnoreCase(name, "Content-Length") || EqualsIgnoreCase(name, "Transfer-Encoding") ||
+          EqualsIgnoreCase(name, "Connection")) {
         continue;
       }
       out->append(name).append(": ").append(value).append("\r\n");
@@ -103,7 +91,7 @@ Status SerializeRequest(const RequestHead& head, std::string_view body, std::str
 
 const std::string* Response::Find(std::string_view name) const {
   for (const auto& [key, value] : headers) {
-    if (EqualsNoCase(key, name)) return &value;
+    if (EqualsIgnoreCase(key, name)) return &value;
   }
   return nullptr;
 }
@@ -281,7 +269,7 @@ bool ResponseParser::OnHeaderLine() {
                    [](char c) { return IsFieldChar(static_cast<unsigned char>(c)); })) {
     return Fail("control byte in header " + std::string(name));
   }
-  if (EqualsNoCase(name, "Content-Length")) {
+  if (EqualsIgnoreCase(name, "Content-Length")) {
     if (value.empty() || !std::all_of(value.begin(), value.end(), [](char c) {
           return std::isdigit(static_cast<unsigned char>(c)) != 0;
         })) {
@@ -295,19 +283,19 @@ bool ResponseParser::OnHeaderLine() {
     if (has_length_ && length != length_) return Fail("conflicting Content-Length headers");
     has_length_ = true;
     length_ = length;
-  } else if (EqualsNoCase(name, "Transfer-Encoding")) {
+  } else if (EqualsIgnoreCase(name, "Transfer-Encoding")) {
     if (chunked_) return Fail("repeated Transfer-Encoding header");
-    if (!EqualsNoCase(value, "chunked")) {
+    if (!EqualsIgnoreCase(value, "chunked")) {
       return Fail("unsupported Transfer-Encoding \"" + std::string(value) + "\"");
     }
     chunked_ = true;
-  } else if (EqualsNoCase(name, "Connection")) {
+  } else if (EqualsIgnoreCase(name, "Connection")) {
     std::string_view rest = value;
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
       const std::string_view token = TrimBlanks(rest.substr(0, comma));
-      if (EqualsNoCase(token, "close")) connection_close_ = true;
-      if (EqualsNoCase(token, "keep-alive")) connection_keep_alive_ = true;
+      if (EqualsIgnoreCase(token, "close")) connection_close_ = true;
+      if (EqualsIgnoreCase(token, "keep-alive")) connection_keep_alive_ = true;
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
   }
@@ -354,8 +342,8 @@ bool ResponseParser::OnChunkSizeLine() {
   const std::string_view line = line_;
   uint64_t size = 0;
   size_t i = 0;
-  for (; i < line.size() && HexValue(line[i]) >= 0; ++i) {
-    size = size * 16 + static_cast<uint64_t>(HexValue(line[i]));
+  for (; i < line.size() && HexDigitValue(line[i]) >= 0; ++i) {
+    size = size * 16 + static_cast<uint64_t>(HexDigitValue(line[i]));
     if (size > kMaxBodyBytes) {
       return Fail("chunk is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
     }

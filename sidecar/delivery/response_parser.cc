@@ -4,19 +4,10 @@
 
 #include <cctype>
 
+#include "sidecar/common/text.h"
+
 namespace streamcar::delivery {
 namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // The verdict named by a JSON string value; kSuccess for anything else.
 BodyVerdict VerdictOf(const rapidjson::Value& value) {

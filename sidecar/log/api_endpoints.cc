@@ -26,21 +26,9 @@ constexpr size_t kMaxIdempotencyKey = 512;
 // A follower waits at most this long in one Next, so it notices a gone client or a stop.
 constexpr Millis kFollowPoll{1000};
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
-
 // The media type of a Content-Type value, lower-cased, without parameters.
 std::string MediaType(std::string_view content_type) {
-  return Lower(Trim(content_type.substr(0, content_type.find(';'))));
+  return LowerAscii(TrimBlanks(content_type.substr(0, content_type.find(';'))));
 }
 
 bool HasBody(const ApiRequest& request) {
@@ -75,7 +63,7 @@ bool WantsFollow(const ApiRequest& request,
     if (name == "follow") return value == "true" || value == "1";
   }
   if (const std::string* accept = request.Header("accept")) {
-    return Lower(*accept).find("text/event-stream") != std::string::npos;
+    return LowerAscii(*accept).find("text/event-stream") != std::string::npos;
   }
   return false;
 }

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "sidecar/common/text.h"
+
 namespace streamcar::log {
 namespace {
 
@@ -17,23 +19,11 @@ bool IsToken(std::string_view text) {
   return !text.empty() && std::all_of(text.begin(), text.end(), IsTokenChar);
 }
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view TrimBlanks(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
-
 // True when the comma-separated `list` holds `token` (case-insensitive).
 bool ListHas(std::string_view list, std::string_view token) {
   while (!list.empty()) {
     const size_t comma = list.find(',');
-    if (Lower(TrimBlanks(list.substr(0, comma))) == token) return true;
+    if (LowerAscii(TrimBlanks(list.substr(0, comma))) == token) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
@@ -114,7 +104,7 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
     for (char c : value) {
       if (c == '\0') return Bad("NUL in a header field");
     }
-    std::string lower = Lower(name);
+    std::string lower = LowerAscii(name);
     if (lower == "content-length") {
       if (++content_lengths > 1) return Bad("more than one Content-Length");
       uint64_t length = 0;
@@ -125,7 +115,7 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
       request->content_length = length;
     } else if (lower == "transfer-encoding") {
       if (++transfer_encodings > 1) return Bad("more than one Transfer-Encoding");
-      if (Lower(value) != "chunked") return Bad("only Transfer-Encoding: chunked is accepted");
+      if (LowerAscii(value) != "chunked") return Bad("only Transfer-Encoding: chunked is accepted");
       request->chunked = true;
     } else if (lower == "connection") {
       saw_connection_close = saw_connection_close || ListHas(value, "close");

@@ -18,8 +18,6 @@ struct ApiResponse {
   static ApiResponse Error(int status, std::string_view message);
 };
 
-const char* ReasonPhrase(int status);
-
 // Status line, headers (Content-Type, Content-Length, Cache-Control, Connection: close when
 // closing) and body.
 std::string SerializeResponse(const ApiResponse& response);

@@ -1,17 +1,8 @@
 #include "sidecar/log/api_route.h"
 
+#include "sidecar/common/text.h"
+
 namespace streamcar::log {
-namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
-
 StatusOr<std::string> PercentDecode(std::string_view text, bool plus_is_space) {
   std::string out;
   out.reserve(text.size());
@@ -22,8 +13,8 @@ StatusOr<std::string> PercentDecode(std::string_view text, bool plus_is_space) {
     } else if (c != '%') {
       out += c;
     } else {
-      const int high = i + 1 < text.size() ? HexValue(text[i + 1]) : -1;
-      const int low = i + 2 < text.size() ? HexValue(text[i + 2]) : -1;
+      const int high = i + 1 < text.size() ? HexDigitValue(text[i + 1]) : -1;
+      const int low = i + 2 < text.size() ? HexDigitValue(text[i + 2]) : -1;
       if (high < 0 || low < 0) return Status(StatusCode::kInvalid, "malformed percent-escape");
       out += static_cast<char>(high * 16 + low);
       i += 2;

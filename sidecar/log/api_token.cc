@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sidecar/common/log.h"
+#include "sidecar/common/text.h"
 
 namespace streamcar::log {
 
@@ -64,12 +65,9 @@ bool TokenFile::Allows(std::string_view authorization) {
   Refresh();
   if (token_.empty()) return false;
   // The scheme is case-insensitive (RFC 9110 11.1); the token is compared exactly.
-  if (authorization.size() < kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) !=
-        std::tolower(static_cast<unsigned char>(kScheme[i]))) {
-      return false;
-    }
+  if (authorization.size() < kScheme.size() ||
+      !EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme)) {
+    return false;
   }
   return SecretEquals(authorization.substr(kScheme.size()), token_);
 }
