@@ -135,6 +135,24 @@ TYPED_TEST(ArchiveFolderTest, FoldsWhatRetentionTrimsThenTrimsOnlyThat) {
   this->ExpectEachOnce(ids);
 }
 
+// A long catch-up beats the caller's watchdog after every batch (a step of many batches must not
+// look wedged to /healthz): 40 entries due in batches of 7 are 6 batches, each beaten.
+TYPED_TEST(ArchiveFolderTest, EveryBatchOfAStepBeatsTheWatchdog) {
+  const auto ids = this->Append(50);
+  admin::Metrics metrics;
+  FolderOptions options = this->Options();
+  std::vector<size_t> archived_at_beat;
+  options.on_batch = [&] { archived_at_beat.push_back(this->Archived().size()); };
+  ArchiveFolder folder(options, this->store_.get(), &metrics);
+  auto step = folder.Step(*this->session_);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->folded, 40);
+  // One beat per batch, as the batch lands: the archive grows by up to 7 between beats.
+  ASSERT_GE(archived_at_beat.size(), 6u);
+  EXPECT_EQ(archived_at_beat.front(), 7u);
+  EXPECT_EQ(archived_at_beat[5], 40u);
+}
+
 TYPED_TEST(ArchiveFolderTest, MaxAgeFoldsOnlyWhatIsOlder) {
   const int64_t now_ms = SystemClock::Instance().WallMillis();
   std::vector<std::string> ids;
