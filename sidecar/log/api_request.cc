@@ -101,8 +101,13 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
     const std::string_view name = field.substr(0, colon);
     if (!IsToken(name)) return Bad("malformed header field name");
     const std::string_view value = TrimBlanks(field.substr(colon + 1));
+    // RFC 9110 5.5: visible characters, obs-text, spaces and tabs; any other control character
+    // (NUL, BEL, ESC, DEL, ...) is refused rather than passed on to a log or into an entry.
     for (char c : value) {
-      if (c == '\0') return Bad("NUL in a header field");
+      const auto byte = static_cast<unsigned char>(c);
+      if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
+        return Bad("control character in a header field value");
+      }
     }
     std::string lower = LowerAscii(name);
     if (lower == "content-length") {
