@@ -84,9 +84,7 @@ TEST(ApiRequestTest, RefusesMalformedRequestLines) {
   EXPECT_EQ(StatusOf(std::string("GET /\x01 HTTP/1.1\r\n\r\n")), 400);
   EXPECT_EQ(StatusOf(std::string("GET / HTTP/1.1\r\nX: a\0b\r\n\r\n", 27)), 400);
   // Any control character but a tab in a field value (found by api_fuzzer: BEL was accepted).
-  for (const char* value : {"a\x07"
-                            "b",
-                            "\x1b[31m", "a\x7f"}) {
+  for (const char* value : {"a\ab", "\x1b[31m", "a\x7f"}) {
     EXPECT_EQ(StatusOf(std::string("GET / HTTP/1.1\r\nX: ") + value + "\r\n\r\n"), 400) << value;
   }
   EXPECT_EQ(StatusOf("GET / HTTP/1.1\r\nX: a\tb \xc3\xa9\r\n\r\n"), 0);  // tab, space, obs-text
