@@ -1,9 +1,11 @@
 #include "tests/support/redis_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,21 +13,59 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <random>
+#include <stdexcept>
 #include <thread>
 
 namespace streamcar::testing {
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+// Whether 127.0.0.1:port can be bound right now (SO_REUSEADDR, as servers bind).
+bool CanBind(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   ::close(fd);
-  return ntohs(address.sin_port);
+  return bound;
+}
+
+}  // namespace
+
+int FreePort() {
+  // Ports are picked below the kernel's ephemeral range (32768-60999 by default): a port taken
+  // from that range by bind(0) can be handed to any outgoing connection in the moment before the
+  // server under test binds it, which the suite saw ("address already in use" under TSan). Each
+  // port picked is also locked (flock on a file per port, held until this process exits), so the
+  // parallel test processes never pick the same one.
+  static std::mutex mutex;
+  static std::vector<int> held;  // the lock files of the ports this process picked
+  static std::mt19937 random(std::random_device{}());
+  std::lock_guard lock(mutex);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "streamcar-test-ports";
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  std::uniform_int_distribution<int> pick(20000, 32000);
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    const int port = pick(random);
+    const std::string path = (dir / std::to_string(port)).string();
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 || !CanBind(port)) {
+      ::close(fd);
+      continue;
+    }
+    held.push_back(fd);
+    return port;
+  }
+  throw std::runtime_error("no free TCP port between 20000 and 32000");
 }
 
 std::string MakeTempDir(const std::string& prefix) {

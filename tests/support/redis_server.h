@@ -63,7 +63,8 @@ class RedisServer {
   TestCertificates certificates_;
 };
 
-// A free TCP port on 127.0.0.1 (bound and released: good enough for tests).
+// A free TCP port on 127.0.0.1, outside the kernel's ephemeral range and reserved for this
+// process (no other test process picks it while this one runs).
 int FreePort();
 // A fresh temporary directory.
 std::string MakeTempDir(const std::string& prefix);
