@@ -4,7 +4,8 @@
 // door. So a head is refused (400, and the connection closed) when it has both Content-Length and
 // Transfer-Encoding, two Content-Length fields, a Transfer-Encoding other than "chunked", an
 // obsolete line folding, a bare LF line ending, whitespace before a colon, a field name that is
-// not an RFC 9110 token, or a control character other than a tab in a field value. Pure code: no sockets, so every rule is unit-tested.
+// not an RFC 9110 token, or a control character other than a tab in a field value. Pure code: no
+// sockets, so every rule is unit-tested.
 
 #include <cstdint>
 #include <optional>

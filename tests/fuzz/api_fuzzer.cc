@@ -71,8 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!streamcar::log::ParseRequestHead(wire.substr(0, head_end), &request)) {
       Check(!request.method.empty());
       Check(!(request.chunked && request.content_length.has_value()));
-      Check(!HasControl(request.method) && !HasControl(request.path) &&
-            !HasControl(request.query));
+      Check(!HasControl(request.method) && !HasControl(request.path) && !HasControl(request.query));
       for (const auto& [name, value] : request.headers) {
         Check(!name.empty() && !HasControl(name) && !HasControl(value));
       }
