@@ -29,12 +29,6 @@ bool HasFraming(std::string_view text) {
   return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
 
-std::string_view TrimBlanks(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
-
 bool Listed(const HeaderList* headers, std::string_view name) {
   if (headers == nullptr) return false;
   return std::any_of(headers->begin(), headers->end(),

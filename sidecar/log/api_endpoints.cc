@@ -207,14 +207,33 @@ std::optional<ApiResponse> ApiEndpoints::Handle(const ApiRequest& request, ApiRo
 }
 
 ApiResponse ApiEndpoints::Unavailable(const Status& status, int retry_after) const {
-  // The archive's errors name it in their first words ("sqlite archive: ...", "postgres archive:
-  // ...", "archive not open: ..."); every other outage is Redis's.
+  // A LogReader marks the archive's errors; every other outage is Redis's.
   const std::string& message = status.message();
-  const bool archive = message.find("archive") < message.find(':');
-  ApiResponse response = ApiResponse::Error(
-      503, std::string(archive ? "archive unavailable: " : "Redis unavailable: ") + message);
+  ApiResponse response =
+      message.starts_with(kArchiveErrorPrefix)
+          ? ApiResponse::Error(503,
+                               "archive unavailable: " + message.substr(kArchiveErrorPrefix.size()))
+          : ApiResponse::Error(503, "Redis unavailable: " + message);
   response.headers.emplace_back("Retry-After", std::to_string(retry_after));
   return response;
+}
+
+ApiResponse ApiEndpoints::ReadFailure(const Status& status) const {
+  const std::string& message = status.message();
+  switch (status.code()) {
+    case StatusCode::kInvalid:
+      return ApiResponse::Error(400, message);
+    case StatusCode::kIo:
+    case StatusCode::kTimeout:
+      return Unavailable(status, 1);
+    default:
+      // Retrying cannot fix these: a key of another type, a damaged archive.
+      if (message.starts_with(kArchiveErrorPrefix)) {
+        return ApiResponse::Error(
+            500, "the archive cannot be read: " + message.substr(kArchiveErrorPrefix.size()));
+      }
+      return ApiResponse::Error(500, "Redis refused the read: " + message);
+  }
 }
 
 ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {
@@ -305,14 +324,7 @@ ApiResponse ApiEndpoints::Read(const ApiRequest& request, const Stream& stream) 
   if (!lease.ok()) return Unavailable(lease.status(), retry_after);
   LogReader reader(&lease->session(), ArchiveOf(stream));
   auto page = reader.Read(stream.config.name, window);
-  if (!page.ok()) {
-    const Status& status = page.status();
-    if (status.code() == StatusCode::kInvalid) return ApiResponse::Error(400, status.message());
-    if (status.code() == StatusCode::kServerError) {
-      return ApiResponse::Error(500, "Redis refused the read: " + status.message());
-    }
-    return Unavailable(status, 1);
-  }
+  if (!page.ok()) return ReadFailure(page.status());
   ApiResponse response;
   response.body = PageJson(page->entries, page->next);
   return response;
@@ -379,10 +391,7 @@ std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const
     response.headers.emplace_back("Retry-After", "1");
     return response;
   }
-  if (first.code() == StatusCode::kIo || first.code() == StatusCode::kTimeout) {
-    return Unavailable(first, 1);
-  }
-  if (!first.ok()) return ApiResponse::Error(500, "Redis refused the read: " + first.message());
+  if (!first.ok()) return ReadFailure(first);
   Count(ApiRoute::kFollow, 200);
 
   const std::string head =

@@ -61,6 +61,8 @@ class ApiEndpoints {
   ApiResponse Read(const ApiRequest& request, const Stream& stream);
   std::optional<ApiResponse> Follow(const ApiRequest& request, const Stream& stream, int fd);
   ApiResponse Unavailable(const Status& status, int retry_after) const;
+  // The answer to a failed read or follow: 400, 503 (an outage, with Retry-After) or 500.
+  ApiResponse ReadFailure(const Status& status) const;
 
   config::ApiConfig api_;
   ApiServerDeps deps_;

@@ -13,7 +13,9 @@
 //   1. W1 = the archive's watermark.
 //   2. XRANGE Redis for the window from max(start, W1+1), COUNT n+1. Ids <= W1 are not needed
 //      from Redis: by (b) the archive has them.
-//   3. One archive snapshot: W2 (>= W1, by monotony) and the window's entries <= W2, n+1 of them.
+//   3. The archive: W2 (>= W1, by monotony) and the window's entries <= W2, n+1 of them, as one
+//      snapshot would give them (read in chunks that add up to the first chunk's snapshot:
+//      ReadArchive says why).
 // The result takes the archive's entries (all <= W2) and Redis's entries > W2. Every id <= W2 is
 // in the archive snapshot by (b). Every id > W2 that existed when step 2 ran was still in Redis
 // then: any trim before step 2 cut at most the W committed before it, which is <= W2 because W2
@@ -28,7 +30,10 @@
 // part is then exact only up to L: every entry the merge keeps is <= max(L, W2), and the window
 // is exact up to there, so `next` is set (the client continues after the last entry kept). The
 // merged list is then cut where its field bytes reach the budget; any prefix of an exact list is
-// exact, and `next` is its last id.
+// exact, and `next` is its last id. Step 3 stops the same way at an id A <= W2 once its chunks
+// hold the budget; the archive part is then exact up to A and the Redis part (all above W2) is
+// dropped, so the page ends at A. (The archive part then already holds the budget, so the final
+// cut would mostly drop the Redis part anyway; dropping it is what keeps the page exact.)
 
 #include "sidecar/log/log_reader.h"
 
@@ -42,10 +47,19 @@ namespace streamcar::log {
 namespace {
 
 constexpr int kMaxCount = 10000;
-// Redis is read in chunks: the first small (entry sizes are unknown), the next sized by the
-// average entry so far to about the budget left, so one reply stays near kPageByteBudget.
+// Redis and the archive are read in chunks: the first small (entry sizes are unknown), the next
+// sized by the average entry so far to about the budget left, and never more than twice the
+// entries read so far: a few small entries followed by large ones cannot make one reply hold
+// thousands of large entries (the overshoot of a reply is bounded by the entries already read).
 constexpr int kFirstChunk = 16;
 constexpr int kMaxChunk = 1000;
+
+// The next chunk after `read` entries holding `bytes`, of at most `most` entries.
+int NextChunk(size_t budget, size_t bytes, size_t read, size_t most) {
+  const size_t average = bytes / std::max<size_t>(read, 1) + 1;
+  const size_t fits = budget > bytes ? (budget - bytes) / average + 1 : 1;
+  return static_cast<int>(std::clamp<size_t>(std::min(fits, 2 * read), 1, most));
+}
 
 size_t FieldBytes(const StreamEntry& entry) {
   size_t bytes = 0;
@@ -63,10 +77,15 @@ StatusOr<EntryId> ValidId(const std::string& text, const char* what) {
   return *id;
 }
 
+// An archive failure as the reader reports it (kArchiveErrorPrefix).
+Status FromArchive(const Status& status) {
+  return Status(status.code(), std::string(kArchiveErrorPrefix) + status.message());
+}
+
 }  // namespace
 
-LogReader::LogReader(redis::Session* session, ArchiveStore* archive)
-    : session_(session), archive_(archive) {}
+LogReader::LogReader(redis::Session* session, ArchiveStore* archive, size_t page_byte_budget)
+    : session_(session), archive_(archive), budget_(page_byte_budget) {}
 
 // Step 3 of Read, byte-bounded like step 2: the first archive read is one snapshot that fixes
 // W2; the chunks after it read only ids <= W2, which no later fold changes (a fold inserts an id
@@ -91,12 +110,12 @@ StatusOr<std::vector<StreamEntry>> LogReader::ReadArchive(const std::string& str
     }
     auto archived =
         archive_->Read(stream, FormatId(after), bound ? FormatId(*bound) : std::string(), ask);
-    if (!archived.ok()) return archived.status();
+    if (!archived.ok()) return FromArchive(archived.status());
     if (first) {
       auto parsed = ParseId(archived->watermark);
       if (!parsed) {
-        return Status(StatusCode::kProtocol,
-                      "the archive holds a bad watermark " + archived->watermark);
+        return FromArchive(
+            Status(StatusCode::kProtocol, "it holds a bad watermark " + archived->watermark));
       }
       *w2 = *parsed;
       first = false;
@@ -111,16 +130,13 @@ StatusOr<std::vector<StreamEntry>> LogReader::ReadArchive(const std::string& str
     if (got_count < ask || entries.empty()) break;  // all of the window below W2
     auto last = ParseId(entries.back().id);
     if (!last || *last >= *w2) break;
-    if (bytes >= kPageByteBudget) {
+    if (bytes >= budget_) {
       *cut = *last;
       break;
     }
     after = *last;
-    // No kMaxChunk here: one archive query costs no Redis time, so the rest of a page of small
-    // entries comes in one more query.
-    const size_t average = bytes / entries.size() + 1;
-    chunk = static_cast<int>(
-        std::clamp<size_t>((kPageByteBudget - bytes) / average + 1, 1, static_cast<size_t>(want)));
+    // No kMaxChunk here: one archive query costs no Redis time.
+    chunk = NextChunk(budget_, bytes, entries.size(), static_cast<size_t>(want));
   }
   return entries;
 }
@@ -154,9 +170,11 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
   EntryId w1 = kMinId;
   if (archive_ != nullptr) {
     auto w = archive_->Watermark(stream);
-    if (!w.ok()) return w.status();
+    if (!w.ok()) return FromArchive(w.status());
     auto parsed = ParseId(*w);
-    if (!parsed) return Status(StatusCode::kProtocol, "the archive holds a bad watermark " + *w);
+    if (!parsed) {
+      return FromArchive(Status(StatusCode::kProtocol, "it holds a bad watermark " + *w));
+    }
     w1 = *parsed;
   }
 
@@ -207,14 +225,12 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
       auto last = ParseId(live.back().id);
       auto above = last ? Successor(*last) : std::nullopt;
       if (!above) break;
-      if (live_bytes >= kPageByteBudget) {
+      if (live_bytes >= budget_) {
         redis_cut = *last;
         break;
       }
       from = *above;
-      const size_t average = live_bytes / live.size() + 1;
-      chunk = static_cast<int>(
-          std::clamp<size_t>((kPageByteBudget - live_bytes) / average + 1, 1, kMaxChunk));
+      chunk = NextChunk(budget_, live_bytes, live.size(), kMaxChunk);
     }
   }
 
@@ -238,7 +254,7 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
   size_t bytes = 0;
   while (keep < page.entries.size() && keep < static_cast<size_t>(query.count)) {
     const size_t entry_bytes = FieldBytes(page.entries[keep]);
-    if (keep > 0 && bytes + entry_bytes > kPageByteBudget) break;
+    if (keep > 0 && bytes + entry_bytes > budget_) break;
     bytes += entry_bytes;
     ++keep;
   }

@@ -31,6 +31,10 @@ StatusOr<std::string> ParseBound(std::string_view text);
 // returned, alone.
 inline constexpr size_t kPageByteBudget = size_t{16} << 20;
 
+// The errors of the archive come out of a LogReader with this prefix, so that a caller tells an
+// archive outage from a Redis one.
+inline constexpr std::string_view kArchiveErrorPrefix = "archive: ";
+
 struct WindowQuery {
   std::string since = "0-0";  // inclusive entry id
   std::string until;          // exclusive entry id; "" = no upper bound
@@ -49,7 +53,9 @@ class LogReader {
  public:
   // `archive` may be null: the stream is read from Redis only. Both are borrowed and used on the
   // caller's thread only.
-  LogReader(redis::Session* session, ArchiveStore* archive);
+  // `page_byte_budget`: kPageByteBudget but in tests.
+  LogReader(redis::Session* session, ArchiveStore* archive,
+            size_t page_byte_budget = kPageByteBudget);
 
   // One page of `stream` in the window. kServerError WRONGTYPE etc. as Redis says; kIo or
   // kTimeout when Redis or the archive is unreachable.
@@ -62,6 +68,7 @@ class LogReader {
 
   redis::Session* session_;
   ArchiveStore* archive_;
+  size_t budget_;
 };
 
 }  // namespace streamcar::log

@@ -235,6 +235,41 @@ TEST_F(LogReaderTest, PagesAreCutByBytes) {
   EXPECT_EQ(big->next, big_id);
 }
 
+// A few small entries followed by many large ones: the chunk after the small ones must not be
+// sized by their average (which would ask for thousands of large entries in one reply). Each
+// chunk is at most twice the entries read before it, from Redis and from the archive alike.
+TEST_F(LogReaderTest, SmallEntriesBeforeLargeOnesDoNotBlowTheBudget) {
+  constexpr size_t kBudget = 64 * 1024;
+  constexpr size_t kLarge = 4096;
+  std::vector<std::string> ids = Fill(16);  // "i" = 1..16: a few bytes each
+  for (int i = 1; i <= 300; ++i) {
+    const std::string id = std::to_string(5000 + i) + "-0";
+    server_.Run({"XADD", "feed", id, "v", std::string(kLarge, 'x')});
+    ids.push_back(id);
+  }
+  // The largest reply Redis gave (an XRANGE of 16 small and then n large entries holds n x 4 KiB).
+  auto largest_xrange = [&](LogReader& reader) {
+    auto page = reader.Read("feed", WindowQuery{.count = 10000});
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    EXPECT_TRUE(page.ok() && page->next.has_value());
+    return page.ok() ? page->entries.size() : 0;
+  };
+  LogReader redis_only(session_.get(), nullptr, kBudget);
+  const size_t first_page = largest_xrange(redis_only);
+  // The page itself holds the budget's worth: 16 small entries and 15 large ones.
+  EXPECT_EQ(first_page, 16u + kBudget / (kLarge + 1));
+
+  FakeArchive archive;
+  while (FoldAndTrim(*session_, archive, 1000)) {
+  }
+  LogReader merged(session_.get(), &archive, kBudget);
+  auto page = merged.Read("feed", WindowQuery{.count = 10000});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->entries.size(), first_page);
+  // 16 small, then at most 32 large in one read: 2 x the entries read before, not 10,000.
+  EXPECT_LE(archive.largest_read_bytes(), 32 * (kLarge + 1));
+}
+
 // A fold and a trim at the worst moments of a read: between reading W1 and Redis, and between
 // Redis and the archive snapshot. Every page of every window must still be exact.
 TEST_F(LogReaderTest, FoldAndTrimBetweenTheStepsOfARead) {

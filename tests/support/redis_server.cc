@@ -7,12 +7,14 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -39,25 +41,44 @@ bool CanBind(int port) {
 
 }  // namespace
 
+// Where test ports are picked: [first, last], below the kernel's ephemeral range (read from
+// /proc, 32768-60999 by default) and below Kubernetes' NodePort range (30000-32767); above the
+// ephemeral range when the space below is too small.
+std::pair<int, int> TestPortRange() {
+  int low = 32768;
+  int high = 60999;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  range >> low >> high;
+  constexpr int kEnough = 2000;
+  const int below_last = std::min(low - 1, 29999);
+  if (below_last - 10000 + 1 >= kEnough) return {10000, below_last};
+  if (65535 - high >= kEnough) return {high + 1, 65535};
+  throw std::runtime_error(
+      "no room for test ports outside the ephemeral range: widen the gap in "
+      "net.ipv4.ip_local_port_range");
+}
+
 int FreePort() {
-  // Ports are picked below the kernel's ephemeral range (32768-60999 by default): a port taken
-  // from that range by bind(0) can be handed to any outgoing connection in the moment before the
-  // server under test binds it, which the suite saw ("address already in use" under TSan). Each
-  // port picked is also locked (flock on a file per port, held until this process exits), so the
-  // parallel test processes never pick the same one.
+  // A port that bind(0) picks comes from the ephemeral range and can be handed to any outgoing
+  // connection in the moment before the server under test binds it, which the suite saw
+  // ("address already in use" under TSan). Each port picked is also locked (flock on a file per
+  // port, held until this process exits), so the parallel test processes never pick the same
+  // one; tests/support/harness.py picks the same way, in the same directory.
   static std::mutex mutex;
   static std::vector<int> held;  // the lock files of the ports this process picked
   static std::mt19937 random(std::random_device{}());
   std::lock_guard lock(mutex);
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "streamcar-test-ports";
-  std::error_code ignored;
-  std::filesystem::create_directories(dir, ignored);
-  std::uniform_int_distribution<int> pick(20000, 32000);
+  const std::string dir = "/tmp/streamcar-test-ports";
+  if (::mkdir(dir.c_str(), 01777) == 0) ::chmod(dir.c_str(), 01777);  // whatever the umask
+  const auto [first, last] = TestPortRange();
+  std::uniform_int_distribution<int> pick(first, last);
   for (int attempt = 0; attempt < 2000; ++attempt) {
     const int port = pick(random);
-    const std::string path = (dir / std::to_string(port)).string();
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    const std::string path = dir + "/" + std::to_string(port);
+    // Read-only: flock needs no write access, so a file another user created serves too.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) continue;
+    ::fchmod(fd, 0666);  // fails harmlessly on another user's file
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0 || !CanBind(port)) {
       ::close(fd);
       continue;
@@ -65,7 +86,8 @@ int FreePort() {
     held.push_back(fd);
     return port;
   }
-  throw std::runtime_error("no free TCP port between 20000 and 32000");
+  throw std::runtime_error("no free TCP port in " + std::to_string(first) + "-" +
+                           std::to_string(last));
 }
 
 std::string MakeTempDir(const std::string& prefix) {
