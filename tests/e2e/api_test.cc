@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/e2e/e2e_fixture.h"
@@ -640,6 +642,42 @@ TEST_F(ApiTest, SlowSendersAndHugeHeadsAreCutOff) {
   ::close(silent);
   // Meanwhile and after, other clients are served.
   EXPECT_EQ(Call("GET", "/v1/streams/feed/entries").status, 200);
+}
+
+// A client that asks for a large page and never reads it holds its answer in the kernel's
+// buffers: SIGTERM still ends the sidecar within a few seconds (Stop gives answers 2 s, then shuts
+// their connections down), not after the 10 s an answer may take.
+TEST_F(ApiTest, AClientThatDoesNotReadCannotHoldTheShutdown) {
+  StartApi();
+  const std::string value(16 * 1024, 'x');
+  for (int i = 0; i < 1200; ++i) redis_->Run({"XADD", "feed", "*", "v", value});
+  const int fd = ConnectTo(api_port_);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendText(fd, Head("GET", "/v1/streams/feed/entries?count=10000",
+                                {"Authorization: Bearer " + kToken}, "")));
+  // Wait until the answer stops arriving: the buffers are full and the server is blocked sending.
+  int queued = -1;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        int now = 0;
+        ::ioctl(fd, FIONREAD, &now);
+        std::this_thread::sleep_for(milliseconds(300));
+        int later = 0;
+        ::ioctl(fd, FIONREAD, &later);
+        queued = later;
+        return later > 0 && later == now;
+      },
+      seconds(10)));
+  const auto started = Clock::now();
+  sidecar_->Terminate();
+  const auto code = sidecar_->Wait(seconds(15));
+  const auto took = Clock::now() - started;
+  ::close(fd);
+  ASSERT_TRUE(code.has_value()) << sidecar_->Logs();
+  EXPECT_EQ(*code, 0) << sidecar_->Logs();
+  EXPECT_LT(took, seconds(6)) << "stopped after "
+                              << std::chrono::duration_cast<milliseconds>(took).count()
+                              << " ms with " << queued << " bytes unread";
 }
 
 TEST_F(ApiTest, RedisDownAnswers503WithRetryAfterWithinADeadline) {
