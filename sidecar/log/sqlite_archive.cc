@@ -3,8 +3,10 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "sidecar/log/archive_codec.h"
 
@@ -40,12 +42,28 @@ struct StmtFinalizer {
 using Db = std::unique_ptr<sqlite3, DbCloser>;
 using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
 
+bool IsBusy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED; }
+
 Status Error(sqlite3* db, const std::string& what) {
-  const int code = sqlite3_extended_errcode(db);
-  const StatusCode status = (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED
-                                ? StatusCode::kTimeout
-                                : StatusCode::kIo;
+  const StatusCode status =
+      IsBusy(sqlite3_extended_errcode(db)) ? StatusCode::kTimeout : StatusCode::kIo;
   return Status(status, "sqlite archive: " + what + ": " + sqlite3_errmsg(db));
+}
+
+// Runs `sql`, trying again while another connection holds the lock, for up to kBusyTimeoutMs.
+// Needed for the steps of opening: SQLite answers a switch to WAL, a WAL recovery and a schema
+// change that races another connection's with SQLITE_BUSY at once, without its busy handler, so
+// two processes (or a reader and the folder) opening one file together would fail one of them.
+int ExecRetryingBusy(sqlite3* db, const char* sql) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+    if (!IsBusy(rc) || std::chrono::steady_clock::now() + pause > deadline) return rc;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
 }
 
 StatusOr<Db> OpenConnection(const std::string& path) {
@@ -62,7 +80,7 @@ StatusOr<Db> OpenConnection(const std::string& path) {
   // WAL: readers see a snapshot while a fold writes; FULL: a commit is on disk when it returns
   // (the folder trims Redis right after, so a lost commit would be lost entries).
   const char* pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;";
-  if (sqlite3_exec(db.get(), pragmas, nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (ExecRetryingBusy(db.get(), pragmas) != SQLITE_OK) {
     return Error(db.get(), "cannot configure " + path);
   }
   return db;
@@ -73,7 +91,7 @@ class SqliteArchive : public ArchiveStore {
   SqliteArchive(Db writer, Db reader) : writer_(std::move(writer)), reader_(std::move(reader)) {}
 
   Status Prepare() {
-    if (sqlite3_exec(writer_.get(), kSchema, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    if (ExecRetryingBusy(writer_.get(), kSchema) != SQLITE_OK) {
       return Error(writer_.get(), "cannot create the schema");
     }
     auto prepare = [](sqlite3* db, const char* sql, Stmt* out) -> Status {
