@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "sidecar/config/fields.h"
 #include "sidecar/config/loader.h"
+#include "sidecar/redis/connection.h"
 
 namespace streamcar::config {
 namespace {
@@ -1002,6 +1004,63 @@ TEST(Config, EveryKeyIsDocumented) {
     EXPECT_EQ(example_keys.count(key), 1u)
         << key << " is accepted by the loader but not in config/streamcar.example.yaml";
   }
+}
+
+// The tables are the one spelling of the keys: what they list is exactly what check prints (plus
+// `defaults`, whose keys are a subscription's but stream, group, start and name).
+TEST(Config, TablesListExactlyTheAcceptedKeys) {
+  const auto keys = AcceptedKeys();
+  std::set<std::string> from_tables;
+  std::set<std::string> defaults;
+  for (const auto& path : AcceptedKeyPaths()) {
+    if (path.starts_with("defaults.")) {
+      defaults.insert(path.substr(9));
+      from_tables.insert("defaults");
+    } else {
+      from_tables.insert(DocumentedForm(path));
+    }
+  }
+  EXPECT_EQ(from_tables, keys);
+  // `defaults` holds a subscription's sections, and nothing else (no stream, group, start, name).
+  std::set<std::string> body;
+  for (const auto& key : keys) {
+    for (const char* section :
+         {"handler.", "retry.", "dead_letter.", "claim.", "ordering.", "ack.", "retention."}) {
+      if (key.starts_with(section)) body.insert(key);
+    }
+  }
+  EXPECT_EQ(body.size(), 25u);
+  EXPECT_EQ(defaults, body);
+}
+
+// redis.url is parsed once, by the loader; the connection takes the parsed endpoint.
+TEST(Config, RedisUrlIsParsedOnceIntoTheEndpoint) {
+  const Config defaults = Load(kMinimal);
+  EXPECT_EQ(defaults.redis.endpoint.kind, RedisEndpoint::Kind::kTcp);
+  EXPECT_EQ(defaults.redis.endpoint.host, "127.0.0.1");
+  EXPECT_EQ(defaults.redis.endpoint.port, 6379);
+  EXPECT_EQ(defaults.redis.endpoint.db, 0);
+
+  const Config tcp = Load("version: 1\nredis: { url: \"rediss://app:urlpw@r.internal:6380/2\" }\n" +
+                          std::string(kMinimal).substr(11));
+  EXPECT_EQ(tcp.redis.endpoint.kind, RedisEndpoint::Kind::kTls);
+  EXPECT_EQ(tcp.redis.endpoint.host, "r.internal");
+  EXPECT_EQ(tcp.redis.endpoint.port, 6380);
+  EXPECT_EQ(tcp.redis.endpoint.db, 2);
+  auto options = redis::ConnectionOptionsOf(tcp);
+  EXPECT_EQ(options.endpoint.host, "r.internal");
+  EXPECT_EQ(options.endpoint.port, 6380);
+  EXPECT_EQ(options.username, "app");  // from the URL: the config's fields are empty
+  EXPECT_EQ(options.password, "urlpw");
+
+  const Config unix_socket =
+      Load("version: 1\nredis: { url: \"unix:///run/redis.sock?db=3\", password: pw }\n" +
+           std::string(kMinimal).substr(11));
+  EXPECT_EQ(unix_socket.redis.endpoint.kind, RedisEndpoint::Kind::kUnix);
+  EXPECT_EQ(unix_socket.redis.endpoint.path, "/run/redis.sock");
+  EXPECT_EQ(unix_socket.redis.endpoint.db, 3);
+  EXPECT_EQ(redis::ConnectionOptionsOf(unix_socket).endpoint.path, "/run/redis.sock");
+  EXPECT_EQ(redis::ConnectionOptionsOf(unix_socket).password, "pw");
 }
 
 }  // namespace
