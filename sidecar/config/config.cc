@@ -18,15 +18,15 @@ bool IsSensitiveHeader(std::string_view name) {
 }
 
 const char* FormatName(Format format) {
-  switch (format) {
-    case Format::kJson:
-      return "json";
-    case Format::kRaw:
-      return "raw";
-    case Format::kCloudEvents:
-      return "cloudevents";
+  for (const auto& [name, value] : kFormatNames) {
+    if (value == format) return name.data();  // the names are literals: NUL-terminated
   }
-  return "json";
+  return kFormatNames[0].first.data();
+}
+
+RedisConfig::RedisConfig() {
+  std::string error;
+  if (auto parsed = ParseRedisUrl(url, &error)) endpoint = *parsed;
 }
 
 std::string Subscription::StartId() const {

@@ -1,14 +1,18 @@
 #pragma once
-// The configuration of SPEC section 2 as plain structs, with every default filled in. Only
-// loader.cc knows YAML; everything else reads these structs.
+// The configuration of SPEC sections 2 and 10 as plain structs. Their initializers are the
+// defaults, spelled only here. Only the loader (loader.cc, fields.*) knows YAML; everything else
+// reads these structs.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sidecar/common/clock.h"
+#include "sidecar/config/redis_url.h"
 
 namespace streamcar::config {
 
@@ -21,7 +25,9 @@ struct TlsConfig {
 };
 
 struct RedisConfig {
+  RedisConfig();  // parses the default url into `endpoint`
   std::string url = "redis://127.0.0.1:6379/0";
+  RedisEndpoint endpoint;  // `url` parsed, once, by the loader (and from the default above)
   std::string username;
   std::string password;
   Millis connect_timeout{2000};
@@ -30,6 +36,9 @@ struct RedisConfig {
 };
 
 enum class Format { kJson, kRaw, kCloudEvents };
+// The names of `handler.format`, spelled once (the loader, `check` and messages use them).
+inline constexpr std::array<std::pair<std::string_view, Format>, 3> kFormatNames = {
+    {{"json", Format::kJson}, {"raw", Format::kRaw}, {"cloudevents", Format::kCloudEvents}}};
 const char* FormatName(Format format);
 
 // Whether a handler header carries a credential, so `check` prints its value as "***". The rule

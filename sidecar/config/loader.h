@@ -1,5 +1,6 @@
 #pragma once
-// Loading and printing the configuration file. This is the only code that includes yaml-cpp.
+// Loading and printing the configuration file, driven by the key tables of fields.h (which, with
+// this file's .cc, is the only code that includes yaml-cpp).
 
 #include <string>
 #include <string_view>

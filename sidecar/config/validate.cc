@@ -3,45 +3,7 @@
 #include <set>
 #include <utility>
 
-#include "sidecar/config/redis_url.h"
-
 namespace streamcar::config {
-
-std::string CheckHttpUrl(const std::string& url) {
-  std::string_view rest;
-  if (url.starts_with("http://")) {
-    rest = std::string_view(url).substr(7);
-  } else if (url.starts_with("https://")) {
-    rest = std::string_view(url).substr(8);
-  } else {
-    return "must be an http:// or https:// URL (got \"" + url + "\")";
-  }
-  auto host_end = rest.find_first_of("/?#");
-  auto authority = rest.substr(0, host_end);
-  if (authority.empty() || authority.starts_with(":")) return "URL \"" + url + "\" has no host";
-  if (authority.find('@') != std::string_view::npos) {
-    return "URL \"" + url + "\" must not carry credentials; use handler.headers";
-  }
-  return {};
-}
-
-std::string CheckArchiveUrl(const std::string& url) {
-  if (url.empty()) return {};
-  if (url.starts_with("sqlite://")) {
-    // sqlite:///var/lib/x.db: an empty authority, then an absolute path.
-    if (!url.starts_with("sqlite:///") || url.size() == 10) {
-      return "a SQLite archive is sqlite:///absolute/path/to/file.db (got \"" + url + "\")";
-    }
-    return {};
-  }
-  for (std::string_view scheme : {"postgres://", "postgresql://"}) {
-    if (!url.starts_with(scheme)) continue;
-    if (url.size() == scheme.size()) return "a PostgreSQL URL has no host (got \"" + url + "\")";
-    return {};
-  }
-  return "must be sqlite:///path or postgres://user@host:5432/db (got \"" + MaskUrlPassword(url) +
-         "\")";
-}
 
 namespace {
 
@@ -104,16 +66,6 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
       problem(path + ".handler.url", "required (set it here or in defaults.handler.url)");
       return;
     }
-    if (auto why = CheckHttpUrl(sub.handler.url); !why.empty()) {
-      problem(path + ".handler.url", why);
-      return;
-    }
-    if (!sub.handler.health_url.empty()) {
-      if (auto why = CheckHttpUrl(sub.handler.health_url); !why.empty()) {
-        problem(path + ".handler.health_url", why);
-        return;
-      }
-    }
     if (sub.handler.batch_size > 1 && sub.handler.format != Format::kJson) {
       problem(path + ".handler.batch_size",
               "batch delivery (batch_size > 1) needs format: json (format is " +
@@ -146,12 +98,6 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
       problem(path + ".dead_letter.stream", "must differ from the subscription's stream");
       return;
     }
-  }
-  std::string error;
-  auto endpoint = ParseRedisUrl(config.redis.url, &error);
-  if (!endpoint) {
-    problem("redis.url", error);
-    return;
   }
   const auto& tls = config.redis.tls;
   if (tls.cert_file.empty() != tls.key_file.empty()) {

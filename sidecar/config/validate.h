@@ -1,6 +1,7 @@
 #pragma once
 // Rules of SPEC section 2 that span several keys or need the whole file. Single-key rules
-// (ranges, enums, units) are applied while loading, where the key's line is known.
+// (ranges, enums, units, URL forms) are the tables' (fields.cc), applied while loading, where the
+// key's line is known.
 
 #include <functional>
 #include <string>
@@ -15,12 +16,5 @@ using ProblemSink = std::function<void(const std::string& path, const std::strin
 
 // Checks the assembled configuration; calls `problem` for the first rule broken and stops.
 void ValidateConfig(const Config& config, const ProblemSink& problem);
-
-// Checks an archive URL (SPEC 10): "" (no archive), sqlite:///absolute/path or postgres://...;
-// returns an empty string when valid.
-std::string CheckArchiveUrl(const std::string& url);
-
-// Checks a handler URL ("http://host[:port]/path"); returns an empty string when valid.
-std::string CheckHttpUrl(const std::string& url);
 
 }  // namespace streamcar::config

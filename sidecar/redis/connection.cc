@@ -16,8 +16,7 @@ bool IsAuthFailure(const Status& status) {
 
 ConnectionOptions ConnectionOptionsOf(const config::Config& config) {
   ConnectionOptions options;
-  std::string error;
-  if (auto endpoint = config::ParseRedisUrl(config.redis.url, &error)) options.endpoint = *endpoint;
+  options.endpoint = config.redis.endpoint;  // parsed once, by the loader
   options.username =
       !config.redis.username.empty() ? config.redis.username : options.endpoint.username;
   options.password =

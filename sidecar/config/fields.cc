@@ -1,0 +1,534 @@
+#include "sidecar/config/fields.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "sidecar/common/text.h"
+
+namespace streamcar::config {
+
+// --- Reader -------------------------------------------------------------------------------------
+
+void Reader::Fail(const YAML::Node& node, const std::string& path,
+                  const std::string& message) const {
+  throw ConfigProblem{Locate(Line(node), path, message)};
+}
+
+std::string Reader::Locate(int line, const std::string& path, const std::string& message) const {
+  std::string out = file_;
+  if (line > 0) out += ":" + std::to_string(line);
+  out += ": ";
+  if (!path.empty()) out += path + ": ";
+  return out + message;
+}
+
+int Reader::Line(const YAML::Node& node) {
+  if (!node || !node.IsDefined()) return 0;
+  const auto mark = node.Mark();
+  return mark.line >= 0 ? mark.line + 1 : 0;
+}
+
+void Reader::RequireMap(const YAML::Node& node, const std::string& path) const {
+  if (!node.IsMap()) Fail(node, path, "must be a mapping of keys to values");
+}
+
+void Reader::CheckKeys(const YAML::Node& node, const std::string& path,
+                       const std::vector<std::string_view>& allowed) const {
+  std::vector<std::string> seen;
+  for (auto it : node) {
+    if (!it.first.IsScalar()) Fail(it.first, path, "keys must be plain names");
+    const auto key = it.first.as<std::string>();
+    // yaml-cpp keeps the first of two equal keys silently; a second one is a mistake to report.
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      Fail(it.first, path.empty() ? key : path + "." + key, "duplicate key");
+    }
+    seen.push_back(key);
+    bool known = false;
+    for (auto candidate : allowed) known = known || candidate == key;
+    if (known) continue;
+    std::string message = "unknown key";
+    if (auto meant = ClosestMatch(key, allowed)) message += " (did you mean " + *meant + "?)";
+    Fail(it.first, path.empty() ? key : path + "." + key, message);
+  }
+}
+
+std::string Reader::Text(const YAML::Node& node, const std::string& path) const {
+  if (node.IsNull()) return {};
+  if (!node.IsScalar()) Fail(node, path, "must be a single value, not a list or mapping");
+  std::string error;
+  auto expanded = ExpandVariables(node.Scalar(), env_, &error);
+  if (!expanded) Fail(node, path, error);
+  return *expanded;
+}
+
+std::string Reader::RequiredText(const YAML::Node& parent, const std::string& path,
+                                 const YAML::Node& node) const {
+  if (!node || node.IsNull()) Fail(parent, path, "required");
+  std::string value = Text(node, path);
+  if (value.empty()) Fail(node, path, "must not be empty");
+  return value;
+}
+
+int64_t Reader::Int(const YAML::Node& node, const std::string& path, int64_t min,
+                    int64_t max) const {
+  const std::string text = Text(node, path);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    Fail(node, path, "must be a whole number (got \"" + text + "\")");
+  }
+  if (value < min || value > max) {
+    Fail(node, path,
+         "must be between " + std::to_string(min) + " and " + std::to_string(max) + " (got " +
+             text + ")");
+  }
+  return value;
+}
+
+double Reader::Real(const YAML::Node& node, const std::string& path, double min, double max,
+                    bool max_inclusive) const {
+  const std::string text = Text(node, path);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || std::isspace(text[0])) {
+    Fail(node, path, "must be a number (got \"" + text + "\")");
+  }
+  if (value < min || value > max || (!max_inclusive && value == max)) {
+    std::ostringstream range;
+    range << "must be at least " << min << " and " << (max_inclusive ? "at most " : "below ") << max
+          << " (got " << text << ")";
+    Fail(node, path, range.str());
+  }
+  return value;
+}
+
+bool Reader::Bool(const YAML::Node& node, const std::string& path) const {
+  std::string text = Text(node, path);
+  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (text == "true" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "no" || text == "off") return false;
+  Fail(node, path, "must be true or false (got \"" + text + "\")");
+}
+
+Millis Reader::Duration(const YAML::Node& node, const std::string& path, bool allow_zero) const {
+  const std::string text = Text(node, path);
+  std::string error;
+  auto value = ParseDuration(text, &error);
+  if (!value) Fail(node, path, error);
+  if (!allow_zero && value->count() == 0) Fail(node, path, "must be greater than 0s");
+  return *value;
+}
+
+uint64_t Reader::Size(const YAML::Node& node, const std::string& path) const {
+  const std::string text = Text(node, path);
+  std::string error;
+  auto value = ParseSize(text, &error);
+  if (!value) Fail(node, path, error);
+  if (*value == 0) Fail(node, path, "must be greater than 0B");
+  return *value;
+}
+
+void Reader::NoteItemLine(std::string_view list, int line) {
+  for (auto& [name, lines] : item_lines_) {
+    if (name == list) {
+      lines.push_back(line);
+      return;
+    }
+  }
+  item_lines_.push_back({std::string(list), {line}});
+}
+
+int Reader::ItemLine(std::string_view list, size_t index) const {
+  for (const auto& [name, lines] : item_lines_) {
+    if (name == list && index < lines.size()) return lines[index];
+  }
+  return 0;
+}
+
+namespace fields_internal {
+
+// Shortest text that reads back as the same double ("0.2", not "0.20000000000000001").
+std::string ShortDouble(double value) {
+  char buffer[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
+// "must be json, raw or cloudevents (got \"jsn\"); did you mean json?"
+std::string EnumMessage(std::string_view got, const std::vector<std::string_view>& names) {
+  std::string message = "must be ";
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) message += i + 1 == names.size() ? " or " : ", ";
+    message += names[i];
+  }
+  message += " (got \"" + std::string(got) + "\")";
+  if (auto meant = ClosestMatch(got, names)) message += "; did you mean " + *meant + "?";
+  return message;
+}
+
+}  // namespace fields_internal
+
+namespace {
+
+// --- the rules of single values that are not a range ---------------------------------------------
+
+// "" (off) or host:port.
+std::string CheckListen(const std::string& listen) {
+  if (listen.empty()) return {};
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return "must be host:port, e.g. 127.0.0.1:9465 or [::1]:9465 (or \"\" for off)";
+  }
+  int port = 0;
+  auto port_text = std::string_view(listen).substr(colon + 1);
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
+    return "port must be 1..65535 (got \"" + std::string(port_text) + "\")";
+  }
+  return {};
+}
+
+// A handler URL ("http://host[:port]/path").
+std::string CheckHttpUrl(const std::string& url) {
+  std::string_view rest;
+  if (url.starts_with("http://")) {
+    rest = std::string_view(url).substr(7);
+  } else if (url.starts_with("https://")) {
+    rest = std::string_view(url).substr(8);
+  } else {
+    return "must be an http:// or https:// URL (got \"" + url + "\")";
+  }
+  auto host_end = rest.find_first_of("/?#");
+  auto authority = rest.substr(0, host_end);
+  if (authority.empty() || authority.starts_with(":")) return "URL \"" + url + "\" has no host";
+  if (authority.find('@') != std::string_view::npos) {
+    return "URL \"" + url + "\" must not carry credentials; use handler.headers";
+  }
+  return {};
+}
+
+// An archive URL (SPEC 10): "" (no archive), sqlite:///absolute/path or postgres://...
+std::string CheckArchiveUrl(const std::string& url) {
+  if (url.empty()) return {};
+  if (url.starts_with("sqlite://")) {
+    // sqlite:///var/lib/x.db: an empty authority, then an absolute path.
+    if (!url.starts_with("sqlite:///") || url.size() == 10) {
+      return "a SQLite archive is sqlite:///absolute/path/to/file.db (got \"" + url + "\")";
+    }
+    return {};
+  }
+  for (std::string_view scheme : {"postgres://", "postgresql://"}) {
+    if (!url.starts_with(scheme)) continue;
+    if (url.size() == scheme.size()) return "a PostgreSQL URL has no host (got \"" + url + "\")";
+    return {};
+  }
+  return "must be sqlite:///path or postgres://user@host:5432/db (got \"" + MaskUrlPassword(url) +
+         "\")";
+}
+
+std::string CheckOptionalHttpUrl(const std::string& url) {
+  return url.empty() ? std::string() : CheckHttpUrl(url);
+}
+
+// The largest max_len a stream, a dead-letter stream or retention accepts.
+constexpr int64_t kMaxLen = int64_t{1} << 40;
+
+// --- custom keys --------------------------------------------------------------------------------
+
+// redis.url: parsed once, here; the connection and every command use `endpoint`.
+void ReadRedisUrl(Reader& in, const Field<RedisConfig>&, const YAML::Node&, const YAML::Node& value,
+                  const std::string& path, RedisConfig* out) {
+  out->url = in.Text(value, path);
+  std::string error;
+  auto endpoint = ParseRedisUrl(out->url, &error);
+  if (!endpoint) in.Fail(value, path, error);
+  out->endpoint = *endpoint;
+}
+
+void WriteRedisUrl(Writer& out, const Field<RedisConfig>& field, const RedisConfig& redis) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << MaskUrlPassword(redis.url);
+}
+
+void CheckHeaderName(const Reader& in, const YAML::Node& node, const std::string& path,
+                     const std::string& name) {
+  static constexpr std::string_view kTokenChars = "!#$%&'*+-.^_`|~";
+  bool valid = !name.empty();
+  for (char c : name) {
+    valid = valid && (std::isalnum(static_cast<unsigned char>(c)) ||
+                      kTokenChars.find(c) != std::string_view::npos);
+  }
+  if (!valid) in.Fail(node, path, "not a valid HTTP header name");
+  std::string lower = name;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.starts_with("streamcar-") || lower == "idempotency-key" || lower == "content-length" ||
+      lower == "content-type" || lower == "host" || lower.starts_with("ce-")) {
+    in.Fail(node, path, "streamcar sets this header itself; it cannot be overridden");
+  }
+}
+
+// Headers merge: a subscription's header replaces the default's header of the same name.
+void ReadHeaders(Reader& in, const Field<HandlerConfig>&, const YAML::Node&,
+                 const YAML::Node& value, const std::string& path, HandlerConfig* out) {
+  if (value.IsNull()) return;
+  in.RequireMap(value, path);
+  for (auto it : value) {
+    const auto name = it.first.as<std::string>();
+    const std::string header_path = path + "." + name;
+    CheckHeaderName(in, it.first, header_path, name);
+    const std::string text = in.Text(it.second, header_path);
+    if (text.find_first_of("\r\n") != std::string::npos) {
+      in.Fail(it.second, header_path, "header values must not contain line breaks");
+    }
+    out->headers[name] = text;
+  }
+}
+
+void WriteHeaders(Writer& out, const Field<HandlerConfig>& field, const HandlerConfig& handler) {
+  out << YAML::Key << std::string(field.key) << YAML::Value;
+  if (handler.headers.empty()) out << YAML::Flow;
+  out << YAML::BeginMap;
+  for (const auto& [name, value] : handler.headers) {
+    out << YAML::Key << name << YAML::Value << (IsSensitiveHeader(name) ? "***" : value);
+  }
+  out << YAML::EndMap;
+}
+
+// A list replaces the default's list; null is an empty list.
+void ReadRejectStatuses(Reader& in, const Field<HandlerConfig>&, const YAML::Node&,
+                        const YAML::Node& value, const std::string& path, HandlerConfig* out) {
+  out->reject_statuses.clear();
+  if (value.IsNull()) return;
+  if (!value.IsSequence()) in.Fail(value, path, "must be a list of HTTP statuses");
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const auto status = static_cast<int>(in.Int(value[i], item_path, 100, 599));
+    if (status < 300) {
+      in.Fail(value[i], item_path, "must be 300..599: a 1xx or 2xx answer cannot be a rejection");
+    }
+    out->reject_statuses.push_back(status);
+  }
+}
+
+void WriteRejectStatuses(Writer& out, const Field<HandlerConfig>& field,
+                         const HandlerConfig& handler) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << YAML::Flow
+      << handler.reject_statuses;
+}
+
+void ReadStart(Reader& in, const Field<Subscription>&, const YAML::Node& parent,
+               const YAML::Node& value, const std::string& path, Subscription* out) {
+  if (!value || value.IsNull()) {
+    in.Fail(parent, path, "required: where a new group starts (new, beginning or an entry id)");
+  }
+  out->start = in.Text(value, path);
+  if (out->start != "new" && out->start != "beginning" && !ParseEntryId(out->start)) {
+    in.Fail(
+        value, path,
+        "must be new, beginning or an entry id like 1700000000000-0 (got \"" + out->start + "\")");
+  }
+}
+
+void WriteStart(Writer& out, const Field<Subscription>& field, const Subscription& sub) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << sub.start;
+}
+
+// --- the tables, in the order `check` prints them --------------------------------------------
+
+constexpr auto kTlsFields = std::to_array<Field<TlsConfig>>({
+    Text<&TlsConfig::ca_file>("ca_file"),
+    Text<&TlsConfig::cert_file>("cert_file"),
+    Text<&TlsConfig::key_file>("key_file"),
+    Text<&TlsConfig::server_name>("server_name"),
+    Bool<&TlsConfig::verify>("verify"),
+});
+
+constexpr auto kRedisFields = std::to_array<Field<RedisConfig>>({
+    Custom<RedisConfig>("url", &ReadRedisUrl, &WriteRedisUrl),
+    Text<&RedisConfig::username>("username"),
+    Text<&RedisConfig::password>("password", kSecret),
+    Duration<&RedisConfig::connect_timeout>("connect_timeout"),
+    Duration<&RedisConfig::command_timeout>("command_timeout"),
+    Section<&RedisConfig::tls, kTlsFields>("tls"),
+});
+
+constexpr auto kHandlerFields = std::to_array<Field<HandlerConfig>>({
+    Text<&HandlerConfig::url>("url", 0, &CheckHttpUrl),
+    Duration<&HandlerConfig::timeout>("timeout"),
+    Int<&HandlerConfig::concurrency>("concurrency", 1, 1024),
+    Int<&HandlerConfig::batch_size>("batch_size", 1, 1000),
+    Size<&HandlerConfig::max_held_bytes>("max_held_bytes"),
+    Enum<&HandlerConfig::format, kFormatNames>("format"),
+    Text<&HandlerConfig::raw_field>("raw_field"),
+    Custom<HandlerConfig>("headers", &ReadHeaders, &WriteHeaders),
+    Text<&HandlerConfig::health_url>("health_url", 0, &CheckOptionalHttpUrl),
+    Custom<HandlerConfig>("reject_statuses", &ReadRejectStatuses, &WriteRejectStatuses),
+});
+
+constexpr auto kRetryFields = std::to_array<Field<RetryConfig>>({
+    Int<&RetryConfig::max_attempts>("max_attempts", 0, 1'000'000),
+    Duration<&RetryConfig::initial_backoff>("initial_backoff"),
+    Duration<&RetryConfig::max_backoff>("max_backoff"),
+    Real<&RetryConfig::multiplier>("multiplier", 1.0, 100.0, MaxBound::kInclusive),
+    Real<&RetryConfig::jitter>("jitter", 0.0, 1.0, MaxBound::kExclusive),
+});
+
+constexpr auto kDeadLetterFields = std::to_array<Field<DeadLetterConfig>>({
+    Text<&DeadLetterConfig::stream>("stream"),
+    Int<&DeadLetterConfig::max_len>("max_len", 0, kMaxLen),
+});
+
+constexpr auto kClaimFields = std::to_array<Field<ClaimConfig>>({
+    Duration<&ClaimConfig::min_idle>(
+        "min_idle", Millis(100), "must be at least 100ms (leases are renewed every min_idle/3)"),
+    Duration<&ClaimConfig::interval>("interval"),
+    Int<&ClaimConfig::count>("count", 1, 10000),
+});
+
+constexpr auto kOrderingFields = std::to_array<Field<OrderingConfig>>({
+    Text<&OrderingConfig::key_field>("key_field"),
+});
+
+constexpr auto kAckFields = std::to_array<Field<AckConfig>>({
+    Bool<&AckConfig::delete_entries>("delete"),
+});
+
+// `retention` of a subscription (4.4) and of a log API stream (10): the same keys and rules.
+constexpr auto kRetentionFields = std::to_array<Field<RetentionConfig>>({
+    Int<&RetentionConfig::max_len>("max_len", 0, kMaxLen),
+    Duration<&RetentionConfig::max_age>("max_age", Millis(0)),
+    Duration<&RetentionConfig::interval>("interval"),
+});
+
+// A subscription; `defaults:` holds the same keys but the four kNotInDefaults ones.
+constexpr auto kSubscriptionFields = std::to_array<Field<Subscription>>({
+    Text<&Subscription::stream>("stream", kRequired | kNotInDefaults),
+    Text<&Subscription::group>("group", kRequired | kNotInDefaults),
+    Custom<Subscription>("start", &ReadStart, &WriteStart, kRequired | kNotInDefaults),
+    Text<&Subscription::name>("name", kNotInDefaults),
+    Section<&Subscription::handler, kHandlerFields>("handler"),
+    Section<&Subscription::retry, kRetryFields>("retry"),
+    Section<&Subscription::dead_letter, kDeadLetterFields>("dead_letter"),
+    Section<&Subscription::claim, kClaimFields>("claim"),
+    Section<&Subscription::ordering, kOrderingFields>("ordering"),
+    Section<&Subscription::ack, kAckFields>("ack"),
+    Section<&Subscription::retention, kRetentionFields>("retention"),
+});
+
+constexpr auto kAdminFields = std::to_array<Field<AdminConfig>>({
+    Text<&AdminConfig::listen>("listen", 0, &CheckListen),
+});
+
+constexpr auto kShutdownFields = std::to_array<Field<ShutdownConfig>>({
+    Duration<&ShutdownConfig::drain_timeout>("drain_timeout", Millis(0)),
+});
+
+constexpr auto kApiFields = std::to_array<Field<ApiConfig>>({
+    Text<&ApiConfig::listen>("listen", 0, &CheckListen),
+    Text<&ApiConfig::token_file>("token_file"),  // printed by path; its content is never read here
+    Size<&ApiConfig::max_body>("max_body"),
+    Duration<&ApiConfig::idempotency_ttl>("idempotency_ttl"),
+});
+
+constexpr auto kLogStreamFields = std::to_array<Field<LogStream>>({
+    Text<&LogStream::name>("name", kRequired),
+    Bool<&LogStream::produce>("produce"),
+    Int<&LogStream::max_len>("max_len", 0, kMaxLen),
+    Bool<&LogStream::notify>("notify"),
+    Section<&LogStream::retention, kRetentionFields>("retention"),
+    Bool<&LogStream::archive>("archive"),
+});
+
+constexpr auto kArchiveFields = std::to_array<Field<ArchiveConfig>>({
+    Text<&ArchiveConfig::url>("url", kUrlPassword, &CheckArchiveUrl),
+    Duration<&ArchiveConfig::interval>("interval"),
+    Int<&ArchiveConfig::batch>("batch", 1, 100000),
+});
+
+constexpr auto kConsumerFields = std::to_array<Field<Config>>({
+    Text<&Config::consumer_name>("name"),
+});
+
+// `defaults:` is read into the reader; each subscription starts from it.
+void ReadDefaults(Reader& in, const Field<Config>&, const YAML::Node&, const YAML::Node& value,
+                  const std::string& path, Config*) {
+  in.RequireMap(value, path);
+  ReadSection<Subscription>(in, value, path, kSubscriptionFields, &in.defaults, Scope::kDefaults);
+}
+
+void AppendDefaultsPaths(const std::string& prefix, std::vector<std::string>* out) {
+  for (const auto& field : kSubscriptionFields) {
+    if (field.flags & kNotInDefaults) continue;
+    const std::string path = JoinPath(prefix, field.key);
+    if (field.paths) {
+      field.paths(path, out);
+    } else {
+      out->push_back(path);
+    }
+  }
+}
+
+// Read last: a file that serves `streams` (SPEC 10) may leave `subscriptions` out.
+void ReadSubscriptions(Reader& in, const Field<Config>&, const YAML::Node& parent,
+                       const YAML::Node& value, const std::string& path, Config* config) {
+  if ((!value || value.IsNull()) && config->streams.empty()) {
+    in.Fail(parent, path,
+            "required: a list with at least one subscription (or a `streams` list, SPEC 10)");
+  }
+  if (!value || value.IsNull()) return;
+  if (!value.IsSequence()) in.Fail(value, path, "must be a list of subscriptions");
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const YAML::Node item = value[i];
+    in.RequireMap(item, item_path);
+    Subscription sub = in.defaults;
+    ReadSection<Subscription>(in, item, item_path, kSubscriptionFields, &sub);
+    if (sub.name.empty()) sub.name = sub.stream + "/" + sub.group;
+    if (sub.dead_letter.stream.empty()) sub.dead_letter.stream = sub.stream + ":dlq";
+    config->subscriptions.push_back(std::move(sub));
+    in.NoteItemLine("subscriptions", Reader::Line(item));
+  }
+}
+
+constexpr auto kConfigFields = std::to_array<Field<Config>>({
+    Int<&Config::version>("version", 1, 1),
+    Section<&Config::redis, kRedisFields>("redis"),
+    Group<kConsumerFields>("consumer"),
+    Section<&Config::admin, kAdminFields>("admin"),
+    Section<&Config::shutdown, kShutdownFields>("shutdown"),
+    [] {
+      auto field = Custom<Config>("defaults", &ReadDefaults, nullptr, kNotPrinted);
+      field.paths = &AppendDefaultsPaths;
+      field.nested = true;
+      return field;
+    }(),
+    [] {
+      auto field = Custom<Config>("subscriptions", &ReadSubscriptions,
+                                  &WriteList<&Config::subscriptions, kSubscriptionFields>,
+                                  kRequired | kReadLast);
+      field.paths = &ListPaths<&Config::subscriptions, kSubscriptionFields>;
+      field.nested = true;
+      return field;
+    }(),
+    Section<&Config::api, kApiFields>("api"),
+    List<&Config::streams, kLogStreamFields>("streams"),
+    Section<&Config::archive, kArchiveFields>("archive"),
+});
+
+}  // namespace
+
+Fields<Config> ConfigFields() { return kConfigFields; }
+
+std::vector<std::string> AcceptedKeyPaths() {
+  std::vector<std::string> paths;
+  AppendPaths<Config>(kConfigFields, "", &paths);
+  return paths;
+}
+
+}  // namespace streamcar::config
