@@ -727,10 +727,15 @@ TEST_F(EntryLedgerInvalid, NotFatalTheyAreSkippedAndLoggedOncePerCheck) {
   check_internal::SetFatalForTesting(false);
   std::vector<std::string> lines;
   SetLogSinkForTest([&](std::string_view line) { lines.emplace_back(line); });
+  // Two seconds apart, past the log's own repeat limit: "once" is the check's doing.
+  ManualClock log_clock;
+  SetLogClockForTest(&log_clock);
   EXPECT_EQ(d_.Accept(queued()), Applied::kStale);
+  log_clock.Advance(Millis(2000));
   EXPECT_EQ(d_.Accept(queued()), Applied::kStale);
   EXPECT_FALSE(d_.Release("4-0"));
   EXPECT_FALSE(d_.AckConfirmed("1-0"));
+  SetLogClockForTest(nullptr);
   SetLogSinkForTest(nullptr);
   check_internal::SetFatalForTesting(fatal);
   EXPECT_EQ(d_.StateOf("3-0"), EntryState::kQueued);
