@@ -186,6 +186,7 @@ size_t EntryLedger::AdmitForAck(std::string id) {
   entry.deleted = true;
   Held* held = Insert(std::move(entry), EntryState::kAcking);
   held->settle_only = true;
+  ++acking_;
   return 1;
 }
 
@@ -268,10 +269,12 @@ void EntryLedger::Erase(Held* entry) {
     case EntryState::kQueued:
       ready_.erase(std::remove(ready_.begin(), ready_.end(), entry), ready_.end());
       break;
+    case EntryState::kAcking:
+      --acking_;
+      break;
     case EntryState::kBlocked:
     case EntryState::kClaiming:
     case EntryState::kDeadLettering:
-    case EntryState::kAcking:
       break;
   }
   FreeLane(entry);
@@ -288,6 +291,7 @@ EntryLedger::Applied EntryLedger::Accept(const EntryRef& ref) {
   // A 2xx counts even when the lease was lost meanwhile (SPEC 3.2): acknowledged all the same.
   LeaveInFlight(entry);
   entry->state = EntryState::kAcking;
+  ++acking_;
   FreeLane(entry);
   FreePayload(entry);
   return Applied::kApplied;
@@ -415,6 +419,7 @@ bool EntryLedger::RetryClaimedGone(std::string_view id) {
     return false;
   }
   entry->state = EntryState::kAcking;
+  ++acking_;
   entry->entry.deleted = true;
   FreeLane(entry);
   FreePayload(entry);

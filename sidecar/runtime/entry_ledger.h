@@ -202,6 +202,9 @@ class EntryLedger {
   std::optional<EntryState> StateOf(std::string_view id) const;
   size_t held() const { return held_.size(); }
   size_t in_flight() const { return in_flight_; }
+  // Entries kept only until their acknowledgement is confirmed: the settlement flushes acks early
+  // when these hold a large share of the capacity, so that room is not starved.
+  size_t acking() const { return acking_; }
   uint64_t held_bytes() const { return held_bytes_; }
 
  private:
@@ -256,6 +259,7 @@ class EntryLedger {
   bool health_paused_ = false;
   bool intake_stopped_ = false;
   size_t in_flight_ = 0;
+  size_t acking_ = 0;
 };
 
 }  // namespace streamcar::runtime

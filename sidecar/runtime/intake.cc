@@ -22,11 +22,11 @@ std::string_view Name(IntakeSource source) {
   return "unknown";
 }
 
-Intake::Intake(std::string subscription, const delivery::OutcomePolicy& policy, EntryLedger* ledger,
+Intake::Intake(std::string subscription, delivery::OutcomePolicy policy, EntryLedger* ledger,
                IntakeSettlement settlement, const admin::SubscriptionMetrics* metrics,
                const Clock& clock)
     : subscription_(std::move(subscription)),
-      policy_(policy),
+      policy_(std::move(policy)),
       ledger_(ledger),
       settlement_(std::move(settlement)),
       metrics_(metrics),

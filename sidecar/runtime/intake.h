@@ -45,7 +45,7 @@ class Intake {
  public:
   // `ledger` and `metrics` (nullable: no counting) outlive the intake; `clock` gives the dead
   // letter's time.
-  Intake(std::string subscription, const delivery::OutcomePolicy& policy, EntryLedger* ledger,
+  Intake(std::string subscription, delivery::OutcomePolicy policy, EntryLedger* ledger,
          IntakeSettlement settlement, const admin::SubscriptionMetrics* metrics,
          const Clock& clock);
 

@@ -386,6 +386,7 @@ TEST(EntryLedger, AcceptKeepsRoomUntilTheAckIsConfirmed) {
   ASSERT_EQ(Ids(first), (std::vector<std::string>{"1-0"}));
   ASSERT_EQ(d.Accept(first[0]), Applied::kApplied);
   EXPECT_EQ(d.StateOf("1-0"), EntryState::kAcking);
+  EXPECT_EQ(d.acking(), 1u);
   EXPECT_EQ(d.ReadRoom(), 0u) << "the room is kept until the XACK is confirmed";
   EXPECT_EQ(d.held(), 2u);
   EXPECT_TRUE(d.Holds("1-0"));
@@ -398,6 +399,7 @@ TEST(EntryLedger, AcceptKeepsRoomUntilTheAckIsConfirmed) {
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}));
   EXPECT_TRUE(d.AckConfirmed("1-0"));
   EXPECT_FALSE(d.Holds("1-0"));
+  EXPECT_EQ(d.acking(), 0u);
   EXPECT_EQ(d.ReadRoom(), 1u);
   EXPECT_FALSE(d.AckConfirmed("1-0")) << "confirmed twice: not held any more, ignored";
 }
@@ -472,6 +474,7 @@ TEST(EntryLedger, EntriesWhosePayloadIsGoneTakeRoomUntilAcknowledged) {
   EXPECT_EQ(d.AdmitForAck("1-0"), 1u);
   EXPECT_EQ(d.AdmitForAck("1-0"), 0u);
   EXPECT_EQ(d.StateOf("1-0"), EntryState::kAcking);
+  EXPECT_EQ(d.acking(), 1u);
   EXPECT_EQ(d.ReadRoom(), 1u);
   EXPECT_EQ(d.held_bytes(), 0u);
   EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty());
@@ -584,6 +587,7 @@ TEST(EntryLedgerTransitions, RetryClaimedGoneIsAcknowledgedAndFreesTheLane) {
   ASSERT_EQ(d.TakeDueRetries(clock.Now()).size(), 1u);
   ASSERT_TRUE(d.RetryClaimedGone("1-0"));
   EXPECT_EQ(d.StateOf("1-0"), EntryState::kAcking);
+  EXPECT_EQ(d.acking(), 1u);
   EXPECT_EQ(d.held_bytes(), EntryLedger::PayloadBytes(Entry("2-0", "A")));
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), std::vector<std::string>{"2-0"});
   EXPECT_EQ(d.held(), 2u);
@@ -615,7 +619,9 @@ TEST(EntryLedgerTransitions, ReleaseLetsGoFromEverySettlingState) {
   d.ScheduleRetry(out[2], clock.Now());
   d.TakeDueRetries(clock.Now());
   EXPECT_TRUE(d.Release("1-0"));  // kDeadLettering
+  EXPECT_EQ(d.acking(), 1u);
   EXPECT_TRUE(d.Release("2-0"));  // kAcking (an ambiguous settlement)
+  EXPECT_EQ(d.acking(), 0u);
   EXPECT_TRUE(d.Release("3-0"));  // kClaiming (lost lease)
   EXPECT_EQ(d.held(), 0u);
   EXPECT_EQ(d.ReadRoom(), 10u);
