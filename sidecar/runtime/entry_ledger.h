@@ -144,7 +144,7 @@ class EntryLedger {
   // What a delivery's result did to its entry.
   enum class Applied {
     kApplied,  // the transition was made
-    kStale,    // the ref is stale: nothing changed
+    kStale,    // the ref is stale (or, a bug caught by SC_DCHECK, not in flight): nothing changed
     kLetGo,    // the entry was lost in flight (a peer owns it): let go, nothing to settle
   };
   // The handler accepted it (2xx, lost or not): kAcking. The payload and the lane are freed now;
