@@ -1,0 +1,265 @@
+#pragma once
+// The single owner of every entry one subscription holds, from the read (or claim) that brought
+// it until Redis confirmed what became of it: queued, blocked behind an earlier entry with the
+// same ordering key, in flight to the handler, waiting for a retry, being claimed for the retry,
+// being dead-lettered, or being acknowledged. It bounds what intake may read (backpressure, in
+// entries and in payload bytes), keeps per-key FIFO order (SPEC 3.5), and pauses delivery while
+// the handler is down or unhealthy.
+//
+// Single-threaded: the subscription's loop thread makes every call. Nothing here waits and
+// nothing reads a clock: the caller passes the time. Nothing outside holds a pointer into it:
+// an asynchronous step (a POST) names its entry by EntryRef, which goes stale when the entry is
+// let go or handed out again, and a stale ref is ignored. Steps of the settlement name entries
+// by id; an id no longer held is ignored too.
+//
+// The states and every transition (each checks its prior state with SC_DCHECK; a step on an
+// entry in any other state is a bug: fatal in debug and sanitizer builds, skipped and logged
+// once in release):
+//
+//   from             step                     to
+//   (new)            Admit                    kQueued, or kBlocked behind its key's lane
+//   (new)            AdmitForDeadLetter       kDeadLettering   (exhausted on arrival)
+//   (new)            AdmitForAck              kAcking          (payload gone)
+//   kBlocked         its lane frees           kQueued
+//   kQueued          TakeReady                kInFlight        (posted)
+//   kInFlight        Accept                   kAcking          (payload and lane freed)
+//   kInFlight        ScheduleRetry            kWaitingRetry    (lost: let go)
+//   kInFlight        DeadLetter               kDeadLettering   (lost: let go)
+//   kInFlight        HandBack                 kQueued, front   (not posted; lost: let go)
+//   kWaitingRetry    TakeDueRetries           kClaiming
+//   kClaiming        RetryClaimed             kQueued, front   (not posted)
+//   kClaiming        RetryNotClaimed          kWaitingRetry
+//   kClaiming        RetryClaimedGone         kAcking          (payload and lane freed)
+//   kAcking          AckConfirmed             gone
+//   kClaiming, kDeadLettering, kAcking
+//                    Release                  gone   (written, lost lease, or ambiguous)
+//   kQueued, kBlocked, kWaitingRetry
+//                    MarkLost                 gone
+//   kInFlight        MarkLost                 kInFlight, lost  (only a 2xx still counts)
+//
+// Room and the ordering-key lane. An entry holds its lane from the moment it is queued at the
+// lane's head until its outcome is known: a retry and a dead letter keep the key busy until they
+// are done, as a later entry with the key must not overtake them. Accept (a 2xx) frees the
+// payload bytes and the lane at once, but the entry keeps its ROOM until the acknowledgement is
+// confirmed (kAcking): the consumer's pending list never holds more than there is room for
+// (SPEC 4.2), even for the moment between a 2xx and its XACK.
+//
+// The byte budget (unchanged from the dispatcher it replaces). Room is counted in entries
+// (`capacity`) and in payload bytes (`max_held_bytes`, SPEC 4.2: the field names and values of
+// the entries held). Entries read from Redis are already in this consumer's pending list, so
+// Admit always takes them; the bound is kept by how much intake asks for. Sizes are unknown
+// before a read, so ReadRoom() sizes a read by the largest of the last kSizeWindow entries
+// admitted: a quarter of the byte budget at most (or one entry, when one is larger), before any
+// size is known a quarter of the entry capacity. Nothing is read while that estimate does not
+// fit in the free bytes, unless nothing is held: then one entry is read, alone, however large.
+// So the bytes held stay at or below max_held_bytes while entries are no larger than the recent
+// ones. Entries suddenly larger than any of the last kSizeWindow can overshoot it, by one read
+// (whose count was sized for the smaller entries); no read follows until the bytes are back
+// under the budget, and the estimate has then learnt the new size (docs/configuration.md).
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/redis/entry.h"
+
+namespace streamcar::runtime {
+
+enum class EntryState {
+  kQueued,
+  kBlocked,
+  kInFlight,
+  kWaitingRetry,
+  kClaiming,
+  kDeadLettering,
+  kAcking,
+};
+std::string_view Name(EntryState state);
+
+// One hand-out of one held entry (TakeReady). The generation changes at every hand-out and every
+// admission, so a ref outlives neither the entry nor its delivery.
+struct EntryRef {
+  std::string id;
+  uint64_t generation = 0;
+  friend bool operator==(const EntryRef&, const EntryRef&) = default;
+};
+
+class EntryLedger {
+ public:
+  static constexpr uint64_t kNoByteLimit = std::numeric_limits<uint64_t>::max();
+  // How many recent entry sizes the read estimate looks at.
+  static constexpr size_t kSizeWindow = 64;
+
+  // `capacity`: the most entries held at once. `key_field`: "" for no ordering.
+  // `max_held_bytes`: the payload bytes held at once (handler.max_held_bytes).
+  EntryLedger(size_t capacity, std::string key_field, uint64_t max_held_bytes = kNoByteLimit);
+
+  // The payload bytes of an entry, as the byte budget counts them.
+  static uint64_t PayloadBytes(const StreamEntry& entry);
+
+  // --- Intake ---
+  // How many entries intake may ask Redis for now: the entry room, bounded by the byte room over
+  // the recent entry size (see above). 0: do not read. Always 0 after StopIntake().
+  size_t ReadRoom() const;
+  // Whether a read is worth making now: room for a worthwhile read (a quarter of the capacity, or
+  // a quarter of the byte budget free), or nothing queued for delivery.
+  bool WorthReading() const;
+  // Reading pauses while delivery does, and while the handler refuses and something is held to
+  // try it with (with nothing held, one read is the only way to try the handler again).
+  bool ReadPaused(SteadyTime now) const;
+  // Delivery pauses while health_url says unhealthy, and until a refusal's pause ends.
+  bool DeliveryPaused(SteadyTime now) const;
+  // When the refusal pause ends (for a timer); nullopt when there is none.
+  std::optional<SteadyTime> PauseEndsAt() const;
+
+  // New entries from a read or a claim. Ids already held (in any state, kAcking included) are
+  // skipped; the count excludes them. Entries with a busy ordering key wait behind it.
+  size_t Admit(std::vector<StreamEntry> entries);
+  // An entry that crashed a consumer at every delivery (exhausted on arrival): held, with its
+  // room and bytes, while it is dead-lettered; never delivered, so it takes no lane. 0: held.
+  size_t AdmitForDeadLetter(StreamEntry entry);
+  // An entry whose payload is gone (read back as [id, nil]): held by id only while it is
+  // acknowledged, with its room. 0: held.
+  size_t AdmitForAck(std::string id);
+
+  // --- Delivery ---
+  // Up to `max` queued entries, in queue order, now in flight: none while delivery is paused or
+  // after StopIntake().
+  std::vector<EntryRef> TakeReady(size_t max, SteadyTime now);
+  // The entry `ref` names (any state), or nullptr when the ref is stale.
+  const StreamEntry* Entry(const EntryRef& ref) const;
+  // Whether a keepalive found the in-flight entry `ref` another consumer's (only a 2xx counts).
+  bool Lost(const EntryRef& ref) const;
+
+  // What a delivery's result did to its entry.
+  enum class Applied {
+    kApplied,  // the transition was made
+    kStale,    // the ref is stale (or, a bug caught by SC_DCHECK, not in flight): nothing changed
+    kLetGo,    // the entry was lost in flight (a peer owns it): let go, nothing to settle
+  };
+  // The handler accepted it (2xx, lost or not): kAcking. The payload and the lane are freed now;
+  // the room is kept until AckConfirmed.
+  Applied Accept(const EntryRef& ref);
+  // A retry is due at `at`; the entry keeps its lane meanwhile.
+  Applied ScheduleRetry(const EntryRef& ref, SteadyTime at);
+  // To the dead-letter stream: kDeadLettering, keeping its lane until it is written.
+  Applied DeadLetter(const EntryRef& ref);
+  // The handler refused the connection: no attempt was spent. The entries go back to the front
+  // of the queue in their original order, never posted; a lost one is let go. Delivery pauses
+  // until `paused_until`, and reading until the handler answers again.
+  void HandBack(std::span<const EntryRef> refs, SteadyTime paused_until);
+  // The handler answered: lift a refusal pause.
+  void HandlerAnswered();
+  // health_url says the handler is unhealthy (true) or healthy again (false).
+  void SetHealthPaused(bool paused);
+
+  // --- Settlement (by id; an id not held is ignored, and the call returns false) ---
+  // The acknowledgement was applied: the entry is gone.
+  bool AckConfirmed(std::string_view id);
+  // Retries due at `now`, in due order, now kClaiming.
+  std::vector<std::string> TakeDueRetries(SteadyTime now);
+  std::optional<SteadyTime> NextRetryAt() const;
+  // The retry claim counted a delivery: back to the front of the queue with `attempts`.
+  bool RetryClaimed(std::string_view id, int attempts);
+  // The retry claim failed definitely (an error reply): the entry waits until `at` again.
+  bool RetryNotClaimed(std::string_view id, SteadyTime at);
+  // Ours, but its payload is gone (deleted or trimmed while it waited): kAcking.
+  bool RetryClaimedGone(std::string_view id);
+  // A keepalive found `id` owned by another consumer (a lost lease, SPEC 3.2). A queued, blocked
+  // or waiting entry is let go at once; one in flight is marked lost (kDropped both, once). An
+  // entry claiming, dead-lettering or acknowledging is left to its own owner-checked step, and an
+  // id no longer held needs nothing (kIgnored).
+  enum class LostResult { kDropped, kIgnored };
+  LostResult MarkLost(std::string_view id);
+  // Done with an entry being claimed, dead-lettered or acknowledged: dead letter written, lost
+  // lease, or an ambiguous settlement. Frees its room (and its lane).
+  bool Release(std::string_view id);
+
+  // --- Stop and queries ---
+  // Nothing is handed out and nothing read from now on; outcomes are still settled.
+  void StopIntake();
+  bool intake_stopped() const { return intake_stopped_; }
+  // The ids whose lease the keepalive extends: every held entry but those being acknowledged.
+  std::vector<std::string> KeepAliveIds() const;
+  // Entries never posted since their last read or claim (the delivery their read counted is taken
+  // back at shutdown), in no particular order. Entries admitted to be acknowledged or
+  // dead-lettered are not among them: their own settlement decides their pending state.
+  std::vector<std::string> UnpostedIds() const;
+  bool Holds(std::string_view id) const;
+  // The entry held under `id` (any state; only its id once it is being acknowledged), or nullptr.
+  // For the settlement, which builds the dead-letter record from it.
+  const StreamEntry* Find(std::string_view id) const;
+  std::optional<EntryState> StateOf(std::string_view id) const;
+  size_t held() const { return held_.size(); }
+  size_t in_flight() const { return in_flight_; }
+  // Entries kept only until their acknowledgement is confirmed: the settlement flushes acks early
+  // when these hold a large share of the capacity, so that room is not starved.
+  size_t acking() const { return acking_; }
+  uint64_t held_bytes() const { return held_bytes_; }
+
+ private:
+  struct Held {
+    StreamEntry entry;
+    uint64_t bytes = 0;              // payload bytes, counted at admission, freed at Accept
+    std::optional<std::string> key;  // ordering key while it holds (or waits for) a lane
+    EntryState state = EntryState::kQueued;
+    uint64_t generation = 0;
+    SteadyTime retry_at{};
+    // Handed out for a POST since it was last read or claimed: the delivery Redis counted
+    // happened. Entries never posted get that count taken back at shutdown (SPEC 3.2).
+    bool posted = false;
+    // Admitted only to be acknowledged or dead-lettered (see UnpostedIds).
+    bool settle_only = false;
+    // A keepalive found it another consumer's while it was in flight (SPEC 3.2, lost lease).
+    bool lost = false;
+  };
+  struct KeyLane {
+    std::deque<Held*> waiting;  // blocked behind the one entry of this key that is out
+  };
+
+  Held* Lookup(std::string_view id) const;
+  // The entry `ref` names, or nullptr when stale.
+  Held* FindRef(const EntryRef& ref) const;
+  Held* Insert(StreamEntry entry, EntryState state);
+  uint64_t SizeEstimate() const;  // the largest recent entry size; 0 before any
+  void MakeReady(Held* entry, bool front);
+  void LeaveInFlight(Held* entry);
+  // The entry's lane goes to the next entry with its key, or is freed.
+  void FreeLane(Held* entry);
+  void FreePayload(Held* entry);
+  void EraseRetry(Held* entry);
+  void Erase(Held* entry);
+
+  const size_t capacity_;
+  const std::string key_field_;
+  const uint64_t max_held_bytes_;
+  // Intake waits for this much room (or an empty queue) rather than reading a few entries at a
+  // time: fewer round trips and wake-ups under load.
+  const size_t min_read_;
+  std::unordered_map<std::string_view, std::unique_ptr<Held>> held_;  // keys view Held::entry.id
+  uint64_t held_bytes_ = 0;
+  std::array<uint64_t, kSizeWindow> recent_sizes_{};  // ring of the last admitted entry sizes
+  size_t recent_next_ = 0;
+  uint64_t next_generation_ = 1;
+  std::deque<Held*> ready_;
+  std::unordered_map<std::string, KeyLane> lanes_;  // present while a key has an entry out
+  std::multimap<SteadyTime, Held*> retries_;
+  SteadyTime handler_paused_until_{};
+  bool handler_down_ = false;  // refused, and not answered since
+  bool health_paused_ = false;
+  bool intake_stopped_ = false;
+  size_t in_flight_ = 0;
+  size_t acking_ = 0;
+};
+
+}  // namespace streamcar::runtime
