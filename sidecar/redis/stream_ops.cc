@@ -1,80 +1,11 @@
 #include "sidecar/redis/stream_ops.h"
 
+#include "sidecar/redis/settle_scripts.h"
+
 namespace streamcar::redis {
 namespace {
 
 std::string ToStringId(std::string_view id) { return std::string(id); }
-
-// Ownership is checked in every script with XPENDING <id> <id> 1: the entry must be pending and
-// its consumer must be us. Arguments are built into a table and unpacked last, because Lua's
-// unpack() in the middle of an argument list yields only its first value.
-const Script kRetryClaimScript(R"lua(
--- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids.
--- Returns {XCLAIM reply for the ids still ours (one more delivery each), ids no longer ours}.
-local claim, lost = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0}, {}
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then claim[#claim + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
-end
-local claimed = {}
-if #claim > 5 then claimed = redis.call(unpack(claim)) end
-return {claimed, lost}
-)lua");
-
-const Script kKeepAliveScript(R"lua(
--- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids.
--- Refreshes the idle time of the ids still ours (JUSTID: no delivery counted); returns the others.
-local claim, lost = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0}, {}
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then claim[#claim + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
-end
-if #claim > 5 then
-  claim[#claim + 1] = 'JUSTID'
-  redis.call(unpack(claim))
-end
-return lost
-)lua");
-
-const Script kDeadLetterScript(R"lua(
--- KEYS[1] stream, KEYS[2] dead-letter stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
--- ARGV[4] ack mode (ack | ackdel | ackxdel), ARGV[5] dead-letter max length (0: none),
--- ARGV[6..] the fields to write. A failing XADD stops the script before the acknowledgement.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
-local add = {'XADD', KEYS[2]}
-if ARGV[5] ~= '0' then
-  add[#add + 1] = 'MAXLEN'
-  add[#add + 1] = '~'
-  add[#add + 1] = ARGV[5]
-end
-add[#add + 1] = '*'
-for i = 6, #ARGV do add[#add + 1] = ARGV[i] end
-redis.call(unpack(add))
-if ARGV[4] == 'ackdel' then
-  redis.call('XACKDEL', KEYS[1], ARGV[1], 'ACKED', 'IDS', 1, ARGV[3])
-else
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-  if ARGV[4] == 'ackxdel' then redis.call('XDEL', KEYS[1], ARGV[3]) end
-end
-return 1
-)lua");
-
-const Script kUndoReadsScript(R"lua(
--- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids read but never delivered.
--- Takes back the delivery the read counted and keeps the idle time, for ids still ours.
-local undone = 0
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then
-    local count = math.max(0, p[1][4] - 1)
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', p[1][3], 'RETRYCOUNT',
-               count, 'JUSTID')
-    undone = undone + 1
-  end
-end
-return undone
-)lua");
 
 }  // namespace
 
@@ -238,8 +169,7 @@ Command StreamOps::AckDelete(const std::vector<std::string>& ids) const {
 }
 
 const std::vector<const Script*>& StreamOps::Scripts() {
-  static const std::vector<const Script*> scripts = {&kRetryClaimScript, &kKeepAliveScript,
-                                                     &kDeadLetterScript, &kUndoReadsScript};
+  static const std::vector<const Script*> scripts(SettleScripts().begin(), SettleScripts().end());
   return scripts;
 }
 
@@ -255,7 +185,7 @@ Command WithIds(Command command, const std::string& group, const std::string& co
 }  // namespace
 
 Command StreamOps::ClaimForRetry(const std::vector<std::string>& ids) const {
-  return WithIds(kRetryClaimScript.Call({stream_}), group_, consumer_, ids);
+  return WithIds(RetryClaimScript().Call({stream_}), group_, consumer_, ids);
 }
 
 RetryClaimReply StreamOps::ParseRetryClaim(const ReplyView& reply) {
@@ -266,7 +196,7 @@ RetryClaimReply StreamOps::ParseRetryClaim(const ReplyView& reply) {
 }
 
 Command StreamOps::KeepAlive(const std::vector<std::string>& ids) const {
-  return WithIds(kKeepAliveScript.Call({stream_}), group_, consumer_, ids);
+  return WithIds(KeepAliveScript().Call({stream_}), group_, consumer_, ids);
 }
 
 std::vector<std::string> StreamOps::ParseIds(const ReplyView& reply) {
@@ -282,22 +212,14 @@ Command StreamOps::DeadLetter(const std::string& dlq_stream, int64_t dlq_max_len
   const char* mode = "ack";
   if (ack_mode == AckMode::kAckDel) mode = "ackdel";
   if (ack_mode == AckMode::kAckThenDelete) mode = "ackxdel";
-  Command command = kDeadLetterScript.Call({stream_, dlq_stream});
+  Command command = DeadLetterScript().Call({stream_, dlq_stream});
   command.Arg(group_).Arg(consumer_).Arg(entry.id).Arg(mode).Arg(dlq_max_len);
-  for (const auto& [field, value] : entry.fields) command.Arg(field).Arg(value);
-  command.Arg("streamcar.stream").Arg(stream_);
-  command.Arg("streamcar.id").Arg(entry.id);
-  command.Arg("streamcar.group").Arg(group_);
-  command.Arg("streamcar.attempts").Arg(int64_t{meta.attempts});
-  command.Arg("streamcar.reason").Arg(meta.reason);
-  command.Arg("streamcar.status").Arg(meta.status);
-  command.Arg("streamcar.error").Arg(std::string_view(meta.error).substr(0, 1024));
-  command.Arg("streamcar.time").Arg(meta.time_ms);
+  AppendDeadLetterFields(stream_, group_, entry, meta, &command);
   return command;
 }
 
 Command StreamOps::UndoReads(const std::vector<std::string>& ids) const {
-  return WithIds(kUndoReadsScript.Call({stream_}), group_, consumer_, ids);
+  return WithIds(UndoReadsScript().Call({stream_}), group_, consumer_, ids);
 }
 
 StatusOr<std::vector<std::pair<std::string, int>>> StreamOps::OwnPendingIds(

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/entry.h"
 #include "sidecar/redis/script.h"
 #include "sidecar/redis/session.h"
@@ -18,14 +19,6 @@ struct AutoClaimResult {
   std::string next_cursor;               // "0-0" when the scan is complete
   std::vector<StreamEntry> entries;      // claimed, with their new attempt counts
   std::vector<std::string> deleted_ids;  // in the PEL but gone from the stream
-};
-
-struct DeadLetterMeta {
-  std::string reason;  // max_attempts | rejected | dropped | invalid
-  std::string status;  // HTTP status or "timeout" / "error"
-  std::string error;   // first 1 KiB of the body or the error
-  int attempts = 0;
-  int64_t time_ms = 0;
 };
 
 // How acknowledged entries leave the stream (SPEC 4.3).
