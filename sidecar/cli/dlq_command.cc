@@ -6,64 +6,28 @@
 
 #include <iomanip>
 #include <iostream>
-#include <set>
 
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/cli/commands.h"
 #include "sidecar/common/text.h"
+#include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/stream_ops.h"
 
 namespace streamcar::cli {
 namespace {
 
-// The metadata fields streamcar appends to a dead letter (SPEC 3.3).
-const std::set<std::string, std::less<>> kMetaFields = {
-    "streamcar.stream", "streamcar.id",     "streamcar.group", "streamcar.attempts",
-    "streamcar.reason", "streamcar.status", "streamcar.error", "streamcar.time"};
-
 // Dead letters are read in pages of this many entries.
 constexpr int64_t kPage = 500;
 
-// One replay, atomically in Redis: the dead letter must still exist (a concurrent replay or an
-// operator may have taken it), then XADD its original fields to the source stream, and only then
-// XDEL it. MULTI/EXEC would not do: it does not roll back, so an XADD failing at EXEC time
-// (WRONGTYPE: the source key is not a stream) would still delete the dead letter. In a script a
-// failing redis.call ends the script before the XDEL. Nil: the dead letter is gone.
-// KEYS: source stream, dead-letter stream. ARGV: dead-letter id, then field, value, ...
-constexpr const char* kReplayScript = R"lua(
-if #redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1]) == 0 then return false end
-local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
-redis.call('XDEL', KEYS[2], ARGV[1])
-return id
-)lua";
-
-struct DeadLetter {
-  StreamEntry entry;  // the dead letter itself: its id, original fields and metadata
-  std::string Meta(std::string_view key) const {
-    // The metadata is appended last: search from the end, so an original field with the same
-    // name cannot shadow it.
-    for (size_t i = entry.fields.size(); i-- > 0;) {
-      if (entry.fields[i].first == key) return entry.fields[i].second;
-    }
-    return {};
-  }
-  // The original fields, without the metadata streamcar appended.
-  std::vector<std::pair<std::string, std::string>> Original() const {
-    auto fields = entry.fields;
-    size_t meta = 0;
-    while (meta < fields.size() && kMetaFields.contains(fields[fields.size() - 1 - meta].first))
-      ++meta;
-    fields.resize(fields.size() - meta);
-    return fields;
-  }
-};
+using redis::DeadLetterRecord;
 
 // The dead letters of `sub` (a DLQ stream may be shared by several groups of one stream), oldest
 // first; at most `limit`, and only `ids` when given.
-StatusOr<std::vector<DeadLetter>> ReadDeadLetters(redis::Connection& redis,
-                                                  const config::Subscription& sub, size_t limit,
-                                                  const std::vector<std::string>& ids) {
-  std::vector<DeadLetter> found;
+StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Connection& redis,
+                                                        const config::Subscription& sub,
+                                                        size_t limit,
+                                                        const std::vector<std::string>& ids) {
+  std::vector<DeadLetterRecord> found;
   if (!ids.empty()) {
     for (const auto& id : ids) {
       auto reply = redis.Run(redis::Command("XRANGE").Arg(sub.dead_letter.stream).Arg(id).Arg(id));
@@ -73,13 +37,12 @@ StatusOr<std::vector<DeadLetter>> ReadDeadLetters(redis::Connection& redis,
         return Status(StatusCode::kInvalid,
                       "no dead letter " + id + " in " + sub.dead_letter.stream);
       }
-      DeadLetter letter{std::move(entries.front())};
-      if (letter.Meta("streamcar.stream") != sub.stream ||
-          letter.Meta("streamcar.group") != sub.group) {
-        return Status(StatusCode::kInvalid, "dead letter " + id + " belongs to stream \"" +
-                                                letter.Meta("streamcar.stream") + "\" group \"" +
-                                                letter.Meta("streamcar.group") + "\", not to " +
-                                                sub.name);
+      DeadLetterRecord letter(std::move(entries.front()));
+      if (!letter.BelongsTo(sub.stream, sub.group)) {
+        return Status(StatusCode::kInvalid,
+                      "dead letter " + id + " belongs to stream \"" +
+                          std::string(letter.Meta("streamcar.stream")) + "\" group \"" +
+                          std::string(letter.Meta("streamcar.group")) + "\", not to " + sub.name);
       }
       found.push_back(std::move(letter));
     }
@@ -98,10 +61,8 @@ StatusOr<std::vector<DeadLetter>> ReadDeadLetters(redis::Connection& redis,
     if (entries.empty()) break;
     start = "(" + entries.back().id;
     for (auto& entry : entries) {
-      DeadLetter letter{std::move(entry)};
-      if (letter.Meta("streamcar.stream") != sub.stream ||
-          letter.Meta("streamcar.group") != sub.group)
-        continue;
+      DeadLetterRecord letter(std::move(entry));
+      if (!letter.BelongsTo(sub.stream, sub.group)) continue;
       found.push_back(std::move(letter));
       if (found.size() >= limit) break;
     }
@@ -155,7 +116,7 @@ int DlqListCommand(const Arguments& args) {
   if (args.json) {
     rapidjson::StringBuffer buffer;
     rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-    auto str = [&](const std::string& s) {
+    auto str = [&](std::string_view s) {
       w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
     };
     w.StartObject();
@@ -168,7 +129,7 @@ int DlqListCommand(const Arguments& args) {
     for (const auto& letter : *letters) {
       w.StartObject();
       w.Key("id");
-      str(letter.entry.id);
+      str(letter.id());
       w.Key("original_id");
       str(letter.Meta("streamcar.id"));
       w.Key("reason");
@@ -178,9 +139,9 @@ int DlqListCommand(const Arguments& args) {
       w.Key("error");
       str(letter.Meta("streamcar.error"));
       w.Key("attempts");
-      w.Int64(std::atoll(letter.Meta("streamcar.attempts").c_str()));
+      w.Int64(letter.MetaInteger("streamcar.attempts"));
       w.Key("time_ms");
-      w.Int64(std::atoll(letter.Meta("streamcar.time").c_str()));
+      w.Int64(letter.MetaInteger("streamcar.time"));
       w.Key("fields");
       w.StartObject();
       for (const auto& [field, value] : letter.Original()) {
@@ -204,12 +165,12 @@ int DlqListCommand(const Arguments& args) {
             << "TIME"
             << "ERROR\n";
   for (const auto& letter : *letters) {
-    std::cout << std::setw(22) << letter.entry.id << std::setw(22) << letter.Meta("streamcar.id")
+    std::cout << std::setw(22) << letter.id() << std::setw(22) << letter.Meta("streamcar.id")
               << std::setw(14) << letter.Meta("streamcar.reason") << std::setw(9)
               << letter.Meta("streamcar.status") << std::setw(9)
               << letter.Meta("streamcar.attempts") << std::setw(26)
-              << Rfc3339Millis(std::atoll(letter.Meta("streamcar.time").c_str()))
-              << OneLine(letter.Meta("streamcar.error"), 80) << "\n";
+              << Rfc3339Millis(letter.MetaInteger("streamcar.time"))
+              << OneLine(std::string(letter.Meta("streamcar.error")), 80) << "\n";
   }
   return 0;
 }
@@ -226,36 +187,35 @@ int DlqReplayCommand(const Arguments& args) {
     std::cerr << "streamcar: " << letters.status().message() << "\n";
     return letters.status().code() == StatusCode::kInvalid ? 2 : 1;
   }
-  if (args.count && letters->size() > limit) letters->resize(limit);
+  if (args.count && letters->size() > limit) {
+    letters->erase(letters->begin() + static_cast<std::ptrdiff_t>(limit), letters->end());
+  }
   size_t replayed = 0;
   for (const auto& letter : *letters) {
     if (args.dry_run) {
-      std::cout << "would replay " << letter.entry.id << " (original "
-                << letter.Meta("streamcar.id") << ", " << letter.Meta("streamcar.reason")
-                << ") onto " << sub->stream << "\n";
+      std::cout << "would replay " << letter.id() << " (original " << letter.Meta("streamcar.id")
+                << ", " << letter.Meta("streamcar.reason") << ") onto " << sub->stream << "\n";
       continue;
     }
-    redis::Command replay("EVAL");
-    replay.Arg(kReplayScript).Arg(int64_t{2}).Arg(sub->stream).Arg(sub->dead_letter.stream);
-    replay.Arg(letter.entry.id);
-    for (const auto& [field, value] : letter.Original()) replay.Arg(field).Arg(value);
-    auto reply = redis->Run(replay);
+    auto ran = redis->Run(redis::Replay(sub->stream, sub->dead_letter.stream, letter));
+    auto reply = ran.ok() ? redis::ParseReplay(ran->view())
+                          : StatusOr<std::optional<std::string>>(ran.status());
     if (!reply.ok()) {
       // A reply error (WRONGTYPE on the source key, OOM, ...) stopped the script before its XDEL:
       // the dead letter is still there. A lost connection may or may not have run it.
       const bool kept = reply.status().code() == StatusCode::kServerError;
-      std::cerr << "streamcar: replay of " << letter.entry.id << " onto " << sub->stream
+      std::cerr << "streamcar: replay of " << letter.id() << " onto " << sub->stream
                 << " failed after " << replayed << " replayed: " << reply.status().message()
                 << (kept ? " (the dead letter is kept)" : "") << "\n";
       return 1;
     }
-    if (reply->view().IsNil()) {
-      std::cout << "skipped " << letter.entry.id
+    if (!reply->has_value()) {
+      std::cout << "skipped " << letter.id()
                 << ": no longer in the dead-letter stream (replayed or deleted meanwhile)\n";
       continue;
     }
-    std::cout << "replayed " << letter.entry.id << " (original " << letter.Meta("streamcar.id")
-              << ") as " << reply->view().Str() << " on " << sub->stream << "\n";
+    std::cout << "replayed " << letter.id() << " (original " << letter.Meta("streamcar.id")
+              << ") as " << **reply << " on " << sub->stream << "\n";
     ++replayed;
   }
   if (args.dry_run) {

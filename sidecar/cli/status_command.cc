@@ -11,12 +11,10 @@
 #include "sidecar/cli/commands.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/common/text.h"
+#include "sidecar/redis/group_info.h"
 
 namespace streamcar::cli {
 namespace {
-
-// The lag fallback counts at most this many entries (XRANGE) when Redis reports none.
-constexpr int64_t kLagCountCap = 100'000;
 
 struct ConsumerStatus {
   std::string name;
@@ -76,29 +74,26 @@ SubscriptionStatus Inspect(redis::Connection& redis, const config::Subscription&
   auto dlq = redis.Run(redis::Command("XLEN").Arg(sub.dead_letter.stream));
   if (dlq.ok()) status.dlq_length = dlq->view().Integer();
 
-  auto groups = redis.Run(redis::Command("XINFO").Arg("GROUPS").Arg(sub.stream));
+  auto groups = redis.Run(redis::GroupsOf(sub.stream));
   if (!groups.ok()) return status;
-  for (size_t i = 0; i < groups->view().Size(); ++i) {
-    auto group = groups->view()[i];
-    if (Field(group, "name").Str() != sub.group) continue;
-    status.group_exists = true;
-    status.pending = Field(group, "pending").Integer();
-    status.last_delivered_id = Field(group, "last-delivered-id").Str();
-    if (auto lag = Field(group, "lag"); lag.IsInteger()) status.lag = lag.Integer();
-  }
-  if (!status.group_exists) return status;
-  if (!status.lag) {
+  auto group = redis::ParseGroupInfo(groups->view(), sub.group);
+  if (!group.ok() || !group->found) return status;
+  status.group_exists = true;
+  status.pending = group->pending;
+  status.last_delivered_id = group->last_delivered_id;
+  std::optional<int64_t> counted;
+  if (redis::NeedsLagCount(*group)) {
     // Redis cannot tell (entries were deleted in the unread range, or an old server): count
     // what lies after the group's last delivered id, up to a cap.
-    status.lag_exact = false;
-    auto after = redis.Run(redis::Command("XRANGE")
-                               .Arg(sub.stream)
-                               .Arg("(" + status.last_delivered_id)
-                               .Arg("+")
-                               .Arg("COUNT")
-                               .Arg(kLagCountCap));
-    if (after.ok()) status.lag = static_cast<int64_t>(after->view().Size());
+    auto after =
+        redis.Run(redis::LagCount(sub.stream, group->last_delivered_id, redis::kStatusLagCountCap));
+    if (after.ok()) {
+      if (auto n = redis::ParseLagCount(after->view()); n.ok()) counted = *n;
+    }
   }
+  const redis::Lag lag = redis::LagOf(*group, counted);
+  status.lag = lag.value;
+  status.lag_exact = lag.exact;
   auto oldest = redis.Run(
       redis::Command("XPENDING").Arg(sub.stream).Arg(sub.group).Arg("-").Arg("+").Arg(int64_t{1}));
   if (oldest.ok() && oldest->view().Size() > 0) {

@@ -1,107 +1,40 @@
 #include "sidecar/redis/stream_ops.h"
 
+#include "sidecar/redis/connection.h"
+#include "sidecar/redis/settle_scripts.h"
+#include "sidecar/redis/sync_ops.h"
+
 namespace streamcar::redis {
 namespace {
 
-std::string ToStringId(std::string_view id) { return std::string(id); }
+Status Unexpected(std::string_view command) {
+  return Status(StatusCode::kProtocol, "unexpected reply to " + std::string(command));
+}
 
-// Ownership is checked in every script with XPENDING <id> <id> 1: the entry must be pending and
-// its consumer must be us. Arguments are built into a table and unpacked last, because Lua's
-// unpack() in the middle of an argument list yields only its first value.
-const Script kRetryClaimScript(R"lua(
--- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids.
--- Returns {XCLAIM reply for the ids still ours (one more delivery each), ids no longer ours}.
-local claim, lost = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0}, {}
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then claim[#claim + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
-end
-local claimed = {}
-if #claim > 5 then claimed = redis.call(unpack(claim)) end
-return {claimed, lost}
-)lua");
-
-const Script kKeepAliveScript(R"lua(
--- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids.
--- Refreshes the idle time of the ids still ours (JUSTID: no delivery counted); returns the others.
-local claim, lost = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0}, {}
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then claim[#claim + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
-end
-if #claim > 5 then
-  claim[#claim + 1] = 'JUSTID'
-  redis.call(unpack(claim))
-end
-return lost
-)lua");
-
-const Script kDeadLetterScript(R"lua(
--- KEYS[1] stream, KEYS[2] dead-letter stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
--- ARGV[4] ack mode (ack | ackdel | ackxdel), ARGV[5] dead-letter max length (0: none),
--- ARGV[6..] the fields to write. A failing XADD stops the script before the acknowledgement.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
-local add = {'XADD', KEYS[2]}
-if ARGV[5] ~= '0' then
-  add[#add + 1] = 'MAXLEN'
-  add[#add + 1] = '~'
-  add[#add + 1] = ARGV[5]
-end
-add[#add + 1] = '*'
-for i = 6, #ARGV do add[#add + 1] = ARGV[i] end
-redis.call(unpack(add))
-if ARGV[4] == 'ackdel' then
-  redis.call('XACKDEL', KEYS[1], ARGV[1], 'ACKED', 'IDS', 1, ARGV[3])
-else
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-  if ARGV[4] == 'ackxdel' then redis.call('XDEL', KEYS[1], ARGV[3]) end
-end
-return 1
-)lua");
-
-const Script kUndoReadsScript(R"lua(
--- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids read but never delivered.
--- Takes back the delivery the read counted and keeps the idle time, for ids still ours.
-local undone = 0
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then
-    local count = math.max(0, p[1][4] - 1)
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', p[1][3], 'RETRYCOUNT',
-               count, 'JUSTID')
-    undone = undone + 1
-  end
-end
-return undone
-)lua");
+const char* AckModeArg(AckMode mode) {
+  switch (mode) {
+    case AckMode::kAckOnly:
+      return "ack";
+    case AckMode::kAckDel:
+      return "ackdel";
+    case AckMode::kAckThenDelete:
+      return "ackxdel";
+  }
+  return "ack";
+}
 
 }  // namespace
 
-Status StreamOps::EnsureGroup(Session& session, const std::string& start_id) const {
-  auto reply = session.Run(
-      Command("XGROUP").Arg("CREATE").Arg(stream_).Arg(group_).Arg(start_id).Arg("MKSTREAM"));
-  if (reply.ok() || reply.status().IsServerError("BUSYGROUP")) return Status::Ok();
-  if (reply.status().IsServerError("WRONGTYPE")) {
-    return Status(StatusCode::kFatal, "key \"" + stream_ +
-                                          "\" exists and is not a stream (WRONGTYPE); streamcar "
-                                          "leaves it untouched: fix the key or the configuration");
-  }
-  if (reply.status().code() == StatusCode::kServerError) {
-    return Status(StatusCode::kServerError, "cannot create group \"" + group_ + "\" on stream \"" +
-                                                stream_ + "\": " + reply.status().message());
-  }
-  return reply.status();
-}
+// --- parsers ---------------------------------------------------------------------------------
 
-std::vector<StreamEntry> StreamOps::ParseEntries(const ReplyView& list) {
+std::vector<StreamEntry> SubscriptionOps::ParseEntries(const ReplyView& list) {
   std::vector<StreamEntry> entries;
   entries.reserve(list.Size());
   for (size_t i = 0; i < list.Size(); ++i) {
     ReplyView item = list[i];
     if (!item.IsArray() || item.Size() < 1) continue;  // Redis 6.2 XCLAIM: nil for a deleted id
     StreamEntry entry;
-    entry.id = ToStringId(item[0].Str());
+    entry.id = std::string(item[0].Str());
     ReplyView fields = item[1];
     if (fields.IsNil() || !fields.IsArray()) {
       entry.deleted = true;
@@ -116,223 +49,76 @@ std::vector<StreamEntry> StreamOps::ParseEntries(const ReplyView& list) {
   return entries;
 }
 
-StatusOr<std::map<std::string, int>> StreamOps::DeliveryCounts(Session& session,
-                                                               const std::string& first,
-                                                               const std::string& last,
-                                                               int count) const {
-  auto reply = session.Run(Command("XPENDING")
-                               .Arg(stream_)
-                               .Arg(group_)
-                               .Arg(first)
-                               .Arg(last)
-                               .Arg(int64_t{count})
-                               .Arg(consumer_));
-  if (!reply.ok()) return reply.status();
-  std::map<std::string, int> counts;
-  ReplyView list = reply->view();
-  for (size_t i = 0; i < list.Size(); ++i) {
-    ReplyView row = list[i];
-    counts[std::string(row[0].Str())] = static_cast<int>(row[3].Integer());
+StatusOr<std::vector<StreamEntry>> SubscriptionOps::ParseRead(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (reply.IsNil()) return std::vector<StreamEntry>{};  // BLOCK ran out, or nothing pending
+  if (!reply.IsArray()) return Unexpected("XREADGROUP");
+  // [[stream, entries]]: one stream was asked for.
+  return ParseEntries(reply[0][1]);
+}
+
+StatusOr<AutoClaimReply> SubscriptionOps::ParseAutoClaim(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (!reply.IsArray() || reply.Size() < 2 || !reply[0].IsString()) {
+    return Unexpected("XAUTOCLAIM");
   }
-  return counts;
-}
-
-Status StreamOps::FillAttempts(Session& session, std::vector<StreamEntry>* entries) const {
-  if (entries->empty()) return Status::Ok();
-  auto counts = DeliveryCounts(session, entries->front().id, entries->back().id,
-                               static_cast<int>(entries->size()) + 1024);
-  if (!counts.ok()) return counts.status();
-  for (auto& entry : *entries) {
-    auto it = counts->find(entry.id);
-    // Not in our PEL any more (acknowledged or claimed meanwhile): keep the best lower bound.
-    entry.attempts = it != counts->end() ? it->second : 1;
-  }
-  return Status::Ok();
-}
-
-StatusOr<std::vector<StreamEntry>> StreamOps::ReadOwnPending(Session& session,
-                                                             const std::string& cursor,
-                                                             int count) const {
-  auto reply = session.Run(Command("XREADGROUP")
-                               .Arg("GROUP")
-                               .Arg(group_)
-                               .Arg(consumer_)
-                               .Arg("COUNT")
-                               .Arg(int64_t{count})
-                               .Arg("STREAMS")
-                               .Arg(stream_)
-                               .Arg(cursor));
-  if (!reply.ok()) return reply.status();
-  std::vector<StreamEntry> entries;
-  if (reply->IsNil()) return entries;
-  entries = ParseEntries(reply->view()[0][1]);
-  if (auto s = FillAttempts(session, &entries); !s.ok()) return s;
-  return entries;
-}
-
-StatusOr<std::vector<StreamEntry>> StreamOps::ReadNew(Session& session, int count,
-                                                      Millis block) const {
-  auto reply = session.RunBlocking(Command("XREADGROUP")
-                                       .Arg("GROUP")
-                                       .Arg(group_)
-                                       .Arg(consumer_)
-                                       .Arg("COUNT")
-                                       .Arg(int64_t{count})
-                                       .Arg("BLOCK")
-                                       .Arg(static_cast<int64_t>(block.count()))
-                                       .Arg("STREAMS")
-                                       .Arg(stream_)
-                                       .Arg(">"),
-                                   block);
-  if (!reply.ok()) return reply.status();
-  if (reply->IsNil()) return std::vector<StreamEntry>{};
-  return ParseEntries(reply->view()[0][1]);
-}
-
-StatusOr<AutoClaimResult> StreamOps::AutoClaim(Session& session, Millis min_idle,
-                                               const std::string& cursor, int count) const {
-  auto reply = session.Run(Command("XAUTOCLAIM")
-                               .Arg(stream_)
-                               .Arg(group_)
-                               .Arg(consumer_)
-                               .Arg(static_cast<int64_t>(min_idle.count()))
-                               .Arg(cursor)
-                               .Arg("COUNT")
-                               .Arg(int64_t{count}));
-  if (!reply.ok()) return reply.status();
-  AutoClaimResult result;
-  ReplyView view = reply->view();
-  result.next_cursor = std::string(view[0].Str());
-  for (auto& entry : ParseEntries(view[1])) {
+  AutoClaimReply result;
+  result.next_cursor = std::string(reply[0].Str());
+  for (auto& entry : ParseEntries(reply[1])) {
     if (entry.deleted) {
-      result.deleted_ids.push_back(entry.id);  // Redis 6.2 reports them inline
+      result.deleted_ids.push_back(std::move(entry.id));  // Redis 6.2 reports them inline
     } else {
       result.entries.push_back(std::move(entry));
     }
   }
-  ReplyView deleted = view[2];  // Redis 7: the ids it removed from the PEL
+  ReplyView deleted = reply[2];  // Redis 7: the ids it removed from the PEL
   for (size_t i = 0; i < deleted.Size(); ++i) result.deleted_ids.emplace_back(deleted[i].Str());
-  if (auto s = FillAttempts(session, &result.entries); !s.ok()) return s;
   return result;
 }
 
-Command StreamOps::Ack(const std::vector<std::string>& ids) const {
-  Command command("XACK");
-  command.Arg(stream_).Arg(group_);
-  for (const auto& id : ids) command.Arg(id);
-  return command;
+Status SubscriptionOps::ApplyDeliveryCounts(std::span<const Reply> replies,
+                                            std::vector<StreamEntry>* entries) {
+  if (replies.size() != entries->size()) {
+    return Status(StatusCode::kProtocol, "delivery counts: " + std::to_string(replies.size()) +
+                                             " replies for " + std::to_string(entries->size()) +
+                                             " entries");
+  }
+  for (size_t i = 0; i < replies.size(); ++i) {
+    ReplyView reply = replies[i].view();
+    if (reply.IsError()) return ErrorOf(reply);
+    ReplyView row = reply[0];  // [id, consumer, idle, count], or none: not ours any more
+    StreamEntry& entry = (*entries)[i];
+    entry.attempts = row[0].Str() == entry.id && row[3].IsInteger()
+                         ? static_cast<int>(row[3].Integer())
+                         : 1;  // acknowledged or claimed meanwhile: keep the best lower bound
+  }
+  return Status::Ok();
 }
 
-Command StreamOps::Delete(const std::vector<std::string>& ids) const {
-  Command command("XDEL");
-  command.Arg(stream_);
-  for (const auto& id : ids) command.Arg(id);
-  return command;
-}
-
-Command StreamOps::AckDelete(const std::vector<std::string>& ids) const {
-  Command command("XACKDEL");
-  command.Arg(stream_).Arg(group_).Arg("ACKED").Arg("IDS").Arg(static_cast<int64_t>(ids.size()));
-  for (const auto& id : ids) command.Arg(id);
-  return command;
-}
-
-const std::vector<const Script*>& StreamOps::Scripts() {
-  static const std::vector<const Script*> scripts = {&kRetryClaimScript, &kKeepAliveScript,
-                                                     &kDeadLetterScript, &kUndoReadsScript};
-  return scripts;
-}
-
-namespace {
-
-Command WithIds(Command command, const std::string& group, const std::string& consumer,
-                const std::vector<std::string>& ids) {
-  command.Arg(group).Arg(consumer);
-  for (const auto& id : ids) command.Arg(id);
-  return command;
-}
-
-}  // namespace
-
-Command StreamOps::ClaimForRetry(const std::vector<std::string>& ids) const {
-  return WithIds(kRetryClaimScript.Call({stream_}), group_, consumer_, ids);
-}
-
-RetryClaimReply StreamOps::ParseRetryClaim(const ReplyView& reply) {
-  RetryClaimReply result;
-  result.entries = ParseEntries(reply[0]);
-  result.lost_ids = ParseIds(reply[1]);
-  return result;
-}
-
-Command StreamOps::KeepAlive(const std::vector<std::string>& ids) const {
-  return WithIds(kKeepAliveScript.Call({stream_}), group_, consumer_, ids);
-}
-
-std::vector<std::string> StreamOps::ParseIds(const ReplyView& reply) {
-  std::vector<std::string> ids;
+StatusOr<PendingIds> SubscriptionOps::ParsePendingIds(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (!reply.IsArray()) return Unexpected("XPENDING");
+  PendingIds ids;
   ids.reserve(reply.Size());
-  for (size_t i = 0; i < reply.Size(); ++i) ids.emplace_back(reply[i].Str());
-  return ids;
-}
-
-Command StreamOps::DeadLetter(const std::string& dlq_stream, int64_t dlq_max_len,
-                              const StreamEntry& entry, const DeadLetterMeta& meta,
-                              AckMode ack_mode) const {
-  const char* mode = "ack";
-  if (ack_mode == AckMode::kAckDel) mode = "ackdel";
-  if (ack_mode == AckMode::kAckThenDelete) mode = "ackxdel";
-  Command command = kDeadLetterScript.Call({stream_, dlq_stream});
-  command.Arg(group_).Arg(consumer_).Arg(entry.id).Arg(mode).Arg(dlq_max_len);
-  for (const auto& [field, value] : entry.fields) command.Arg(field).Arg(value);
-  command.Arg("streamcar.stream").Arg(stream_);
-  command.Arg("streamcar.id").Arg(entry.id);
-  command.Arg("streamcar.group").Arg(group_);
-  command.Arg("streamcar.attempts").Arg(int64_t{meta.attempts});
-  command.Arg("streamcar.reason").Arg(meta.reason);
-  command.Arg("streamcar.status").Arg(meta.status);
-  command.Arg("streamcar.error").Arg(std::string_view(meta.error).substr(0, 1024));
-  command.Arg("streamcar.time").Arg(meta.time_ms);
-  return command;
-}
-
-Command StreamOps::UndoReads(const std::vector<std::string>& ids) const {
-  return WithIds(kUndoReadsScript.Call({stream_}), group_, consumer_, ids);
-}
-
-StatusOr<std::vector<std::pair<std::string, int>>> StreamOps::OwnPendingIds(
-    Session& session, const std::string& start, int count) const {
-  auto reply = session.Run(Command("XPENDING")
-                               .Arg(stream_)
-                               .Arg(group_)
-                               .Arg(start)
-                               .Arg("+")
-                               .Arg(int64_t{count})
-                               .Arg(consumer_));
-  if (!reply.ok()) return reply.status();
-  std::vector<std::pair<std::string, int>> ids;
-  ReplyView list = reply->view();
-  ids.reserve(list.Size());
-  for (size_t i = 0; i < list.Size(); ++i) {
-    ids.emplace_back(std::string(list[i][0].Str()), static_cast<int>(list[i][3].Integer()));
+  for (size_t i = 0; i < reply.Size(); ++i) {
+    ids.emplace_back(std::string(reply[i][0].Str()), static_cast<int>(reply[i][3].Integer()));
   }
   return ids;
 }
 
-StatusOr<std::vector<StreamEntry>> StreamOps::Fetch(Session& session,
-                                                    const std::vector<std::string>& ids) const {
-  std::vector<Command> commands;
-  commands.reserve(ids.size());
-  for (const auto& id : ids) commands.push_back(Command("XRANGE").Arg(stream_).Arg(id).Arg(id));
-  auto replies = session.RunPipeline(commands);
-  if (!replies.ok()) return replies.status();
+StatusOr<std::vector<StreamEntry>> SubscriptionOps::ParseFetch(std::span<const Reply> replies,
+                                                               std::span<const std::string> ids) {
+  if (replies.size() != ids.size()) {
+    return Status(StatusCode::kProtocol, "fetch: " + std::to_string(replies.size()) +
+                                             " replies for " + std::to_string(ids.size()) + " ids");
+  }
   std::vector<StreamEntry> entries;
   entries.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    const Reply& reply = (*replies)[i];
-    if (reply.IsError()) return ErrorOf(reply.view());
-    auto found = ParseEntries(reply.view());
-    if (found.empty()) {
+    ReplyView reply = replies[i].view();
+    if (reply.IsError()) return ErrorOf(reply);
+    auto found = ParseEntries(reply);
+    if (found.empty() || found.front().id != ids[i]) {
       StreamEntry gone;
       gone.id = ids[i];
       gone.deleted = true;
@@ -344,50 +130,279 @@ StatusOr<std::vector<StreamEntry>> StreamOps::Fetch(Session& session,
   return entries;
 }
 
-StatusOr<GroupInfo> StreamOps::Info(Session& session) const {
-  auto replies = session.RunPipeline(
-      {Command("XPENDING").Arg(stream_).Arg(group_), Command("XINFO").Arg("GROUPS").Arg(stream_)});
-  if (!replies.ok()) return replies.status();
-  if ((*replies)[0].IsError()) return ErrorOf((*replies)[0].view());
-  if ((*replies)[1].IsError()) return ErrorOf((*replies)[1].view());
-  GroupInfo info;
-  info.pending = (*replies)[0][0].Integer();
-  ReplyView groups = (*replies)[1].view();
-  for (size_t i = 0; i < groups.Size(); ++i) {
-    ReplyView group = groups[i];
-    std::string_view name;
-    for (size_t k = 0; k + 1 < group.Size(); k += 2) {
-      if (group[k].Str() == "name") name = group[k + 1].Str();
-    }
-    if (name != group_) continue;
-    for (size_t k = 0; k + 1 < group.Size(); k += 2) {
-      auto key = group[k].Str();
-      if (key == "lag" && group[k + 1].IsInteger()) info.lag = group[k + 1].Integer();
-      if (key == "last-delivered-id") info.last_delivered_id = std::string(group[k + 1].Str());
+Status SubscriptionOps::ParseAck(std::span<const Reply> replies) {
+  // A refusal while queueing, EXECABORT, or a command that failed inside EXEC.
+  for (const Reply& reply : replies) {
+    ReplyView view = reply.view();
+    if (view.IsError()) return ErrorOf(view);
+    for (size_t k = 0; k < view.Size(); ++k) {
+      if (view[k].IsError()) return ErrorOf(view[k]);
     }
   }
-  return info;
+  return Status::Ok();
+}
+
+StatusOr<RetryClaimReply> SubscriptionOps::ParseRetryClaim(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (!reply.IsArray() || reply.Size() != 2) return Unexpected("the retry claim script");
+  RetryClaimReply result;
+  result.entries = ParseEntries(reply[0]);
+  auto lost = ParseIds(reply[1]);
+  if (!lost.ok()) return lost.status();
+  result.lost_ids = std::move(*lost);
+  return result;
+}
+
+StatusOr<std::vector<std::string>> SubscriptionOps::ParseIds(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (!reply.IsArray()) return Unexpected("the keepalive script");
+  std::vector<std::string> ids;
+  ids.reserve(reply.Size());
+  for (size_t i = 0; i < reply.Size(); ++i) ids.emplace_back(reply[i].Str());
+  return ids;
+}
+
+StatusOr<DeadLetterResult> SubscriptionOps::ParseDeadLetter(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (reply.IsInteger() && reply.Integer() == 1) return DeadLetterResult::kWritten;
+  if (reply.IsInteger() && reply.Integer() == 0) return DeadLetterResult::kNotOurs;
+  return Unexpected("the dead-letter script");
+}
+
+StatusOr<int64_t> SubscriptionOps::ParseCount(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (!reply.IsInteger()) return Unexpected("the undo-reads script");
+  return reply.Integer();
+}
+
+// --- PlainOps builders -----------------------------------------------------------------------
+
+Command PlainOps::EnsureGroup(std::string_view start_id) const {
+  Command command("XGROUP");
+  command.Arg("CREATE").Arg(stream_).Arg(group_).Arg(start_id).Arg("MKSTREAM");
+  return command;
+}
+
+Status PlainOps::ParseEnsureGroup(const ReplyView& reply) const {
+  if (!reply.IsError()) return Status::Ok();
+  Status status = ErrorOf(reply);
+  if (status.IsServerError("BUSYGROUP")) return Status::Ok();
+  if (status.IsServerError("WRONGTYPE")) {
+    return Status(StatusCode::kFatal, "key \"" + stream_ +
+                                          "\" exists and is not a stream (WRONGTYPE); streamcar "
+                                          "leaves it untouched: fix the key or the configuration");
+  }
+  return Status(StatusCode::kServerError, "cannot create group \"" + group_ + "\" on stream \"" +
+                                              stream_ + "\": " + status.message());
+}
+
+Command PlainOps::ReadNew(int count, Millis block) const {
+  Command command("XREADGROUP");
+  command.Arg("GROUP").Arg(group_).Arg(consumer_).Arg("COUNT").Arg(int64_t{count});
+  command.Arg("BLOCK").Arg(static_cast<int64_t>(block.count()));
+  command.Arg("STREAMS").Arg(stream_).Arg(">");
+  return command;
+}
+
+Command PlainOps::ReadOwnPending(std::string_view cursor, int count) const {
+  Command command("XREADGROUP");
+  command.Arg("GROUP").Arg(group_).Arg(consumer_).Arg("COUNT").Arg(int64_t{count});
+  command.Arg("STREAMS").Arg(stream_).Arg(cursor);
+  return command;
+}
+
+Command PlainOps::AutoClaim(Millis min_idle, std::string_view cursor, int count) const {
+  Command command("XAUTOCLAIM");
+  command.Arg(stream_).Arg(group_).Arg(consumer_).Arg(static_cast<int64_t>(min_idle.count()));
+  command.Arg(cursor).Arg("COUNT").Arg(int64_t{count});
+  return command;
+}
+
+std::vector<Command> PlainOps::DeliveryCounts(std::span<const StreamEntry> entries) const {
+  std::vector<Command> commands;
+  commands.reserve(entries.size());
+  for (const auto& entry : entries) {
+    Command command("XPENDING");
+    command.Arg(stream_).Arg(group_).Arg(entry.id).Arg(entry.id).Arg(int64_t{1}).Arg(consumer_);
+    commands.push_back(std::move(command));
+  }
+  return commands;
+}
+
+Command PlainOps::OwnPendingIds(std::string_view start, int count) const {
+  Command command("XPENDING");
+  command.Arg(stream_).Arg(group_).Arg(start).Arg("+").Arg(int64_t{count}).Arg(consumer_);
+  return command;
+}
+
+std::vector<Command> PlainOps::Fetch(std::span<const std::string> ids) const {
+  std::vector<Command> commands;
+  commands.reserve(ids.size());
+  for (const auto& id : ids) {
+    Command command("XRANGE");
+    command.Arg(stream_).Arg(id).Arg(id);
+    commands.push_back(std::move(command));
+  }
+  return commands;
+}
+
+CommandGroup PlainOps::Ack(std::span<const std::string> ids, AckMode mode) const {
+  Command ack("XACK");
+  ack.Arg(stream_).Arg(group_);
+  CommandGroup group;
+  switch (mode) {
+    case AckMode::kAckOnly:
+      for (const auto& id : ids) ack.Arg(id);
+      group.commands.push_back(std::move(ack));
+      break;
+    case AckMode::kAckDel: {
+      Command ackdel("XACKDEL");
+      ackdel.Arg(stream_).Arg(group_).Arg("ACKED").Arg("IDS");
+      ackdel.Arg(static_cast<int64_t>(ids.size()));
+      for (const auto& id : ids) ackdel.Arg(id);
+      group.commands.push_back(std::move(ackdel));
+      break;
+    }
+    case AckMode::kAckThenDelete: {
+      // XACK and XDEL together or not at all.
+      Command del("XDEL");
+      del.Arg(stream_);
+      for (const auto& id : ids) {
+        ack.Arg(id);
+        del.Arg(id);
+      }
+      group.commands.emplace_back("MULTI");
+      group.commands.push_back(std::move(ack));
+      group.commands.push_back(std::move(del));
+      group.commands.emplace_back("EXEC");
+      break;
+    }
+  }
+  return group;
+}
+
+Command PlainOps::WithIds(const Script& script, std::span<const std::string> ids) const {
+  Command command = script.Call({stream_});
+  command.Arg(group_).Arg(consumer_);
+  for (const auto& id : ids) command.Arg(id);
+  return command;
+}
+
+Command PlainOps::RetryClaim(std::span<const std::string> ids) const {
+  return WithIds(RetryClaimScript(), ids);
+}
+
+Command PlainOps::KeepAlive(std::span<const std::string> ids) const {
+  return WithIds(KeepAliveScript(), ids);
+}
+
+Command PlainOps::DeadLetter(const DeadLetterTarget& dlq, const StreamEntry& entry,
+                             const DeadLetterMeta& meta, AckMode mode) const {
+  Command command = DeadLetterScript().Call({stream_, dlq.stream});
+  command.Arg(group_).Arg(consumer_).Arg(entry.id).Arg(AckModeArg(mode)).Arg(dlq.max_len);
+  AppendDeadLetterFields(stream_, group_, entry, meta, &command);
+  return command;
+}
+
+Command PlainOps::UndoReads(std::span<const std::string> ids) const {
+  return WithIds(UndoReadsScript(), ids);
+}
+
+std::unique_ptr<SubscriptionOps> MakePlainOps(std::string stream, std::string group,
+                                              std::string consumer) {
+  return std::make_unique<PlainOps>(std::move(stream), std::move(group), std::move(consumer));
+}
+
+// --- the blocking facade of the old runtime --------------------------------------------------
+
+Status StreamOps::EnsureGroup(Session& session, const std::string& start_id) const {
+  return sync::EnsureGroup(session, ops_, start_id);
+}
+
+StatusOr<std::vector<StreamEntry>> StreamOps::ReadOwnPending(Session& session,
+                                                             const std::string& cursor,
+                                                             int count) const {
+  return sync::ReadOwnPending(session, ops_, cursor, count);
+}
+
+StatusOr<std::vector<StreamEntry>> StreamOps::ReadNew(Session& session, int count,
+                                                      Millis block) const {
+  return sync::ReadNew(session, ops_, count, block);
+}
+
+StatusOr<AutoClaimResult> StreamOps::AutoClaim(Session& session, Millis min_idle,
+                                               const std::string& cursor, int count) const {
+  return sync::AutoClaim(session, ops_, min_idle, cursor, count);
+}
+
+Command StreamOps::Ack(const std::vector<std::string>& ids) const {
+  return std::move(ops_.Ack(ids, AckMode::kAckOnly).commands.front());
+}
+
+Command StreamOps::Delete(const std::vector<std::string>& ids) const {
+  return std::move(ops_.Ack(ids, AckMode::kAckThenDelete).commands[2]);  // MULTI XACK [XDEL] EXEC
+}
+
+Command StreamOps::AckDelete(const std::vector<std::string>& ids) const {
+  return std::move(ops_.Ack(ids, AckMode::kAckDel).commands.front());
+}
+
+const std::vector<const Script*>& StreamOps::Scripts() {
+  static const std::vector<const Script*> scripts(SettleScripts().begin(), SettleScripts().end());
+  return scripts;
+}
+
+Command StreamOps::ClaimForRetry(const std::vector<std::string>& ids) const {
+  return ops_.RetryClaim(ids);
+}
+
+RetryClaimReply StreamOps::ParseRetryClaim(const ReplyView& reply) {
+  auto parsed = SubscriptionOps::ParseRetryClaim(reply);
+  return parsed.ok() ? std::move(*parsed) : RetryClaimReply{};
+}
+
+Command StreamOps::KeepAlive(const std::vector<std::string>& ids) const {
+  return ops_.KeepAlive(ids);
+}
+
+std::vector<std::string> StreamOps::ParseIds(const ReplyView& reply) {
+  auto parsed = SubscriptionOps::ParseIds(reply);
+  return parsed.ok() ? std::move(*parsed) : std::vector<std::string>{};
+}
+
+Command StreamOps::DeadLetter(const std::string& dlq_stream, int64_t dlq_max_len,
+                              const StreamEntry& entry, const DeadLetterMeta& meta,
+                              AckMode ack_mode) const {
+  return ops_.DeadLetter({dlq_stream, dlq_max_len}, entry, meta, ack_mode);
+}
+
+Command StreamOps::UndoReads(const std::vector<std::string>& ids) const {
+  return ops_.UndoReads(ids);
+}
+
+StatusOr<PendingIds> StreamOps::OwnPendingIds(Session& session, const std::string& start,
+                                              int count) const {
+  return sync::OwnPendingIds(session, ops_, start, count);
+}
+
+StatusOr<std::vector<StreamEntry>> StreamOps::Fetch(Session& session,
+                                                    const std::vector<std::string>& ids) const {
+  return sync::Fetch(session, ops_, ids);
+}
+
+StatusOr<GroupInfo> StreamOps::Info(Session& session) const {
+  return sync::Info(session, ops_.stream(), ops_.group());
 }
 
 StatusOr<int64_t> StreamOps::CountAfter(Session& session, const std::string& last_delivered_id,
                                         int64_t cap) const {
-  auto reply = session.Run(
-      Command("XRANGE").Arg(stream_).Arg("(" + last_delivered_id).Arg("+").Arg("COUNT").Arg(cap));
-  if (!reply.ok()) return reply.status();
-  return static_cast<int64_t>(reply->view().Size());
+  return sync::LagCount(session, ops_.stream(), last_delivered_id, cap);
 }
 
-StatusOr<bool> StreamOps::HasAckDel(Session& session) {
-  auto reply = session.Run(Command("COMMAND").Arg("INFO").Arg("XACKDEL"));
-  if (!reply.ok()) return reply.status();
-  ReplyView first = reply->view()[0];
-  return first.IsArray() && first.Size() > 0;
-}
+StatusOr<bool> StreamOps::HasAckDel(Session& session) { return sync::HasAckDel(session); }
 
 StatusOr<int64_t> StreamOps::GroupCount(Session& session) const {
-  auto reply = session.Run(Command("XINFO").Arg("GROUPS").Arg(stream_));
-  if (!reply.ok()) return reply.status();
-  return static_cast<int64_t>(reply->view().Size());
+  return sync::GroupCount(session, ops_.stream());
 }
 
 }  // namespace streamcar::redis

@@ -1,35 +1,46 @@
 #pragma once
-// The Redis operations of one subscription (stream, group, consumer), as named operations rather
-// than raw commands spread through the engine: a fenced (sharded) implementation can later replace
-// these per subscription (DESIGN.md). Each method runs on the caller's Session and thread.
+// The Redis operations of one subscription (stream, group, consumer) as pure pairs: a builder
+// that returns the command(s) and a static parser of the reply(ies). Nothing here does I/O, so a
+// runtime may pipeline them on any connection; sync_ops.h runs them on a blocking Session.
+// SubscriptionOps is the seam DESIGN.md asks for: PlainOps now, a fenced (sharded) implementation
+// later. This file is *the* wire form of every stream operation; the Lua bodies of the
+// owner-checked steps are in settle_scripts.cc, the dead-letter record in dead_letter_record.cc.
 
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+#include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/entry.h"
+#include "sidecar/redis/group_info.h"
+#include "sidecar/redis/reply.h"
 #include "sidecar/redis/script.h"
 #include "sidecar/redis/session.h"
 
 namespace streamcar::redis {
 
-struct AutoClaimResult {
-  std::string next_cursor;               // "0-0" when the scan is complete
-  std::vector<StreamEntry> entries;      // claimed, with their new attempt counts
-  std::vector<std::string> deleted_ids;  // in the PEL but gone from the stream
-};
-
-struct DeadLetterMeta {
-  std::string reason;  // max_attempts | rejected | dropped | invalid
-  std::string status;  // HTTP status or "timeout" / "error"
-  std::string error;   // first 1 KiB of the body or the error
-  int attempts = 0;
-  int64_t time_ms = 0;
+// One step of several commands (possibly MULTI ... EXEC), parsed from its own replies.
+struct CommandGroup {
+  std::vector<Command> commands;
 };
 
 // How acknowledged entries leave the stream (SPEC 4.3).
 enum class AckMode { kAckOnly, kAckDel, kAckThenDelete };
+
+// What XAUTOCLAIM found.
+struct AutoClaimReply {
+  std::string next_cursor;               // "0-0" when the scan is complete
+  std::vector<StreamEntry> entries;      // claimed; attempts filled by DeliveryCounts
+  std::vector<std::string> deleted_ids;  // in the PEL but gone from the stream
+};
+using AutoClaimResult = AutoClaimReply;
 
 // What an owner-checked retry claim found (SPEC 3.2).
 struct RetryClaimReply {
@@ -37,93 +48,168 @@ struct RetryClaimReply {
   std::vector<std::string> lost_ids;  // no longer this consumer's: a lost lease
 };
 
-struct GroupInfo {
-  int64_t pending = 0;
-  std::optional<int64_t> lag;  // nil when Redis cannot tell (see XINFO GROUPS)
-  std::string last_delivered_id;
-};
+// What the dead-letter step did (SPEC 3.3); an error reply is a Status instead.
+enum class DeadLetterResult { kWritten, kNotOurs };
 
-class StreamOps {
+// This consumer's pending ids with their delivery counts (XPENDING's extended form).
+using PendingIds = std::vector<std::pair<std::string, int>>;
+
+class SubscriptionOps {
  public:
-  StreamOps(std::string stream, std::string group, std::string consumer)
-      : stream_(std::move(stream)), group_(std::move(group)), consumer_(std::move(consumer)) {}
+  virtual ~SubscriptionOps() = default;
 
-  const std::string& stream() const { return stream_; }
-  const std::string& group() const { return group_; }
-  const std::string& consumer() const { return consumer_; }
+  virtual const std::string& stream() const = 0;
+  virtual const std::string& group() const = 0;
+  virtual const std::string& consumer() const = 0;
 
-  // XGROUP CREATE ... MKSTREAM. An existing group (BUSYGROUP) is success and keeps its position;
-  // WRONGTYPE is kFatal naming the key. Never destroys anything.
-  Status EnsureGroup(Session& session, const std::string& start_id) const;
-
-  // This consumer's own pending entries after `cursor` (history read), with attempt counts.
-  StatusOr<std::vector<StreamEntry>> ReadOwnPending(Session& session, const std::string& cursor,
-                                                    int count) const;
-  // New entries ('>'), waiting up to `block` for some. Attempts are 1.
-  StatusOr<std::vector<StreamEntry>> ReadNew(Session& session, int count, Millis block) const;
+  // XGROUP CREATE ... MKSTREAM. ParseEnsureGroup: an existing group (BUSYGROUP) is success and
+  // keeps its position; WRONGTYPE is kFatal naming the key. Never destroys anything.
+  virtual Command EnsureGroup(std::string_view start_id) const = 0;
+  virtual Status ParseEnsureGroup(const ReplyView& reply) const = 0;
+  // New entries ('>'), waiting up to `block` for some. Attempts are 1. ParseRead.
+  virtual Command ReadNew(int count, Millis block) const = 0;
+  // This consumer's own pending entries after `cursor` (a history read, which counts one
+  // delivery). ParseRead, then DeliveryCounts for the attempts.
+  virtual Command ReadOwnPending(std::string_view cursor, int count) const = 0;
   // Entries of any consumer idle longer than `min_idle`, claimed to this consumer.
-  StatusOr<AutoClaimResult> AutoClaim(Session& session, Millis min_idle, const std::string& cursor,
-                                      int count) const;
-
-  // Command builders for the settler's pipelines.
-  Command Ack(const std::vector<std::string>& ids) const;
-  Command Delete(const std::vector<std::string>& ids) const;
-  Command AckDelete(const std::vector<std::string>& ids) const;  // XACKDEL ... ACKED
+  // ParseAutoClaim, then DeliveryCounts.
+  virtual Command AutoClaim(Millis min_idle, std::string_view cursor, int count) const = 0;
+  // One exact lookup per entry (XPENDING s g id id 1 consumer): counts are never missed however
+  // many of our own ids lie between the entries. ApplyDeliveryCounts.
+  virtual std::vector<Command> DeliveryCounts(std::span<const StreamEntry> entries) const = 0;
+  // This consumer's pending ids from `start` on (inclusive; "(<id>" exclusive), up to `count`,
+  // with their delivery counts: XPENDING, which counts no delivery. ParsePendingIds.
+  virtual Command OwnPendingIds(std::string_view start, int count) const = 0;
+  // The entries with these ids without counting a delivery (XRANGE id id each). ParseFetch.
+  virtual std::vector<Command> Fetch(std::span<const std::string> ids) const = 0;
+  // XACK | XACKDEL ... ACKED | MULTI XACK XDEL EXEC. ParseAck.
+  virtual CommandGroup Ack(std::span<const std::string> ids, AckMode mode) const = 0;
 
   // The scripts below check in the same step that this consumer still owns each entry: a claim
   // never takes an entry back from a peer that reclaimed it (SPEC 3.2). Each connection that
-  // sends them loads Scripts() first.
-  static const std::vector<const Script*>& Scripts();
+  // sends them loads SettleScripts() first; NOSCRIPT means "load again, then retry".
+  //
   // Claims the ids this consumer still owns again (one more delivery, the entries returned);
-  // the others are reported lost. Reply: ParseRetryClaim.
-  Command ClaimForRetry(const std::vector<std::string>& ids) const;
-  static RetryClaimReply ParseRetryClaim(const ReplyView& reply);
-  // The lease keepalive: refreshes the idle time of the ids this consumer still owns without
-  // counting a delivery. Reply: the ids it no longer owns (ParseIds).
-  Command KeepAlive(const std::vector<std::string>& ids) const;
-  static std::vector<std::string> ParseIds(const ReplyView& reply);
-  // The dead letter (SPEC 3.3) as one step: XADD the original fields plus streamcar.* metadata
-  // to `dlq_stream`, and only if that succeeded, acknowledge the entry (XACKDEL, or XACK and
-  // XDEL, by `ack_mode`). Reply: 1 written, 0 not written because the entry is no longer
-  // pending for this consumer (lost lease), or the error of the command that failed.
-  Command DeadLetter(const std::string& dlq_stream, int64_t dlq_max_len, const StreamEntry& entry,
-                     const DeadLetterMeta& meta, AckMode ack_mode) const;
+  // the others are reported lost. ParseRetryClaim.
+  virtual Command RetryClaim(std::span<const std::string> ids) const = 0;
+  // The lease keepalive: refreshes the idle time of the ids still ours without counting a
+  // delivery. ParseIds: the ids no longer ours.
+  virtual Command KeepAlive(std::span<const std::string> ids) const = 0;
+  // The dead letter (SPEC 3.3) as one step: XADD the record to `dlq`, and only if that
+  // succeeded, acknowledge the entry as `mode` says. ParseDeadLetter.
+  virtual Command DeadLetter(const DeadLetterTarget& dlq, const StreamEntry& entry,
+                             const DeadLetterMeta& meta, AckMode mode) const = 0;
   // Reading is not delivering (SPEC 3.2): for entries read but never POSTed, puts back the
-  // delivery count they had before the read, keeping their idle time. Reply: how many.
-  Command UndoReads(const std::vector<std::string>& ids) const;
+  // delivery count they had before the read, keeping their idle time. ParseCount.
+  virtual Command UndoReads(std::span<const std::string> ids) const = 0;
 
-  // Reads an XCLAIM (or XRANGE-like) reply: [[id, [f, v, ...]] | nil, ...].
+  // XREADGROUP: nil is no entries; [id, nil] (deleted while pending) comes back flagged deleted.
+  static StatusOr<std::vector<StreamEntry>> ParseRead(const ReplyView& reply);
+  // XAUTOCLAIM, in the Redis 6.2 shape [cursor, entries] (a deleted entry inline as nil or
+  // [id, nil]) and the Redis 7 shape [cursor, entries, deleted ids].
+  static StatusOr<AutoClaimReply> ParseAutoClaim(const ReplyView& reply);
+  // Sets each entry's attempts from the replies of DeliveryCounts(entries), in order. An entry
+  // no longer in our PEL (acknowledged or claimed meanwhile) keeps the lower bound 1.
+  static Status ApplyDeliveryCounts(std::span<const Reply> replies,
+                                    std::vector<StreamEntry>* entries);
+  static StatusOr<PendingIds> ParsePendingIds(const ReplyView& reply);
+  // The replies of Fetch(ids): an id whose payload is gone comes back flagged deleted.
+  static StatusOr<std::vector<StreamEntry>> ParseFetch(std::span<const Reply> replies,
+                                                       std::span<const std::string> ids);
+  // The replies of one Ack group: any error, inside EXEC too, is that error.
+  static Status ParseAck(std::span<const Reply> replies);
+  static StatusOr<RetryClaimReply> ParseRetryClaim(const ReplyView& reply);
+  static StatusOr<std::vector<std::string>> ParseIds(const ReplyView& reply);
+  static StatusOr<DeadLetterResult> ParseDeadLetter(const ReplyView& reply);
+  static StatusOr<int64_t> ParseCount(const ReplyView& reply);
+  // Entries of an XCLAIM / XRANGE-like list: [[id, [f, v, ...]] | [id, nil] | nil, ...]. A nil
+  // element (Redis 6.2 XCLAIM of a deleted id) is skipped. Never fails: any shape is read.
   static std::vector<StreamEntry> ParseEntries(const ReplyView& list);
+};
 
-  // This consumer's pending entries from `start` on (inclusive; "(<id>" exclusive), with their
-  // delivery counts, up to `count`: XPENDING, which counts no delivery.
-  StatusOr<std::vector<std::pair<std::string, int>>> OwnPendingIds(Session& session,
-                                                                   const std::string& start,
-                                                                   int count) const;
-  // The entries with these ids, without counting a delivery (XRANGE id id, pipelined). An id
-  // whose payload is gone comes back with `deleted` set.
-  StatusOr<std::vector<StreamEntry>> Fetch(Session& session,
-                                           const std::vector<std::string>& ids) const;
+// The operations of a plain (unsharded) subscription.
+class PlainOps final : public SubscriptionOps {
+ public:
+  PlainOps(std::string stream, std::string group, std::string consumer)
+      : stream_(std::move(stream)), group_(std::move(group)), consumer_(std::move(consumer)) {}
 
-  // Delivery counts of this consumer's pending entries in [first, last].
-  StatusOr<std::map<std::string, int>> DeliveryCounts(Session& session, const std::string& first,
-                                                      const std::string& last, int count) const;
-  // PEL size and lag of the group (XPENDING summary + XINFO GROUPS).
-  StatusOr<GroupInfo> Info(Session& session) const;
-  // When Redis reports no lag: the entries after `last_delivered_id`, counted up to `cap`.
-  StatusOr<int64_t> CountAfter(Session& session, const std::string& last_delivered_id,
-                               int64_t cap) const;
-  // Whether the server has XACKDEL (COMMAND INFO, never the version string: DESIGN.md trap 6).
-  static StatusOr<bool> HasAckDel(Session& session);
-  // The number of consumer groups on the stream.
-  StatusOr<int64_t> GroupCount(Session& session) const;
+  const std::string& stream() const override { return stream_; }
+  const std::string& group() const override { return group_; }
+  const std::string& consumer() const override { return consumer_; }
+
+  Command EnsureGroup(std::string_view start_id) const override;
+  Status ParseEnsureGroup(const ReplyView& reply) const override;
+  Command ReadNew(int count, Millis block) const override;
+  Command ReadOwnPending(std::string_view cursor, int count) const override;
+  Command AutoClaim(Millis min_idle, std::string_view cursor, int count) const override;
+  std::vector<Command> DeliveryCounts(std::span<const StreamEntry> entries) const override;
+  Command OwnPendingIds(std::string_view start, int count) const override;
+  std::vector<Command> Fetch(std::span<const std::string> ids) const override;
+  CommandGroup Ack(std::span<const std::string> ids, AckMode mode) const override;
+  Command RetryClaim(std::span<const std::string> ids) const override;
+  Command KeepAlive(std::span<const std::string> ids) const override;
+  Command DeadLetter(const DeadLetterTarget& dlq, const StreamEntry& entry,
+                     const DeadLetterMeta& meta, AckMode mode) const override;
+  Command UndoReads(std::span<const std::string> ids) const override;
 
  private:
-  Status FillAttempts(Session& session, std::vector<StreamEntry>* entries) const;
+  Command WithIds(const Script& script, std::span<const std::string> ids) const;
 
   std::string stream_;
   std::string group_;
   std::string consumer_;
+};
+
+std::unique_ptr<SubscriptionOps> MakePlainOps(std::string stream, std::string group,
+                                              std::string consumer);
+
+// The blocking facade the old runtime (sidecar/consumer/) calls: each method is the pair above
+// run through sync_ops.h on the caller's Session. Deleted with consumer/ (issue 13, WP6).
+class StreamOps {
+ public:
+  StreamOps(std::string stream, std::string group, std::string consumer)
+      : ops_(std::move(stream), std::move(group), std::move(consumer)) {}
+
+  const std::string& stream() const { return ops_.stream(); }
+  const std::string& group() const { return ops_.group(); }
+  const std::string& consumer() const { return ops_.consumer(); }
+  const PlainOps& ops() const { return ops_; }
+
+  Status EnsureGroup(Session& session, const std::string& start_id) const;
+  StatusOr<std::vector<StreamEntry>> ReadOwnPending(Session& session, const std::string& cursor,
+                                                    int count) const;
+  StatusOr<std::vector<StreamEntry>> ReadNew(Session& session, int count, Millis block) const;
+  StatusOr<AutoClaimResult> AutoClaim(Session& session, Millis min_idle, const std::string& cursor,
+                                      int count) const;
+
+  Command Ack(const std::vector<std::string>& ids) const;
+  Command Delete(const std::vector<std::string>& ids) const;
+  Command AckDelete(const std::vector<std::string>& ids) const;
+
+  static const std::vector<const Script*>& Scripts();
+  Command ClaimForRetry(const std::vector<std::string>& ids) const;
+  // Empty for a reply that is not a retry claim's (callers check IsError first).
+  static RetryClaimReply ParseRetryClaim(const ReplyView& reply);
+  Command KeepAlive(const std::vector<std::string>& ids) const;
+  static std::vector<std::string> ParseIds(const ReplyView& reply);
+  Command DeadLetter(const std::string& dlq_stream, int64_t dlq_max_len, const StreamEntry& entry,
+                     const DeadLetterMeta& meta, AckMode ack_mode) const;
+  Command UndoReads(const std::vector<std::string>& ids) const;
+  static std::vector<StreamEntry> ParseEntries(const ReplyView& list) {
+    return SubscriptionOps::ParseEntries(list);
+  }
+
+  StatusOr<PendingIds> OwnPendingIds(Session& session, const std::string& start, int count) const;
+  StatusOr<std::vector<StreamEntry>> Fetch(Session& session,
+                                           const std::vector<std::string>& ids) const;
+  StatusOr<GroupInfo> Info(Session& session) const;
+  StatusOr<int64_t> CountAfter(Session& session, const std::string& last_delivered_id,
+                               int64_t cap) const;
+  static StatusOr<bool> HasAckDel(Session& session);
+  StatusOr<int64_t> GroupCount(Session& session) const;
+
+ private:
+  PlainOps ops_;
 };
 
 }  // namespace streamcar::redis

@@ -1,11 +1,16 @@
-// libFuzzer: Redis reply decoding. Any bytes from the wire go through hiredis's reader and our
-// views and entry parsing (XREADGROUP / XCLAIM / XAUTOCLAIM shapes) without a crash.
+// libFuzzer: Redis reply decoding. Any bytes from the wire go through hiredis's reader, our views,
+// and every parser of a build/parse pair (stream_ops.h, group_info.h, dead_letter_record.h)
+// without a crash.
 
 #include <hiredis.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "sidecar/redis/dead_letter_record.h"
+#include "sidecar/redis/group_info.h"
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/stream_ops.h"
 
@@ -37,17 +42,43 @@ bool AnnouncesHugeSize(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (AnnouncesHugeSize(data, size)) return 0;
+  using streamcar::redis::SubscriptionOps;
+  namespace redis = streamcar::redis;
   redisReader* reader = redisReaderCreate();
   redisReaderFeed(reader, reinterpret_cast<const char*>(data), size);
+  std::vector<redis::Reply> replies;
   for (int i = 0; i < 16; ++i) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader, &raw) != REDIS_OK || raw == nullptr) break;
-    streamcar::redis::Reply reply{streamcar::redis::ReplyPtr(static_cast<redisReply*>(raw))};
-    (void)Walk(reply.view(), 0);
-    (void)streamcar::redis::StreamOps::ParseEntries(reply.view());        // XCLAIM shape
-    (void)streamcar::redis::StreamOps::ParseEntries(reply.view()[0][1]);  // XREADGROUP shape
-    (void)streamcar::redis::StreamOps::ParseEntries(reply.view()[1]);     // XAUTOCLAIM shape
+    redis::Reply reply{redis::ReplyPtr(static_cast<redisReply*>(raw))};
+    const redis::ReplyView view = reply.view();
+    (void)Walk(view, 0);
+    (void)SubscriptionOps::ParseEntries(view);
+    (void)SubscriptionOps::ParseRead(view);
+    (void)SubscriptionOps::ParseAutoClaim(view);
+    (void)SubscriptionOps::ParsePendingIds(view);
+    (void)SubscriptionOps::ParseRetryClaim(view);
+    (void)SubscriptionOps::ParseIds(view);
+    (void)SubscriptionOps::ParseDeadLetter(view);
+    (void)SubscriptionOps::ParseCount(view);
+    (void)redis::ParseGroupInfo(view, "g");
+    (void)redis::ParseGroupCount(view);
+    (void)redis::ParsePendingCount(view);
+    (void)redis::ParseHasAckDel(view);
+    (void)redis::ParseReplay(view);
+    for (auto& entry : SubscriptionOps::ParseEntries(view)) {
+      redis::DeadLetterRecord record(std::move(entry));
+      (void)record.Original();
+      (void)record.MetaInteger("streamcar.attempts");
+    }
+    replies.push_back(std::move(reply));
   }
+  // The multi-reply parsers, over whatever arrived.
+  (void)SubscriptionOps::ParseAck(replies);
+  std::vector<streamcar::StreamEntry> entries(replies.size());
+  (void)SubscriptionOps::ApplyDeliveryCounts(replies, &entries);
+  std::vector<std::string> ids(replies.size(), "1-1");
+  (void)SubscriptionOps::ParseFetch(replies, ids);
   redisReaderFree(reader);
   return 0;
 }

@@ -2,9 +2,12 @@
 // script does to the pending entries list when the entry is ours, a peer's, gone, or when a
 // command inside fails.
 
+#include "sidecar/redis/settle_scripts.h"
+
 #include <gtest/gtest.h>
 
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/redis/sync_ops.h"
 #include "tests/support/redis_server.h"
 
 namespace streamcar::redis {
@@ -18,14 +21,14 @@ class SettleScriptsTest : public ::testing::Test {
     session_ = std::make_unique<Session>(server_.ClientOptions(), "test", &health_);
     StopSignal stop;
     ASSERT_TRUE(session_->EnsureConnected(stop).ok());
-    for (const auto* script : StreamOps::Scripts()) ASSERT_TRUE(session_->Run(script->Load()).ok());
-    ASSERT_TRUE(mine_.EnsureGroup(*session_, "0").ok());
+    for (const auto* script : SettleScripts()) ASSERT_TRUE(session_->Run(script->Load()).ok());
+    ASSERT_TRUE(sync::EnsureGroup(*session_, mine_, "0").ok());
   }
 
   // An entry read by `mine_`: pending for c1 with one delivery.
   StreamEntry ReadOne(const std::string& value = "1") {
     server_.Run({"XADD", "s", "*", "n", value});
-    auto entries = mine_.ReadNew(*session_, 1, Millis(10));
+    auto entries = sync::ReadNew(*session_, mine_, 1, Millis(10));
     EXPECT_TRUE(entries.ok() && entries->size() == 1u);
     return entries.ok() && !entries->empty() ? (*entries)[0] : StreamEntry{};
   }
@@ -51,16 +54,16 @@ class SettleScriptsTest : public ::testing::Test {
   RedisServer server_;
   RedisHealth health_;
   std::unique_ptr<Session> session_;
-  StreamOps mine_{"s", "g", "c1"};
+  PlainOps mine_{"s", "g", "c1"};
 };
 
 TEST_F(SettleScriptsTest, KeepAliveNeverTakesAnEntryBackFromAPeer) {
   StreamEntry ours = ReadOne("1");
   StreamEntry stolen = ReadOne("2");
   StealAs("peer", stolen.id);
-  auto reply = session_->Run(mine_.KeepAlive({ours.id, stolen.id}));
+  auto reply = session_->Run(mine_.KeepAlive(std::vector<std::string>{ours.id, stolen.id}));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
-  EXPECT_EQ(StreamOps::ParseIds(reply->view()), std::vector<std::string>{stolen.id});
+  EXPECT_EQ(*PlainOps::ParseIds(reply->view()), std::vector<std::string>{stolen.id});
   EXPECT_EQ(PendingOf(stolen.id).consumer, "peer");  // still the peer's
   EXPECT_EQ(PendingOf(ours.id).consumer, "c1");
   EXPECT_EQ(PendingOf(ours.id).count, 1);  // a keepalive counts no delivery
@@ -72,9 +75,10 @@ TEST_F(SettleScriptsTest, RetryClaimCountsADeliveryOnlyForEntriesStillOurs) {
   StreamEntry gone = ReadOne("3");
   StealAs("peer", stolen.id);
   server_.Run({"XDEL", "s", gone.id});
-  auto reply = session_->Run(mine_.ClaimForRetry({ours.id, stolen.id, gone.id}));
+  auto reply =
+      session_->Run(mine_.RetryClaim(std::vector<std::string>{ours.id, stolen.id, gone.id}));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
-  auto result = StreamOps::ParseRetryClaim(reply->view());
+  auto result = *PlainOps::ParseRetryClaim(reply->view());
   ASSERT_EQ(result.entries.size(), 1u);  // the deleted one is not returned (Redis 7)
   EXPECT_EQ(result.entries[0].id, ours.id);
   EXPECT_EQ(result.entries[0].fields[0].second, "1");
@@ -88,7 +92,7 @@ TEST_F(SettleScriptsTest, DeadLetterOfAWrongTypeKeyAcknowledgesNothing) {
   StreamEntry entry = ReadOne();
   server_.Run({"SET", "s:dlq", "a list left by an older worker"});
   DeadLetterMeta meta{"rejected", "422", "bad", 1, 1700000000000};
-  auto reply = session_->Run(mine_.DeadLetter("s:dlq", 0, entry, meta, AckMode::kAckOnly));
+  auto reply = session_->Run(mine_.DeadLetter({"s:dlq", 0}, entry, meta, AckMode::kAckOnly));
   ASSERT_FALSE(reply.ok());
   EXPECT_TRUE(reply.status().IsServerError("WRONGTYPE")) << reply.status().message();
   EXPECT_EQ(PendingOf(entry.id).consumer, "c1");  // MULTI/EXEC would have acknowledged it
@@ -99,26 +103,28 @@ TEST_F(SettleScriptsTest, DeadLetterOfAnEntryNoLongerOursWritesNothing) {
   StreamEntry entry = ReadOne();
   StealAs("peer", entry.id);
   DeadLetterMeta meta{"max_attempts", "503", "down", 3, 1700000000000};
-  auto reply = session_->Run(mine_.DeadLetter("s:dlq", 0, entry, meta, AckMode::kAckOnly));
+  auto reply = session_->Run(mine_.DeadLetter({"s:dlq", 0}, entry, meta, AckMode::kAckOnly));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
   EXPECT_EQ(reply->view().Integer(), 0);
   EXPECT_EQ(server_.Run({"EXISTS", "s:dlq"}).view().Integer(), 0);
   EXPECT_EQ(PendingOf(entry.id).consumer, "peer");
   // Sent twice (a pipeline re-sent after a lost reply): the second finds it settled already.
   StreamEntry again = ReadOne("2");
-  ASSERT_EQ(
-      session_->Run(mine_.DeadLetter("s:dlq", 0, again, meta, AckMode::kAckOnly))->view().Integer(),
-      1);
-  ASSERT_EQ(
-      session_->Run(mine_.DeadLetter("s:dlq", 0, again, meta, AckMode::kAckOnly))->view().Integer(),
-      0);
+  ASSERT_EQ(session_->Run(mine_.DeadLetter({"s:dlq", 0}, again, meta, AckMode::kAckOnly))
+                ->view()
+                .Integer(),
+            1);
+  ASSERT_EQ(session_->Run(mine_.DeadLetter({"s:dlq", 0}, again, meta, AckMode::kAckOnly))
+                ->view()
+                .Integer(),
+            0);
   EXPECT_EQ(server_.Run({"XLEN", "s:dlq"}).view().Integer(), 1);
 }
 
 TEST_F(SettleScriptsTest, DeadLetterWithDeleteRemovesTheEntryOnlyAfterTheWrite) {
   StreamEntry entry = ReadOne();
   DeadLetterMeta meta{"dropped", "200", "", 1, 1700000000000};
-  auto reply = session_->Run(mine_.DeadLetter("s:dlq", 5, entry, meta, AckMode::kAckThenDelete));
+  auto reply = session_->Run(mine_.DeadLetter({"s:dlq", 5}, entry, meta, AckMode::kAckThenDelete));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
   EXPECT_EQ(reply->view().Integer(), 1);
   EXPECT_EQ(server_.Run({"XLEN", "s"}).view().Integer(), 0);
@@ -141,7 +147,7 @@ TEST_F(SettleScriptsTest, UndoReadsTakesBackTheReadsCountAndKeepsIdleTime) {
                             .Arg(int64_t{5000})
                             .Arg("JUSTID"))
                   .ok());
-  auto reply = session_->Run(mine_.UndoReads({ours.id, stolen.id}));
+  auto reply = session_->Run(mine_.UndoReads(std::vector<std::string>{ours.id, stolen.id}));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
   EXPECT_EQ(reply->view().Integer(), 1);
   EXPECT_EQ(PendingOf(ours.id).count, 0);  // the next read counts 1: its first delivery
@@ -153,11 +159,11 @@ TEST_F(SettleScriptsTest, OwnPendingIdsAndFetchCountNoDelivery) {
   StreamEntry a = ReadOne("1");
   StreamEntry b = ReadOne("2");
   server_.Run({"XDEL", "s", b.id});
-  auto ids = mine_.OwnPendingIds(*session_, "-", 10);
+  auto ids = sync::OwnPendingIds(*session_, mine_, "-", 10);
   ASSERT_TRUE(ids.ok());
   ASSERT_EQ(ids->size(), 2u);
   EXPECT_EQ((*ids)[0], (std::pair<std::string, int>{a.id, 1}));
-  auto entries = mine_.Fetch(*session_, {a.id, b.id});
+  auto entries = sync::Fetch(*session_, mine_, std::vector<std::string>{a.id, b.id});
   ASSERT_TRUE(entries.ok());
   ASSERT_EQ(entries->size(), 2u);
   EXPECT_EQ((*entries)[0].fields[0].second, "1");

@@ -1,0 +1,104 @@
+#include "sidecar/redis/settle_scripts.h"
+
+#include <array>
+
+namespace streamcar::redis {
+namespace {
+
+// Ownership is checked in every script with XPENDING <id> <id> 1: the entry must be pending and
+// its consumer must be us. Arguments are built into a table and unpacked last, because Lua's
+// unpack() in the middle of an argument list yields only its first value.
+const Script kRetryClaimScript(R"lua(
+-- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids.
+-- Returns {XCLAIM reply for the ids still ours (one more delivery each), ids no longer ours}.
+local claim, lost = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0}, {}
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then claim[#claim + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
+end
+local claimed = {}
+if #claim > 5 then claimed = redis.call(unpack(claim)) end
+return {claimed, lost}
+)lua");
+
+const Script kKeepAliveScript(R"lua(
+-- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids.
+-- Refreshes the idle time of the ids still ours (JUSTID: no delivery counted); returns the others.
+local claim, lost = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0}, {}
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then claim[#claim + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
+end
+if #claim > 5 then
+  claim[#claim + 1] = 'JUSTID'
+  redis.call(unpack(claim))
+end
+return lost
+)lua");
+
+const Script kDeadLetterScript(R"lua(
+-- KEYS[1] stream, KEYS[2] dead-letter stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
+-- ARGV[4] ack mode (ack | ackdel | ackxdel), ARGV[5] dead-letter max length (0: none),
+-- ARGV[6..] the fields to write. A failing XADD stops the script before the acknowledgement.
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
+local add = {'XADD', KEYS[2]}
+if ARGV[5] ~= '0' then
+  add[#add + 1] = 'MAXLEN'
+  add[#add + 1] = '~'
+  add[#add + 1] = ARGV[5]
+end
+add[#add + 1] = '*'
+for i = 6, #ARGV do add[#add + 1] = ARGV[i] end
+redis.call(unpack(add))
+if ARGV[4] == 'ackdel' then
+  redis.call('XACKDEL', KEYS[1], ARGV[1], 'ACKED', 'IDS', 1, ARGV[3])
+else
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+  if ARGV[4] == 'ackxdel' then redis.call('XDEL', KEYS[1], ARGV[3]) end
+end
+return 1
+)lua");
+
+const Script kUndoReadsScript(R"lua(
+-- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids read but never delivered.
+-- Takes back the delivery the read counted and keeps the idle time, for ids still ours.
+local undone = 0
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    local count = math.max(0, p[1][4] - 1)
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', p[1][3], 'RETRYCOUNT',
+               count, 'JUSTID')
+    undone = undone + 1
+  end
+end
+return undone
+)lua");
+
+// One replay, atomically in Redis: the dead letter must still exist (a concurrent replay or an
+// operator may have taken it), then XADD its original fields to the source stream, and only then
+// XDEL it. MULTI/EXEC would not do: it does not roll back, so an XADD failing at EXEC time
+// (WRONGTYPE: the source key is not a stream) would still delete the dead letter. In a script a
+// failing redis.call ends the script before the XDEL.
+const Script kReplayScript(R"lua(
+if #redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1]) == 0 then return false end
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('XDEL', KEYS[2], ARGV[1])
+return id
+)lua");
+
+const std::array<const Script*, 4> kSettleScripts = {&kRetryClaimScript, &kKeepAliveScript,
+                                                     &kDeadLetterScript, &kUndoReadsScript};
+
+}  // namespace
+
+const Script& RetryClaimScript() { return kRetryClaimScript; }
+const Script& KeepAliveScript() { return kKeepAliveScript; }
+const Script& DeadLetterScript() { return kDeadLetterScript; }
+const Script& UndoReadsScript() { return kUndoReadsScript; }
+const Script& ReplayScript() { return kReplayScript; }
+
+std::span<const Script* const> SettleScripts() { return kSettleScripts; }
+
+}  // namespace streamcar::redis
