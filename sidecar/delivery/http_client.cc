@@ -1,8 +1,12 @@
 #include "sidecar/delivery/http_client.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -35,6 +39,122 @@ Idle PeekIdle(int fd) {
   return Idle::kClosed;  // the peer's EOF, or an error
 }
 
+// The oldest error on this thread's OpenSSL queue, as text; the queue is cleared.
+std::string TakeOpenSslError() {
+  const unsigned long code = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
+  std::string text;
+  if (code != 0) {
+    const char* reason = ERR_reason_error_string(code);
+    if (reason != nullptr) {
+      text = reason;
+    } else {
+      char buffer[256];
+      ERR_error_string_n(code, buffer, sizeof(buffer));
+      text = buffer;
+    }
+  }
+  ERR_clear_error();
+  return text.empty() ? "unknown TLS error" : text;
+}
+
+bool IsIpAddress(const std::string& host) {
+  in6_addr v6{};
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
+// One read or write that does not wait, on a plain socket or a TLS session over it.
+struct Io {
+  enum class Kind { kData, kWait, kEnd, kFailed };
+  Kind kind = Kind::kWait;
+  size_t bytes = 0;
+  std::string error;
+};
+
+Io Failed(std::string error) { return Io{Io::Kind::kFailed, 0, std::move(error)}; }
+
+Io WriteSomeBytes(int fd, SSL* ssl, const char* data, size_t size) {
+  if (ssl != nullptr) {
+    ERR_clear_error();
+    const int n = SSL_write(ssl, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
+    const int error = SSL_get_error(ssl, n);
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return Io{};
+    if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) {
+      ERR_clear_error();
+      return Failed("TLS write failed: connection lost");
+    }
+    return Failed("TLS write refused: " + TakeOpenSslError());
+  }
+  while (true) {
+    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io{};
+    return Failed(std::string("send failed: ") +
+                  (n < 0 ? std::strerror(errno) : "nothing written"));
+  }
+}
+
+Io ReadSomeBytes(int fd, SSL* ssl, char* buffer, size_t size) {
+  if (ssl != nullptr) {
+    ERR_clear_error();
+    const int n = SSL_read(ssl, buffer, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
+    const int error = SSL_get_error(ssl, n);
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return Io{};
+    // The end of the TLS session, clean or not: the parser decides whether an answer that runs
+    // to the end of the connection was complete (as the blocking client does).
+    if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) {
+      ERR_clear_error();
+      return Io{Io::Kind::kEnd, 0, {}};
+    }
+    return Failed("TLS read refused: " + TakeOpenSslError());
+  }
+  while (true) {
+    const ssize_t n = ::recv(fd, buffer, size, 0);
+    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
+    if (n == 0) return Io{Io::Kind::kEnd, 0, {}};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Io{};
+    return Failed(std::string("connection lost: ") + std::strerror(errno));
+  }
+}
+
+// CheckIdle over TLS: a read that must not wait. TLS 1.3 session tickets are consumed without
+// surfacing (not "unsolicited"); any application byte, the end of the session or an error makes
+// the connection unusable.
+Idle CheckIdle(int fd, SSL* ssl) {
+  if (ssl == nullptr) return PeekIdle(fd);
+  char byte;
+  const Io io = ReadSomeBytes(fd, ssl, &byte, 1);
+  if (io.kind == Io::Kind::kData) return Idle::kUnread;
+  return io.kind == Io::Kind::kWait ? Idle::kClean : Idle::kClosed;
+}
+
+struct SslCtxFree {
+  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+};
+struct SslFree {
+  void operator()(SSL* ssl) const { SSL_free(ssl); }
+};
+
+// For an https:// target: verified against the system trust store (SSL_CERT_FILE / SSL_CERT_DIR
+// are honoured), TLS 1.2 at least; the name is checked per connection.
+StatusOr<std::shared_ptr<SSL_CTX>> MakeTlsContext(const HttpTarget& target) {
+  ERR_clear_error();
+  std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()), SslCtxFree());
+  if (ctx == nullptr) return Status(StatusCode::kInvalid, "TLS: " + TakeOpenSslError());
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
+    return Status(StatusCode::kInvalid, "TLS: cannot load the system trust store for " +
+                                            target.origin + ": " + TakeOpenSslError());
+  }
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  return ctx;
+}
+
 HandlerResponse Failure(Kind kind, std::string error) {
   HandlerResponse response;
   response.kind = kind;
@@ -64,11 +184,13 @@ struct Http1Client::Pool {
   std::vector<Address> addresses;
   std::vector<std::unique_ptr<Connection>> connections;
   std::vector<Connection*> idle;  // most recently used last
+  std::shared_ptr<SSL_CTX> tls;   // https:// only
 };
 
 struct Http1Client::Connection {
-  // kConnecting → kWriting → kAwaiting → kIdle → kWriting …; any failure closes it.
-  enum class State { kConnecting, kIdle, kWriting, kAwaiting };
+  // kConnecting → [kHandshaking, https] → kWriting → kAwaiting → kIdle → kWriting …; any failure
+  // closes it.
+  enum class State { kConnecting, kHandshaking, kIdle, kWriting, kAwaiting };
 
   explicit Connection(Pool* pool) : pool(pool) {}
 
@@ -77,6 +199,7 @@ struct Http1Client::Connection {
   // Declared before `watch`, so the watch is removed before the socket is closed.
   redis::UniqueFd fd;
   std::unique_ptr<EventLoop::FdWatch> watch;
+  std::unique_ptr<SSL, SslFree> ssl;  // https:// only; freed before the socket closes
   std::unique_ptr<EventLoop::Timer> timer;
   size_t next_address = 0;
   // The request being carried.
@@ -92,14 +215,15 @@ StatusOr<std::unique_ptr<Http1Client>> Http1Client::Create(EventLoop& loop, Http
                                                            std::optional<HttpTarget> health,
                                                            size_t concurrency) {
   if (concurrency == 0) return Status(StatusCode::kInvalid, "concurrency must be at least 1");
-  for (const HttpTarget* target : {&handler, health ? &*health : nullptr}) {
-    if (target != nullptr && target->tls) {
-      return Status(StatusCode::kInvalid, "the event-loop handler client has no TLS yet: " +
-                                              target->origin + " cannot be used");
-    }
-  }
-  return std::unique_ptr<Http1Client>(
+  std::unique_ptr<Http1Client> client(
       new Http1Client(loop, std::move(handler), std::move(health), concurrency));
+  for (Pool* pool : {client->handler_.get(), client->health_.get()}) {
+    if (!pool->target.tls) continue;
+    auto ctx = MakeTlsContext(pool->target);
+    if (!ctx.ok()) return ctx.status();
+    pool->tls = std::move(*ctx);
+  }
+  return client;
 }
 
 Http1Client::Http1Client(EventLoop& loop, HttpTarget handler, std::optional<HttpTarget> health,
@@ -213,7 +337,7 @@ Http1Client::Connection* Http1Client::TakeIdle(Pool& pool) {
     pool.idle.pop_back();
     // Bytes on a connection with no request outstanding: an unsolicited answer is never taken
     // for the next request's. The end of the connection is an idle timeout on the handler's side.
-    const Idle idle = PeekIdle(connection->fd.get());
+    const Idle idle = CheckIdle(connection->fd.get(), connection->ssl.get());
     if (idle == Idle::kClean) return connection;
     if (idle == Idle::kUnread) {
       LogWarn("handler sent bytes while no request was outstanding; connection closed",
@@ -256,6 +380,7 @@ bool Http1Client::ConnectNext(Connection* connection, std::string* why) {
   if (pool.addresses.empty()) *why = prefix + "no address";
   while (connection->next_address < pool.addresses.size()) {
     const Address& address = pool.addresses[connection->next_address++];
+    connection->ssl.reset();
     connection->watch.reset();
     connection->fd = redis::UniqueFd();
     redis::UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -288,6 +413,9 @@ void Http1Client::OnEvent(Connection* connection, uint32_t ready) {
     case Connection::State::kConnecting:
       OnConnectEvent(connection);
       return;
+    case Connection::State::kHandshaking:
+      Handshake(connection);
+      return;
     case Connection::State::kIdle:
       OnIdleEvent(connection);
       return;
@@ -297,7 +425,7 @@ void Http1Client::OnEvent(Connection* connection, uint32_t ready) {
         // Readable while the request is still being written: the peer answered (or closed)
         // before it could have read the whole request, so that answer is not this request's.
         if ((ready & (EventLoop::kReadable | EventLoop::kHangup)) != 0 &&
-            PeekIdle(connection->fd.get()) != Idle::kClean) {
+            CheckIdle(connection->fd.get(), connection->ssl.get()) != Idle::kClean) {
           LogWarn("handler answered before the request was fully sent; connection closed",
                   {{"url", connection->pool->target.origin}});
           Fail(connection, Kind::kError,
@@ -328,18 +456,75 @@ void Http1Client::OnConnectEvent(Connection* connection) {
     Fail(connection, Kind::kRefused, std::move(why));
     return;
   }
-  ++connections_opened_;
   const int one = 1;
   ::setsockopt(connection->fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   ::setsockopt(connection->fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  if (connection->pool->tls != nullptr) {
+    StartTls(connection);
+    return;
+  }
+  ++connections_opened_;
   connection->state = Connection::State::kWriting;
   connection->timer->ArmAt(connection->deadline);
   connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kWritable);
   WriteSome(connection);
 }
 
+void Http1Client::StartTls(Connection* connection) {
+  const HttpTarget& target = connection->pool->target;
+  ERR_clear_error();
+  connection->ssl.reset(SSL_new(connection->pool->tls.get()));
+  if (connection->ssl == nullptr || SSL_set_fd(connection->ssl.get(), connection->fd.get()) != 1) {
+    Fail(connection, Kind::kRefused, "TLS with " + target.origin + ": " + TakeOpenSslError());
+    return;
+  }
+  SSL* ssl = connection->ssl.get();
+  if (IsIpAddress(target.host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), target.host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, target.host.c_str());  // SNI
+    SSL_set1_host(ssl, target.host.c_str());
+  }
+  connection->state = Connection::State::kHandshaking;
+  Handshake(connection);
+}
+
+void Http1Client::Handshake(Connection* connection) {
+  SSL* ssl = connection->ssl.get();
+  ERR_clear_error();
+  const int rc = SSL_connect(ssl);
+  if (rc == 1) {
+    ++connections_opened_;
+    connection->state = Connection::State::kWriting;
+    connection->timer->ArmAt(connection->deadline);
+    connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kWritable);
+    WriteSome(connection);
+    return;
+  }
+  const int error = SSL_get_error(ssl, rc);
+  if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+    connection->watch->SetInterest(error == SSL_ERROR_WANT_READ ? EventLoop::kReadable
+                                                                : EventLoop::kWritable);
+    return;
+  }
+  const HttpTarget& target = connection->pool->target;
+  std::string why;
+  const long verify = SSL_get_verify_result(ssl);  // NOLINT(google-runtime-int): OpenSSL's type
+  if (verify != X509_V_OK) {
+    why = "TLS: the certificate of " + target.origin + " is not trusted for \"" + target.host +
+          "\": " + X509_verify_cert_error_string(verify);
+    ERR_clear_error();
+  } else if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) {
+    ERR_clear_error();
+    why = "TLS handshake with " + target.origin + ": connection closed (is it a TLS port?)";
+  } else {
+    why = "TLS handshake with " + target.origin + " failed: " + TakeOpenSslError();
+  }
+  Fail(connection, Kind::kRefused, std::move(why));
+}
+
 void Http1Client::OnIdleEvent(Connection* connection) {
-  const Idle idle = PeekIdle(connection->fd.get());
+  const Idle idle = CheckIdle(connection->fd.get(), connection->ssl.get());
   if (idle == Idle::kClean) return;
   if (idle == Idle::kUnread) {
     LogWarn("handler sent bytes while no request was outstanding; connection closed",
@@ -349,7 +534,8 @@ void Http1Client::OnIdleEvent(Connection* connection) {
 }
 
 void Http1Client::OnTimer(Connection* connection) {
-  if (connection->state == Connection::State::kConnecting) {
+  if (connection->state == Connection::State::kConnecting ||
+      connection->state == Connection::State::kHandshaking) {
     Fail(connection, Kind::kRefused,
          "cannot connect to " + connection->pool->target.origin + ": connect timed out");
     return;
@@ -361,16 +547,15 @@ void Http1Client::OnTimer(Connection* connection) {
 
 bool Http1Client::WriteSome(Connection* connection) {
   while (connection->written < connection->out.size()) {
-    const ssize_t n = ::send(connection->fd.get(), connection->out.data() + connection->written,
-                             connection->out.size() - connection->written, MSG_NOSIGNAL);
-    if (n > 0) {
-      connection->written += static_cast<size_t>(n);
+    Io io = WriteSomeBytes(connection->fd.get(), connection->ssl.get(),
+                           connection->out.data() + connection->written,
+                           connection->out.size() - connection->written);
+    if (io.kind == Io::Kind::kData) {
+      connection->written += io.bytes;
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;  // wait for kWritable
-    Fail(connection, Kind::kError,
-         std::string("send failed: ") + (n < 0 ? std::strerror(errno) : "nothing written"));
+    if (io.kind == Io::Kind::kWait) return true;  // kWritable (or kReadable for TLS) comes
+    Fail(connection, Kind::kError, std::move(io.error));
     return false;
   }
   if (connection->out.capacity() > kKeepBufferBytes) {
@@ -388,14 +573,13 @@ void Http1Client::ReadAnswer(Connection* connection) {
   const std::string& origin = connection->pool->target.origin;
   bool ended = false;
   while (!parser.complete()) {
-    const ssize_t n = ::recv(connection->fd.get(), in_.data(), in_.size(), 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // the rest comes later
-      Fail(connection, Kind::kError, std::string("connection lost: ") + std::strerror(errno));
+    Io io = ReadSomeBytes(connection->fd.get(), connection->ssl.get(), in_.data(), in_.size());
+    if (io.kind == Io::Kind::kWait) return;  // the rest comes later
+    if (io.kind == Io::Kind::kFailed) {
+      Fail(connection, Kind::kError, std::move(io.error));
       return;
     }
-    if (n == 0) {
+    if (io.kind == Io::Kind::kEnd) {
       ended = true;
       parser.FeedEof();
       if (parser.failed()) {
@@ -404,7 +588,7 @@ void Http1Client::ReadAnswer(Connection* connection) {
       }
       break;
     }
-    const auto received = static_cast<size_t>(n);
+    const size_t received = io.bytes;
     const size_t used = parser.Feed(std::string_view(in_.data(), received));
     if (parser.failed()) {
       LogWarn("malformed answer from the handler; connection closed",

@@ -11,12 +11,15 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -28,6 +31,7 @@
 #include "sidecar/common/event_loop.h"
 #include "sidecar/delivery/http_client.h"
 #include "tests/integration/raw_http_server.h"
+#include "tests/support/certificates.h"
 #include "tests/support/sidecar_process.h"
 
 namespace streamcar::delivery {
@@ -127,6 +131,9 @@ class AsyncClient {
     }
     EXPECT_TRUE(condition()) << "the callback never ran";
   }
+
+  // Does whatever is ready now, without waiting.
+  void RunOnce() { loop_->RunOnce(Millis(0)); }
 
   int connections_opened() const { return client_->connections_opened(); }
   Http1Client& client() { return *client_; }
@@ -543,6 +550,112 @@ TEST(HttpClientAsyncTest, ProbeIsTrueOnlyFor2xx) {
   EXPECT_FALSE(AsyncClient(up.url("/in"), milliseconds(2000), 1,
                            "http://127.0.0.1:" + std::to_string(gone_port) + "/healthz")
                    .Get());
+}
+
+// https:// handlers: verified against the system trust store (here SSL_CERT_FILE, which OpenSSL
+// reads as the system store), kept alive like plain connections.
+class HttpsClientAsyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("streamcar-https-async-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    certs_ = testing::MakeTestCertificates(dir_.string());
+    ctx_ = SSL_CTX_new(TLS_server_method());
+    ASSERT_EQ(SSL_CTX_use_certificate_chain_file(ctx_, certs_.server_cert.c_str()), 1);
+    ASSERT_EQ(SSL_CTX_use_PrivateKey_file(ctx_, certs_.server_key.c_str(), SSL_FILETYPE_PEM), 1);
+    const char* old = std::getenv("SSL_CERT_FILE");
+    if (old != nullptr) saved_ = old;
+  }
+  void TearDown() override {
+    if (saved_.empty()) {
+      ::unsetenv("SSL_CERT_FILE");
+    } else {
+      ::setenv("SSL_CERT_FILE", saved_.c_str(), 1);
+    }
+    SSL_CTX_free(ctx_);
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::filesystem::path dir_;
+  testing::TestCertificates certs_;
+  SSL_CTX* ctx_ = nullptr;
+  std::string saved_;
+};
+
+TEST_F(HttpsClientAsyncTest, TrustedHandlerIsServedOverOneConnection) {
+  ::setenv("SSL_CERT_FILE", certs_.ca_cert.c_str(), 1);
+  RawServer server(Always(200), ctx_);
+  AsyncClient client(server.url(), milliseconds(5000));
+  for (int i = 0; i < 10; ++i) {
+    auto response = client.Post(Request(std::string(100000, 'x')));
+    ASSERT_EQ(response.kind, Kind::kAnswered) << i << ": " << response.error;
+    ASSERT_EQ(response.status, 200);
+  }
+  EXPECT_EQ(client.connections_opened(), 1);
+  AsyncClient by_name("https://localhost:" + std::to_string(server.port()) + "/",
+                      milliseconds(5000));
+  EXPECT_EQ(by_name.Post(Request()).status, 200);
+}
+
+TEST_F(HttpsClientAsyncTest, UntrustedHandlerIsRefusedClearly) {
+  ::setenv("SSL_CERT_FILE", certs_.other_ca_cert.c_str(), 1);
+  RawServer server(Always(200), ctx_);
+  AsyncClient client(server.url(), milliseconds(5000));
+  auto response = client.Post(Request());
+  EXPECT_EQ(response.kind, Kind::kRefused);
+  EXPECT_NE(response.error.find("not trusted"), std::string::npos) << response.error;
+  EXPECT_EQ(response.error.find("redis"), std::string::npos) << response.error;
+}
+
+TEST_F(HttpsClientAsyncTest, SmuggledAnswerOverTlsIsNeverTakenForTheNext) {
+  ::setenv("SSL_CERT_FILE", certs_.ca_cert.c_str(), 1);
+  std::atomic<bool> extra_sent{false};
+  RawServer server(
+      [&](Peer& peer, int index) {
+        if (index == 0) {
+          if (peer.ReadRequest().empty()) return;
+          peer.Send(Answer(503));
+          std::this_thread::sleep_for(milliseconds(50));
+          peer.Send(Answer(200, "smuggled"));
+          extra_sent = true;
+          peer.ReadRequest();
+          return;
+        }
+        Always(202)(peer, index);
+      },
+      ctx_);
+  AsyncClient client(server.url(), milliseconds(5000));
+  EXPECT_EQ(client.Post(Request()).status, 503);
+  ASSERT_TRUE(WaitUntil([&] { return extra_sent.load(); }));
+  EXPECT_EQ(client.Post(Request()).status, 202);
+}
+
+// A TLS 1.3 session ticket is a TLS record on the socket, but not an answer: one that arrives
+// while the connection is idle must not be taken for unsolicited bytes (which would close it).
+TEST_F(HttpsClientAsyncTest, ASessionTicketOnAnIdleConnectionIsNotUnsolicited) {
+  ::setenv("SSL_CERT_FILE", certs_.ca_cert.c_str(), 1);
+  std::atomic<bool> ticket_sent{false};
+  RawServer server(
+      [&](Peer& peer, int index) {
+        if (peer.ReadRequest().empty()) return;
+        if (!peer.Send(Answer(200, "ok"))) return;
+        // With no request outstanding: a new ticket, sent at once.
+        SSL* ssl = dynamic_cast<testing::TlsPeer&>(peer).ssl();
+        if (SSL_new_session_ticket(ssl) == 1 && SSL_do_handshake(ssl) == 1) ticket_sent = true;
+        Always(200)(peer, index);
+      },
+      ctx_);
+  AsyncClient client(server.url(), milliseconds(5000));
+  ASSERT_EQ(client.Post(Request()).status, 200);
+  ASSERT_TRUE(WaitUntil([&] { return ticket_sent.load(); }));
+  // The loop sees the ticket on the idle connection.
+  for (int i = 0; i < 5; ++i) client.RunOnce();
+  auto response = client.Post(Request());
+  ASSERT_EQ(response.kind, Kind::kAnswered) << response.error;
+  EXPECT_EQ(client.connections_opened(), 1) << "the ticket closed the idle connection";
+  EXPECT_EQ(server.accepted(), 1);
 }
 
 }  // namespace
