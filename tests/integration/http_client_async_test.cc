@@ -552,6 +552,61 @@ TEST(HttpClientAsyncTest, ProbeIsTrueOnlyFor2xx) {
                    .Get());
 }
 
+// The delivery pump sends the next request from inside the callback of the last one: the
+// connection that just answered is already back in the pool and serves it.
+TEST(HttpClientAsyncTest, ASendFromInsideDoneReusesTheConnection) {
+  RawServer server(Always(200));
+  AsyncClient client(server.url(), milliseconds(5000));
+  int answered = 0;
+  bool failed = false;
+  std::function<void(HandlerResponse)> next = [&](const HandlerResponse& response) {
+    if (response.kind != Kind::kAnswered || response.status != 200) failed = true;
+    if (++answered < 10 && !client.client().Send(Request(), milliseconds(5000), next)) {
+      failed = true;
+    }
+  };
+  ASSERT_TRUE(client.client().Send(Request(), milliseconds(5000), next));
+  client.RunUntil([&] { return answered == 10 || failed; });
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(answered, 10);
+  EXPECT_EQ(client.connections_opened(), 1);
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+// Past the drain deadline: Abandon closes the connections at once and no callback runs, neither
+// of a request in flight nor of a failure already posted; the client can be used again after.
+TEST(HttpClientAsyncTest, AbandonClosesEverythingAndRunsNoCallback) {
+  std::atomic<int> closed{0};
+  RawServer server([&](Peer& peer, int index) {
+    if (index == 0) {
+      // Never answers; the client's close ends the wait.
+      if (peer.ReadRequest().empty() || peer.ReadRequest().empty()) ++closed;
+      return;
+    }
+    Always(200)(peer, index);
+  });
+  AsyncClient client(server.url(), milliseconds(5000), /*concurrency=*/2);
+  std::optional<HandlerResponse> in_flight;
+  std::optional<HandlerResponse> posted;
+  ASSERT_TRUE(client.Start(Request(), &in_flight));
+  HttpRequest smuggling = Request();
+  smuggling.headers.emplace_back("X-Note", "a\r\nb");
+  ASSERT_TRUE(client.Start(std::move(smuggling), &posted));
+  // The kernel completes the connection without the loop; the posted failure waits for the loop.
+  ASSERT_TRUE(WaitUntil([&] { return server.accepted() == 1; }));
+  client.client().Abandon();
+  EXPECT_EQ(client.client().free_slots(), 2u);
+  EXPECT_TRUE(WaitUntil([&] {
+    client.RunOnce();
+    return closed.load() == 1;
+  })) << "the connection in flight was not closed";
+  for (int i = 0; i < 5; ++i) client.RunOnce();
+  EXPECT_FALSE(in_flight.has_value()) << "a callback ran after Abandon";
+  EXPECT_FALSE(posted.has_value()) << "a posted failure ran after Abandon";
+  auto after = client.Post(Request());
+  EXPECT_EQ(after.kind, Kind::kAnswered) << after.error;
+}
+
 // https:// handlers: verified against the system trust store (here SSL_CERT_FILE, which OpenSSL
 // reads as the system store), kept alive like plain connections.
 class HttpsClientAsyncTest : public ::testing::Test {
