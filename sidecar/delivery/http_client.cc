@@ -325,10 +325,11 @@ void Http1Client::Start(Pool& pool, std::string out, Millis timeout, Done done) 
     connection->timer->ArmAt(std::min(connection->deadline, now + kMaxConnect));
     return;
   }
-  // Written from the loop, so that a failure is reported there and never inside Send.
+  // Written at once (no loop round, no change of interest for a request that fits the socket
+  // buffer); the rest waits for kWritable.
   connection->state = Connection::State::kWriting;
   connection->timer->ArmAt(connection->deadline);
-  connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kWritable);
+  WriteSome(connection, /*inside_send=*/true);
 }
 
 Http1Client::Connection* Http1Client::TakeIdle(Pool& pool) {
@@ -545,7 +546,7 @@ void Http1Client::OnTimer(Connection* connection) {
        "no answer within " + std::to_string(connection->timeout.count()) + "ms");
 }
 
-bool Http1Client::WriteSome(Connection* connection) {
+bool Http1Client::WriteSome(Connection* connection, bool inside_send) {
   while (connection->written < connection->out.size()) {
     Io io = WriteSomeBytes(connection->fd.get(), connection->ssl.get(),
                            connection->out.data() + connection->written,
@@ -554,7 +555,19 @@ bool Http1Client::WriteSome(Connection* connection) {
       connection->written += io.bytes;
       continue;
     }
-    if (io.kind == Io::Kind::kWait) return true;  // kWritable (or kReadable for TLS) comes
+    if (io.kind == Io::Kind::kWait) {
+      // kWritable (or, for TLS, kReadable) comes.
+      connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kWritable);
+      return true;
+    }
+    if (inside_send) {
+      // Reported from the loop, never inside Send.
+      Done done = std::move(connection->done);
+      --connection->pool->busy;
+      Close(connection);
+      Defer(std::move(done), Failure(Kind::kError, std::move(io.error)));
+      return false;
+    }
     Fail(connection, Kind::kError, std::move(io.error));
     return false;
   }

@@ -82,8 +82,9 @@ class Http1Client final : public HandlerClient {
   void Handshake(Connection* connection);
   void OnIdleEvent(Connection* connection);
   void OnTimer(Connection* connection);
-  // Writes what is pending; false when the request failed (already finished).
-  bool WriteSome(Connection* connection);
+  // Writes what is pending; false when the request failed (already finished, or posted when
+  // `inside_send`: Send and Probe never run a callback themselves).
+  bool WriteSome(Connection* connection, bool inside_send = false);
   void ReadAnswer(Connection* connection);
 
   // Ends the request on `connection`: keeps the connection (idle) or closes it, frees the slot,
