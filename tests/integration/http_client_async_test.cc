@@ -104,7 +104,6 @@ class AsyncClient {
     std::optional<HandlerResponse> response;
     EXPECT_TRUE(Start(std::move(request), &response)) << "every connection busy";
     RunUntil([&] { return response.has_value(); });
-    client_->free_slots();  // still alive and consistent after the callback
     loop_->RunOnce(Millis(0));
     return response.value_or(HandlerResponse{Kind::kError, 0, "", "", "no callback"});
   }
@@ -572,6 +571,37 @@ TEST(HttpClientAsyncTest, ASendFromInsideDoneReusesTheConnection) {
   EXPECT_EQ(answered, 10);
   EXPECT_EQ(client.connections_opened(), 1);
   EXPECT_EQ(server.accepted(), 1);
+}
+
+// The pool's bookkeeping under load: every slot kept busy for 800 requests, each refilled from
+// the callback of the one before; every request comes back once, on at most `concurrency`
+// connections.
+TEST(HttpClientAsyncTest, AFullPoolServesEveryRequestOnce) {
+  constexpr size_t kConcurrency = 8;
+  constexpr int kRequests = 800;
+  RawServer server(Always(200));
+  AsyncClient client(server.url(), milliseconds(10000), kConcurrency);
+  int sent = 0;
+  int answered = 0;
+  int failed = 0;
+  std::function<void(HandlerResponse)> done = [&](const HandlerResponse& response) {
+    ++answered;
+    if (response.kind != Kind::kAnswered || response.status != 200) ++failed;
+    if (sent < kRequests && client.client().Send(Request(), milliseconds(10000), done)) ++sent;
+  };
+  while (client.client().free_slots() > 0) {
+    ASSERT_TRUE(client.client().Send(Request(), milliseconds(10000), done));
+    ++sent;
+  }
+  EXPECT_EQ(sent, static_cast<int>(kConcurrency));
+  client.RunUntil([&] { return answered == kRequests; });
+  for (int i = 0; i < 5; ++i) client.RunOnce();
+  EXPECT_EQ(sent, kRequests);
+  EXPECT_EQ(answered, kRequests);
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(client.client().free_slots(), kConcurrency);
+  EXPECT_LE(client.connections_opened(), static_cast<int>(kConcurrency));
+  EXPECT_EQ(server.accepted(), client.connections_opened());
 }
 
 // Past the drain deadline: Abandon closes the connections at once and no callback runs, neither
