@@ -20,20 +20,10 @@
 #include "sidecar/common/clock.h"
 #include "sidecar/delivery/encoder.h"
 #include "sidecar/delivery/http1_codec.h"
+#include "sidecar/delivery/http_target.h"
 #include "sidecar/delivery/outcome.h"
 
 namespace streamcar::delivery {
-
-struct HttpTarget {
-  bool tls = false;
-  std::string host;  // without brackets for IPv6
-  int port = 80;
-  std::string authority;  // the Host header: host[:port] as the URL spells it
-  std::string origin;     // scheme://authority, for messages
-  std::string path;       // origin-form "/orders?x=1", percent-encoded, without any #fragment
-};
-// `url` is an http:// or https:// URL (config validation checked the scheme and host).
-HttpTarget SplitUrl(const std::string& url);
 
 class HttpDeliverer {
  public:

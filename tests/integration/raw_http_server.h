@@ -76,6 +76,7 @@ class TlsPeer final : public Peer {
  public:
   explicit TlsPeer(SSL* ssl) : ssl_(ssl) {}
   ~TlsPeer() override { SSL_free(ssl_); }
+  SSL* ssl() const { return ssl_; }
   ssize_t Recv(char* buffer, size_t size) override {
     const int n = SSL_read(ssl_, buffer, static_cast<int>(size));
     return n > 0 ? n : 0;

@@ -1,0 +1,108 @@
+#pragma once
+// The HTTP/1.1 handler client on an EventLoop: a keep-alive connection pool with up to
+// `concurrency` requests in flight, each on its own connection, framed by http1_codec. Nothing
+// here blocks the loop once a host name is resolved (a literal address never needs resolving;
+// a name is resolved on the loop at the first connection and again after a refusal).
+//
+// Strict matching (SPEC 3.1), the rules of the blocking client kept one for one: an answer is
+// only ever taken for the request just sent on that connection. Bytes or the end of the
+// connection while it is idle close it (bytes are logged); an answer (or a close) before the
+// request was fully written is kError; bytes after a complete answer are kError and close it; a
+// malformed answer is kError and closes it; `Connection: close` (or HTTP/1.0 without keep-alive)
+// closes it after the answer.
+//
+// Time: one timer per request covers connecting, writing and reading (`timeout` of Send/Probe,
+// counted from the call); a handler that trickles its answer is cut off at the deadline
+// (kTimeout). Connecting alone is also capped at 2 s: a handler in the same pod that does not
+// accept quickly is not listening, so a connection not established in time is kRefused (not an
+// attempt), as is a refused one. A timeout closes only its own connection.
+//
+// Transport: plain TCP with TCP_NODELAY (DESIGN.md trap 7), or for https:// TLS (1.2 at least)
+// verified against the system trust store (SSL_CERT_FILE / SSL_CERT_DIR are honoured), the name
+// checked, SNI sent; the handshake runs on the loop within the 2 s connect cap (a failed or
+// untrusted handshake is kRefused). A TLS 1.3 session ticket arriving on an idle connection is
+// consumed, not taken for unsolicited bytes.
+//
+// Threads: loop thread only (see handler_client.h).
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/event_loop.h"
+#include "sidecar/common/status.h"
+#include "sidecar/delivery/handler_client.h"
+#include "sidecar/delivery/http1_codec.h"
+#include "sidecar/delivery/http_target.h"
+
+namespace streamcar::delivery {
+
+class Http1Client final : public HandlerClient {
+ public:
+  // `health` is probed by Probe (the handler target when absent). kInvalid for concurrency 0, or
+  // when the trust store for an https:// target cannot be loaded.
+  static StatusOr<std::unique_ptr<Http1Client>> Create(EventLoop& loop, HttpTarget handler,
+                                                       std::optional<HttpTarget> health,
+                                                       size_t concurrency);
+  ~Http1Client() override;  // closes everything; pending callbacks never run
+  Http1Client(const Http1Client&) = delete;
+  Http1Client& operator=(const Http1Client&) = delete;
+
+  bool Send(HttpRequest&& request, Millis timeout, Done done) override;
+  void Probe(Millis timeout, std::function<void(bool healthy)> done) override;
+  size_t free_slots() const override;
+  void Abandon() override;
+
+  // Connections established so far, handler and health together (for tests and debugging).
+  int connections_opened() const { return connections_opened_; }
+
+ private:
+  struct Address;
+  struct Connection;
+  struct Pool;
+
+  Http1Client(EventLoop& loop, HttpTarget handler, std::optional<HttpTarget> health,
+              size_t concurrency);
+
+  // Sends `out` (a serialized request) on an idle connection of `pool`, or a new one.
+  void Start(Pool& pool, std::string out, Millis timeout, Done done);
+  // An idle connection whose socket is still clean, most recently used first; closes the others.
+  Connection* TakeIdle(Pool& pool);
+  // Opens a connection to the next address of `pool` from `connection->next_address` on; false
+  // (and *why set) when no address is left.
+  bool ConnectNext(Connection* connection, std::string* why);
+  Status Resolve(Pool& pool);
+
+  void OnEvent(Connection* connection, uint32_t ready);
+  void OnConnectEvent(Connection* connection);
+  void StartTls(Connection* connection);
+  void Handshake(Connection* connection);
+  void OnIdleEvent(Connection* connection);
+  void OnTimer(Connection* connection);
+  // Writes what is pending; false when the request failed (already finished, or posted when
+  // `inside_send`: Send and Probe never run a callback themselves).
+  bool WriteSome(Connection* connection, bool inside_send = false);
+  void ReadAnswer(Connection* connection);
+
+  // Ends the request on `connection`: keeps the connection (idle) or closes it, frees the slot,
+  // then runs `done` (last: it may Send again).
+  void Finish(Connection* connection, HandlerResponse response, bool keep);
+  void Fail(Connection* connection, HandlerResponse::Kind kind, std::string error);
+  void Close(Connection* connection);
+  // Runs `done(response)` from the loop soon (for a failure found inside Send/Probe).
+  void Defer(Done done, HandlerResponse response);
+
+  EventLoop& loop_;
+  std::unique_ptr<Pool> handler_;
+  std::unique_ptr<Pool> health_;
+  std::vector<std::function<void(bool)>> probe_waiters_;  // Probes sharing the one in flight
+  int connections_opened_ = 0;
+  std::string in_;  // one read buffer for every connection (one thread)
+  // Deferred callbacks run only while the client lives and has not been abandoned since.
+  std::shared_ptr<uint64_t> epoch_;
+};
+
+}  // namespace streamcar::delivery
