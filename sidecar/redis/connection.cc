@@ -97,6 +97,15 @@ StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& 
   return connection;
 }
 
+StatusOr<std::unique_ptr<Transport>> Connection::TakeTransport() && {
+  if (broken_ || transport_ == nullptr) return Status(StatusCode::kIo, "connection is broken");
+  if (reader_->len > reader_->pos) {
+    return Fail(Status(StatusCode::kProtocol, "Redis sent a reply nobody asked for"));
+  }
+  broken_ = true;
+  return std::move(transport_);
+}
+
 Status Connection::Fail(Status status) {
   broken_ = true;
   return status;

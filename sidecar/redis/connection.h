@@ -52,6 +52,11 @@ class Connection {
 
   bool broken() const { return broken_; }
 
+  // Hands the live transport over (to an AsyncConnection, see connector.h), leaving this
+  // connection unusable. kProtocol when Redis sent bytes nobody asked for: they would put the
+  // new owner's reply stream out of step.
+  StatusOr<std::unique_ptr<Transport>> TakeTransport() &&;
+
  private:
   Connection(std::unique_ptr<Transport> transport, Millis command_timeout);
   StatusOr<Reply> ReadReply(SteadyTime deadline);

@@ -69,6 +69,28 @@ class TlsTransport final : public Transport {
     }
   }
 
+  StatusOr<size_t> TryWrite(std::string_view data, IoWait* wait) override {
+    *wait = IoWait::kWritable;
+    if (data.empty()) return size_t{0};
+    ERR_clear_error();
+    const int n = SSL_write(ssl_.get(), data.data(), static_cast<int>(ClampedSize(data.size())));
+    if (n > 0) return static_cast<size_t>(n);
+    const int error = SSL_get_error(ssl_.get(), n);
+    if (error == SSL_ERROR_SYSCALL) return ExplainLostWrite();
+    return NothingMoved(error, wait, "write");
+  }
+
+  StatusOr<size_t> TryRead(char* buffer, size_t size, IoWait* wait) override {
+    *wait = IoWait::kReadable;
+    ERR_clear_error();
+    const int n = SSL_read(ssl_.get(), buffer, static_cast<int>(ClampedSize(size)));
+    if (n > 0) return static_cast<size_t>(n);
+    return NothingMoved(SSL_get_error(ssl_.get(), n), wait, "read");
+  }
+
+  bool HasBuffered() const override { return SSL_pending(ssl_.get()) > 0; }
+  int fd() const override { return fd_.get(); }
+
  private:
   // A write failed because the server closed the connection. A server that refuses us (TLS 1.3
   // sends "certificate required" after the handshake) has usually left an alert to read: report
@@ -82,6 +104,26 @@ class TlsTransport final : public Transport {
     }
     ERR_clear_error();
     return Status(StatusCode::kIo, "TLS write failed: connection lost");
+  }
+
+  static size_t ClampedSize(size_t size) {
+    constexpr size_t kMax = 1 << 30;  // SSL_read/SSL_write take an int
+    return size < kMax ? size : kMax;
+  }
+
+  // After a non-blocking SSL_read/SSL_write that moved nothing: what to wait for, or why the
+  // connection is over (the same texts as the blocking path).
+  StatusOr<size_t> NothingMoved(int error, IoWait* wait, const char* what) {
+    switch (error) {
+      case SSL_ERROR_WANT_READ:
+        *wait = IoWait::kReadable;
+        return size_t{0};
+      case SSL_ERROR_WANT_WRITE:
+        *wait = IoWait::kWritable;
+        return size_t{0};
+      default:
+        return WaitFor(error, SteadyTime{}, what);
+    }
   }
 
   // After an SSL_read/SSL_write that did not complete: wait for the socket, or say why not.
@@ -148,6 +190,9 @@ StatusOr<std::unique_ptr<Transport>> StartTls(UniqueFd fd, const config::RedisEn
   SslPtr ssl(SSL_new(ctx.get()));
   if (!ssl) return Status(StatusCode::kFatal, "TLS: " + TakeOpenSslError());
   SSL_set_fd(ssl.get(), fd.get());
+  // A non-blocking writer repeats a write that could not complete from a buffer that may have
+  // moved and grown meanwhile (transport.h); partial writes let it free what was sent.
+  SSL_set_mode(ssl.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   const std::string name = tls.server_name.empty() ? endpoint.host : tls.server_name;
   if (IsIpAddress(name)) {
     if (tls.verify) X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), name.c_str());

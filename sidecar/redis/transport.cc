@@ -49,6 +49,34 @@ class SocketTransport final : public Transport {
     }
   }
 
+  StatusOr<size_t> TryWrite(std::string_view data, IoWait* wait) override {
+    *wait = IoWait::kWritable;
+    if (data.empty()) return size_t{0};
+    while (true) {
+      ssize_t n = ::send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+      if (errno == EINTR) continue;
+      return Status(StatusCode::kIo, std::string("write to Redis failed: ") + std::strerror(errno));
+    }
+  }
+
+  StatusOr<size_t> TryRead(char* buffer, size_t size, IoWait* wait) override {
+    *wait = IoWait::kReadable;
+    while (true) {
+      ssize_t n = ::recv(fd_.get(), buffer, size, 0);
+      if (n > 0) return static_cast<size_t>(n);
+      if (n == 0) return Status(StatusCode::kIo, "Redis closed the connection");
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+      if (errno == EINTR) continue;
+      return Status(StatusCode::kIo,
+                    std::string("read from Redis failed: ") + std::strerror(errno));
+    }
+  }
+
+  bool HasBuffered() const override { return false; }
+  int fd() const override { return fd_.get(); }
+
  private:
   UniqueFd fd_;
 };

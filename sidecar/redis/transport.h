@@ -13,13 +13,32 @@
 
 namespace streamcar::redis {
 
+// What a non-blocking call that moved no bytes waits for before it is worth trying again. A
+// plain socket waits for what it was asked to do; TLS may need to read in order to write and the
+// other way round (a key update, a renegotiation).
+enum class IoWait { kReadable, kWritable };
+
 class Transport {
  public:
   virtual ~Transport() = default;
+
+  // Blocking use (the CLI, the connector, tests): each call waits up to its deadline.
   // Writes all of `data` before `deadline`.
   virtual Status WriteAll(std::string_view data, SteadyTime deadline) = 0;
   // Reads at least one byte into `buffer` before `deadline`; kIo when the peer closed.
   virtual StatusOr<size_t> ReadSome(char* buffer, size_t size, SteadyTime deadline) = 0;
+
+  // Non-blocking use, for an event loop: one attempt, never waiting. The bytes moved, or 0 when
+  // none can move now and the call is worth repeating once the fd is as `*wait` says; kIo when
+  // the peer closed or the connection broke, kFatal for a TLS alert. A TLS write that moved
+  // nothing must be repeated with at least the bytes it was given (more may be appended).
+  virtual StatusOr<size_t> TryWrite(std::string_view data, IoWait* wait) = 0;
+  virtual StatusOr<size_t> TryRead(char* buffer, size_t size, IoWait* wait) = 0;
+  // Bytes already received and decrypted but not yet returned by TryRead: they raise no fd
+  // event, so a loop reads again instead of sleeping (TLS only; a socket has none).
+  virtual bool HasBuffered() const = 0;
+  // The socket, to watch for readiness. Stays owned by the transport.
+  virtual int fd() const = 0;
 };
 
 // Opens the transport the endpoint asks for within `timeout`: TCP (TCP_NODELAY) or a unix socket,

@@ -242,7 +242,13 @@ TEST(EventLoopTest, PostFromAnotherThreadWakesASleepingLoopAndRunsInOrder) {
   std::promise<pid_t> loop_tid;
   loop->Post([&] { loop_tid.set_value(static_cast<pid_t>(syscall(SYS_gettid))); });
   std::thread runner([&] { loop->Run(); });
-  const pid_t tid = loop_tid.get_future().get();
+  auto tid_future = loop_tid.get_future();
+  if (tid_future.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    loop->Stop();
+    runner.join();
+    FAIL() << "a post made before Run never ran";
+  }
+  const pid_t tid = tid_future.get();
   // Wait until the loop is asleep in epoll_wait (nothing armed: no timeout), then post.
   EXPECT_TRUE(testing::Eventually([&] { return ThreadState(tid) == 'S'; }, milliseconds(20000)));
   std::vector<int> order;  // written on the loop thread only

@@ -1,0 +1,150 @@
+#pragma once
+// One Redis connection driven by an event loop: commands are pipelined, replies are matched to
+// their callbacks in FIFO order (Redis answers in order), read with hiredis's redisReader exactly
+// as the blocking Connection does. Opening happens off the loop (connector.h).
+//
+// A broken connection (I/O error, a reply that cannot be decoded, or the earliest outstanding
+// command past its deadline: the reply stream is then out of step) fails every outstanding
+// callback and reconnects with ReconnectDelay, logging one line per backoff step as Session
+// does. A refusal that retrying cannot fix (authentication, an untrusted certificate) is reported
+// to OnFatal and the connection stays down.
+//
+// Threads: loop thread only. Callbacks run on the loop, never inside the call that queued them.
+// Destroying the connection drops the outstanding callbacks without running them.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/event_loop.h"
+#include "sidecar/common/status.h"
+#include "sidecar/redis/connection.h"
+#include "sidecar/redis/connector.h"
+#include "sidecar/redis/reply.h"
+#include "sidecar/redis/script.h"
+#include "sidecar/redis/session.h"
+
+struct redisReader;
+
+namespace streamcar::redis {
+
+struct BatchResult {
+  std::vector<Reply> replies;  // in order; on failure only the prefix that arrived
+  Status failure;              // ok, or kTimeout/kIo/kProtocol/kCancelled: no full answer
+  bool written = true;         // false: nothing of the batch reached the socket
+};
+
+class AsyncConnection {
+ public:
+  // Starts connecting at once. `health` (may be null) counts this connection down until it is
+  // connected, as Session does. `scripts` are loaded (SCRIPT LOAD) after each connect, before
+  // OnReady runs.
+  AsyncConnection(EventLoop& loop, Connector& connector, ConnectionOptions options,
+                  std::string role, RedisHealth* health, std::span<const Script* const> scripts);
+  ~AsyncConnection();
+  AsyncConnection(const AsyncConnection&) = delete;
+  AsyncConnection& operator=(const AsyncConnection&) = delete;
+
+  // Sends the commands in one write; `done` gets every reply (error replies stay replies) or
+  // the failure with the prefix that arrived. While disconnected it fails at once (on the loop)
+  // with kIo and written = false.
+  void SendBatch(const std::vector<Command>& commands, Millis timeout,
+                 std::function<void(BatchResult)> done);
+  // One command within the command timeout; an error reply becomes kServerError.
+  void Send(Command command, std::function<void(StatusOr<Reply>)> done);
+  void Send(Command command, Millis timeout, std::function<void(StatusOr<Reply>)> done);
+  // A command that may block server-side for up to `server_block` (XREADGROUP BLOCK): its
+  // deadline is server_block + the command timeout (DESIGN.md trap 5).
+  void SendBlocking(Command command, Millis server_block,
+                    std::function<void(StatusOr<Reply>)> done);
+
+  // After each (re)connect, once the scripts are loaded.
+  void OnReady(std::function<void()> callback) { on_ready_ = std::move(callback); }
+  // A refusal retrying cannot fix; the connection stays down.
+  void OnFatal(std::function<void(const Status&)> callback) { on_fatal_ = std::move(callback); }
+
+  bool ready() const { return state_ == State::kReady; }
+  bool connected() const { return state_ == State::kLoadingScripts || state_ == State::kReady; }
+  // Counts the connections made: per-connection state (loaded scripts, the client id) is stale
+  // when it moves.
+  uint64_t generation() const { return generation_; }
+  // CLIENT ID of the current connection, for CLIENT UNBLOCK from another connection.
+  std::optional<int64_t> client_id() const { return client_id_; }
+  const std::string& role() const { return role_; }
+  // Replies still awaited (across batches).
+  size_t outstanding() const;
+
+  // Closes for good: outstanding callbacks fail with kCancelled, no reconnect.
+  void Close();
+
+ private:
+  enum class State { kConnecting, kWaitingToRetry, kLoadingScripts, kReady, kFatal, kClosed };
+  struct Batch {
+    size_t expected = 0;
+    std::vector<Reply> replies;
+    uint64_t stream_begin = 0;  // offset of its first byte in everything queued for writing
+    std::multiset<SteadyTime>::iterator deadline;
+    std::function<void(BatchResult)> done;
+  };
+
+  void Connect();
+  void OnOpened(StatusOr<OpenedConnection> opened);
+  void LoadScripts();
+  void OnIo(uint32_t ready);
+  // Writes what the socket takes now; the error when the connection broke.
+  Status FlushOutput();
+  // Reads and delivers what has arrived; breaks the connection on an error. A callback may
+  // destroy `this` meanwhile: nothing after a call touches members unless the lifeline holds.
+  void ReadInput();
+  void DeliverReply(Reply reply);
+  void UpdateInterest();
+  void ArmDeadline();
+  void Break(const Status& status, bool reconnect);
+  void FailAll(std::deque<Batch> batches, const Status& status);
+  void Queue(const std::vector<Command>& commands, Millis timeout,
+             std::function<void(BatchResult)> done);
+  void MarkDown();
+  void MarkUp();
+
+  EventLoop& loop_;
+  Connector& connector_;
+  ConnectionOptions options_;
+  std::string role_;
+  RedisHealth* health_;
+  std::vector<const Script*> scripts_;
+
+  State state_ = State::kConnecting;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<EventLoop::FdWatch> watch_;
+  std::unique_ptr<redisReader, void (*)(redisReader*)> reader_;
+  std::deque<Batch> batches_;
+  std::multiset<SteadyTime> deadlines_;
+  std::string output_;  // queued bytes; those before output_sent_ are written
+  size_t output_sent_ = 0;
+  uint64_t stream_queued_ = 0;   // bytes ever queued on this connection
+  uint64_t stream_written_ = 0;  // bytes ever written on this connection
+  IoWait write_wait_ = IoWait::kWritable;
+  IoWait read_wait_ = IoWait::kReadable;
+  std::unique_ptr<EventLoop::Timer> deadline_timer_;
+  std::unique_ptr<EventLoop::Timer> retry_timer_;
+  std::unique_ptr<EventLoop::Timer> read_again_timer_;  // TLS bytes buffered past one round
+  // A write that failed inside SendBatch: the break (which runs callbacks) waits for the loop.
+  std::unique_ptr<EventLoop::Timer> failure_timer_;
+  Status pending_failure_;
+  int failures_ = 0;
+  bool counted_down_ = false;
+  uint64_t generation_ = 0;
+  std::optional<int64_t> client_id_;
+  std::function<void()> on_ready_;
+  std::function<void(const Status&)> on_fatal_;
+  // Callbacks may destroy this connection: every path that runs one checks the lifeline after.
+  std::shared_ptr<bool> lifeline_ = std::make_shared<bool>(true);
+};
+
+}  // namespace streamcar::redis
