@@ -3,11 +3,11 @@
 #include <sqlite3.h>
 
 #include <algorithm>
-#include <chrono>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "sidecar/common/backoff.h"
 #include "sidecar/log/archive_codec.h"
 
 namespace streamcar::log {
@@ -54,15 +54,14 @@ Status Error(sqlite3* db, const std::string& what) {
 // Needed for the steps of opening: SQLite answers a switch to WAL, a WAL recovery and a schema
 // change that races another connection's with SQLITE_BUSY at once, without its busy handler, so
 // two processes (or a reader and the folder) opening one file together would fail one of them.
+// The pauses are the reconnect backoff's (jittered, so racing openers fall out of step).
 int ExecRetryingBusy(sqlite3* db, const char* sql) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
-  auto pause = std::chrono::milliseconds(1);
-  while (true) {
+  const auto deadline = SteadyClock::now() + Millis(kBusyTimeoutMs);
+  for (int step = 0;; ++step) {
     const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-    if (!IsBusy(rc) || std::chrono::steady_clock::now() + pause > deadline) return rc;
+    const Millis pause = ReconnectDelay(step, Millis(1), Millis(50), UnitRandom());
+    if (!IsBusy(rc) || SteadyClock::now() + pause > deadline) return rc;
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
 }
 
