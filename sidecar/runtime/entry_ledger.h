@@ -200,6 +200,7 @@ class EntryLedger {
   // For the settlement, which builds the dead-letter record from it.
   const StreamEntry* Find(std::string_view id) const;
   std::optional<EntryState> StateOf(std::string_view id) const;
+  size_t capacity() const { return capacity_; }
   size_t held() const { return held_.size(); }
   size_t in_flight() const { return in_flight_; }
   // Entries kept only until their acknowledgement is confirmed: the settlement flushes acks early

@@ -1,0 +1,155 @@
+#pragma once
+// The settlement of one subscription: the work not yet confirmed by Redis (acknowledgements,
+// dead letters, retry claims, the lease keepalive), turned into at most one pipeline at a time
+// (settle_batch.h), and what its replies say applied to the ledger, counted and logged by class
+// (SPEC 4.3):
+//   - lost_lease (a dead letter or retry claim found the entry another consumer's; a keepalive
+//     found a held entry another's): the entry is let go here, never delivered or dead-lettered
+//     again (a 2xx result is still acknowledged: the ledger keeps a lost in-flight entry);
+//   - definite (an error reply): the work stays queued while the entry stays held, and its step
+//     is tried again after a capped, jittered delay (100 ms doubling to 5 s);
+//   - ambiguous (sent, no whole answer): the entries are released without another write and a
+//     recovery is requested: the intake reads this consumer's pending list again, which brings
+//     back whatever was not applied.
+// Work that never reached Redis (the connection was down) stays queued, unclassed, and is sent
+// again once the connection is back (after OnConnectionReady, or a capped delay). A NOSCRIPT reply
+// (Redis restarted, SCRIPT FLUSH) is not a failure either: the next plan loads the scripts first.
+//
+// Single-threaded: the subscription's loop thread makes every call. No I/O and no waiting: the
+// loop sends the plan TakeDue returns and hands its result to Apply; time is passed in (the clock
+// is read for the wall time of dead-letter records and the end-to-end latency, and for when an
+// acknowledgement was queued).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sidecar/admin/metrics.h"
+#include "sidecar/common/clock.h"
+#include "sidecar/config/config.h"
+#include "sidecar/redis/async_connection.h"
+#include "sidecar/redis/dead_letter_record.h"
+#include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/entry_ledger.h"
+#include "sidecar/runtime/settle_batch.h"
+
+namespace streamcar::runtime {
+
+// A step that failed is tried again after a capped, jittered delay: ReconnectDelay(streak, 100 ms,
+// 5 s), so 50-100 ms after the first failure, doubling to at most 5 s.
+struct StepBackoff {
+  static constexpr Millis kInitial{100};
+  static constexpr Millis kCap{5000};
+  int streak = 0;
+  SteadyTime retry_at{};
+  bool Due(SteadyTime now) const { return now >= retry_at; }
+  void Failed(SteadyTime now);
+  void Succeeded() {
+    streak = 0;
+    retry_at = SteadyTime{};
+  }
+};
+
+class Settlement {
+ public:
+  // Acknowledgements flush early, whatever the linger, once this many are queued.
+  static constexpr size_t kAckFlushIds = kIdsPerCommand;
+
+  // `ledger`, `ops` and `metrics` (nullable: no counting) outlive the settlement.
+  Settlement(const config::Subscription& sub, const redis::SubscriptionOps& ops,
+             EntryLedger* ledger, admin::SubscriptionMetrics* metrics, const Clock& clock);
+
+  // Known after the group setup, before any outcome.
+  void SetAckMode(redis::AckMode mode) { ack_mode_ = mode; }
+  // Acknowledge `id`, which the ledger holds kAcking (Accept, AdmitForAck, RetryClaimedGone).
+  // `delivered`: a 2xx (counted in the end-to-end latency); false: its payload is gone.
+  void QueueAck(std::string id, bool delivered);
+  // Dead-letter `id`, which the ledger holds kDeadLettering; the record is built from the
+  // ledger's entry when the plan is made.
+  void QueueDeadLetter(std::string id, redis::DeadLetterMeta meta);
+  // Shutdown, stage 1: no retry claim from now on (a claim counts a delivery, SPEC 3.2); the
+  // entries waiting stay pending for a restart or a peer. Everything else still settles.
+  void BeginDraining() { draining_ = true; }
+  // Acknowledgements wait up to `linger` to share a command (default 0: the next plan carries
+  // them), but never while the ledger holds a quarter of its capacity or more only for them, nor
+  // once kAckFlushIds are queued: their room must not starve intake.
+  void SetAckLinger(Millis linger) { ack_linger_ = linger; }
+  // The connection is (back) up: work that could not be sent goes in the next plan.
+  void OnConnectionReady() { unsent_backoff_.Succeeded(); }
+
+  // The plan to send now, or nullopt: nothing due, or a plan is in flight (at most one). Takes
+  // the retries due from the ledger (not while draining) and, when due, the keepalive of every
+  // entry the ledger holds but is acknowledging (every claim.min_idle / 3).
+  std::optional<SettlePlan> TakeDue(SteadyTime now);
+  // The result of the plan in flight: ledger transitions, metrics, log lines, backoffs.
+  void Apply(const SettlePlan& plan, const redis::BatchResult& result, SteadyTime now);
+  // When TakeDue may return a plan next (the loop's timer), `now` at the earliest. The keepalive
+  // is always scheduled; the early flush of lingering acks depends on the ledger, so ask again
+  // after the ledger changed. nullopt while a plan is in flight (ask again after Apply).
+  std::optional<SteadyTime> NextDue(SteadyTime now) const;
+  // Nothing queued (acknowledgements, dead letters) and no plan in flight.
+  bool Idle() const;
+  bool in_flight() const { return in_flight_; }
+  size_t queued_acks() const { return acks_.size() + gone_acks_.size(); }
+  size_t queued_dead_letters() const { return dead_.size(); }
+  // True once after an ambiguous result released entries: the intake reads this consumer's
+  // pending list again.
+  bool TakeRecoveryRequest() { return std::exchange(recovery_requested_, false); }
+  // True once after a step was refused with NOGROUP: the intake re-creates the group (SPEC 4.2).
+  bool TakeGroupMissing() { return std::exchange(group_missing_, false); }
+
+  // Shutdown: take back the delivery count of the entries read but never POSTed (nullopt when
+  // there are none), and log what came of it.
+  std::optional<SettlePlan> UndoPlan();
+  void ApplyUndo(const SettlePlan& plan, const redis::BatchResult& result);
+
+  Millis keepalive_interval() const { return keepalive_interval_; }
+
+ private:
+  struct QueuedDeadLetter {
+    std::string id;
+    redis::DeadLetterMeta meta;
+  };
+
+  bool AcksDue(SteadyTime now) const;
+  // When the queued acknowledgements are due (ignoring the backoffs); nullopt for none queued.
+  std::optional<SteadyTime> AcksDueAt() const;
+  void ApplyAcks(const SettleResult& result, bool sent, SteadyTime now);
+  void ApplyDeadLetters(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
+  void ApplyRetryClaims(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
+  void ApplyKeepAlive(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
+  void ApplyAmbiguous(const SettleResult& result);
+  void CountFailure(SettleClass c, size_t n);
+  void Requeue(std::vector<std::string> ids, std::vector<std::string>* queue);
+
+  const config::Subscription& sub_;
+  const redis::SubscriptionOps& ops_;
+  EntryLedger* ledger_;
+  admin::SubscriptionMetrics* metrics_;
+  const Clock& clock_;
+  const redis::DeadLetterTarget dlq_;
+  // The lease keepalive's period (SPEC 3.2: well inside claim.min_idle), computed once.
+  const Millis keepalive_interval_;
+  redis::AckMode ack_mode_ = redis::AckMode::kAckOnly;
+  Millis ack_linger_{0};
+
+  std::vector<std::string> acks_;         // delivered
+  std::vector<std::string> gone_acks_;    // payload gone
+  std::optional<SteadyTime> acks_since_;  // when the oldest queued acknowledgement was queued
+  std::vector<QueuedDeadLetter> dead_;
+
+  StepBackoff ack_backoff_, dead_backoff_, claim_backoff_, keepalive_backoff_;
+  // After a plan that never reached Redis: nothing is sent until the connection is back.
+  StepBackoff unsent_backoff_;
+  SteadyTime next_keepalive_;
+  bool load_scripts_ = false;
+  bool in_flight_ = false;
+  bool draining_ = false;
+  bool recovery_requested_ = false;
+  bool group_missing_ = false;
+};
+
+}  // namespace streamcar::runtime

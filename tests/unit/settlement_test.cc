@@ -1,0 +1,725 @@
+#include "sidecar/runtime/settlement.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/log.h"
+#include "sidecar/redis/settle_scripts.h"
+#include "tests/unit/resp_reply.h"
+
+namespace streamcar::runtime {
+namespace {
+
+using streamcar::testing::ArgsOf;
+using streamcar::testing::Arr;
+using streamcar::testing::Bulk;
+using streamcar::testing::EntryResp;
+using streamcar::testing::Err;
+using streamcar::testing::Int;
+using streamcar::testing::ReplyOf;
+using Step = SettlePlan::Step;
+
+// The id of an entry added at `ms` (wall time).
+std::string IdAt(int64_t ms, int seq = 0) { return std::to_string(ms) + "-" + std::to_string(seq); }
+
+StreamEntry Entry(const std::string& id, int attempts = 1) {
+  StreamEntry e;
+  e.id = id;
+  e.fields.push_back({"k", "v"});
+  e.attempts = attempts;
+  return e;
+}
+
+redis::DeadLetterMeta Meta(const std::string& reason) {
+  return {reason, "422", "bad", 1, 1'700'000'000'000};
+}
+
+// A reply for every span of a plan, from `answer` (RESP text per command of the span).
+using Answer = std::function<std::vector<std::string>(const SettlePlan::Span&)>;
+redis::BatchResult Answered(const SettlePlan& plan, const Answer& answer) {
+  redis::BatchResult result;
+  for (const auto& span : plan.spans) {
+    std::vector<std::string> resp;
+    if (span.step == Step::kLoadScripts) {
+      resp.assign(span.end - span.begin, Bulk("sha"));
+    } else {
+      resp = answer(span);
+    }
+    EXPECT_EQ(resp.size(), span.end - span.begin) << Name(span.step);
+    for (const auto& r : resp) result.replies.push_back(ReplyOf(r));
+  }
+  return result;
+}
+
+// The usual success reply of each step.
+std::vector<std::string> Success(const SettlePlan::Span& span) {
+  switch (span.step) {
+    case Step::kKeepAlive:
+      return {Arr({})};
+    case Step::kAck:
+    case Step::kGoneAck:
+      return {Int(static_cast<int64_t>(span.ids.size()))};
+    case Step::kDeadLetter:
+      return {Int(1)};
+    case Step::kRetryClaim: {
+      std::vector<std::string> entries;
+      for (const auto& id : span.ids) entries.push_back(EntryResp(id, {"k", "v"}));
+      return {Arr({Arr(entries), Arr({})})};
+    }
+    case Step::kUndoReads:
+      return {Int(static_cast<int64_t>(span.ids.size()))};
+    case Step::kLoadScripts:
+      break;
+  }
+  return {};
+}
+
+std::vector<Step> Steps(const SettlePlan& plan) {
+  std::vector<Step> steps;
+  for (const auto& span : plan.spans) steps.push_back(span.step);
+  return steps;
+}
+
+std::vector<std::string> IdsOf(const SettlePlan& plan, Step step) {
+  std::vector<std::string> ids;
+  for (const auto& span : plan.spans) {
+    if (span.step == step) ids.insert(ids.end(), span.ids.begin(), span.ids.end());
+  }
+  return ids;
+}
+
+class SettlementTest : public ::testing::Test {
+ protected:
+  SettlementTest() {
+    clock_.SetWallMillis(kNowMs);
+    SetLogClockForTest(&clock_);
+    SetLogSinkForTest([this](std::string_view line) { logs_.emplace_back(line); });
+  }
+  ~SettlementTest() override {
+    SetLogSinkForTest(nullptr);
+    SetLogClockForTest(nullptr);
+  }
+
+  SteadyTime now() const { return clock_.Now(); }
+
+  // Held in flight, then accepted (2xx): kAcking.
+  void Accepted(const std::string& id) {
+    ASSERT_EQ(ledger_.Admit({Entry(id)}), 1u);
+    auto refs = ledger_.TakeReady(100, now());
+    ASSERT_EQ(refs.size(), 1u);
+    ASSERT_EQ(ledger_.Accept(refs[0]), EntryLedger::Applied::kApplied);
+  }
+  // Held in flight, then failed with a retry due at `at`.
+  void WaitingRetry(const std::string& id, SteadyTime at, int attempts = 1) {
+    ASSERT_EQ(ledger_.Admit({Entry(id, attempts)}), 1u);
+    auto refs = ledger_.TakeReady(100, now());
+    ASSERT_EQ(refs.size(), 1u);
+    ASSERT_EQ(ledger_.ScheduleRetry(refs[0], at), EntryLedger::Applied::kApplied);
+  }
+  // Held in flight, then to be dead-lettered.
+  void DeadLettering(const std::string& id) {
+    ASSERT_EQ(ledger_.Admit({Entry(id)}), 1u);
+    auto refs = ledger_.TakeReady(100, now());
+    ASSERT_EQ(refs.size(), 1u);
+    ASSERT_EQ(ledger_.DeadLetter(refs[0]), EntryLedger::Applied::kApplied);
+  }
+
+  // Takes the plan due now, answers it with `answer`, applies it.
+  SettlePlan RoundTrip(const Answer& answer = Success) {
+    auto plan = settlement_.TakeDue(now());
+    EXPECT_TRUE(plan.has_value());
+    if (!plan) return {};
+    settlement_.Apply(*plan, Answered(*plan, answer), now());
+    return *plan;
+  }
+
+  double Failures(SettleClass c) const { return metrics_.SettleFailed(Name(c))->Value(); }
+  double Acked() const { return metrics_.acked->Value(); }
+  uint64_t EndToEndCount() const { return metrics_.end_to_end->Collect().histogram.sample_count; }
+  // The log lines containing every one of `parts`.
+  size_t Logged(const std::vector<std::string>& parts) const {
+    size_t n = 0;
+    for (const auto& line : logs_) {
+      bool all = true;
+      for (const auto& part : parts) all = all && line.find(part) != std::string::npos;
+      if (all) ++n;
+    }
+    return n;
+  }
+
+  static config::Subscription Sub() {
+    config::Subscription sub;
+    sub.name = "orders/billing";
+    sub.stream = "orders";
+    sub.group = "billing";
+    sub.dead_letter.stream = "orders:dlq";
+    sub.claim.min_idle = Millis(600);  // a keepalive every 200 ms
+    return sub;
+  }
+
+  static constexpr int64_t kNowMs = 1'800'000'000'000;
+  config::Subscription sub_ = Sub();
+  ManualClock clock_;
+  redis::PlainOps ops_{"orders", "billing", "c1"};
+  EntryLedger ledger_{100, ""};
+  admin::Metrics registry_;
+  admin::SubscriptionMetrics& metrics_ = registry_.ForSubscription("orders/billing");
+  std::vector<std::string> logs_;
+  Settlement settlement_{sub_, ops_, &ledger_, &metrics_, clock_};
+};
+
+TEST_F(SettlementTest, KeepaliveEveryThirdOfMinIdle) {
+  EXPECT_EQ(settlement_.keepalive_interval(), Millis(200));
+}
+
+TEST_F(SettlementTest, DeliveredAcksAreConfirmedCountedAndTimed) {
+  const std::string id = IdAt(kNowMs - 1500);
+  Accepted(id);
+  settlement_.QueueAck(id, /*delivered=*/true);
+  EXPECT_FALSE(settlement_.Idle());
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(Steps(plan), (std::vector<Step>{Step::kAck}));
+  EXPECT_EQ(ArgsOf(plan.commands[0]), (std::vector<std::string>{"XACK", "orders", "billing", id}));
+  EXPECT_FALSE(ledger_.Holds(id)) << "the room is freed once the XACK landed";
+  EXPECT_EQ(Acked(), 1);
+  EXPECT_EQ(EndToEndCount(), 1u);
+  EXPECT_DOUBLE_EQ(metrics_.end_to_end->Collect().histogram.sample_sum, 1.5);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(SettlementTest, PayloadGoneAcksCountAsAckedButNotInTheLatency) {
+  ASSERT_EQ(ledger_.AdmitForAck("5-0"), 1u);
+  settlement_.QueueAck("5-0", /*delivered=*/false);
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(Steps(plan), (std::vector<Step>{Step::kGoneAck}));
+  EXPECT_FALSE(ledger_.Holds("5-0"));
+  EXPECT_EQ(Acked(), 1);
+  EXPECT_EQ(EndToEndCount(), 0u);
+}
+
+TEST_F(SettlementTest, TheAckModeShapesTheCommand) {
+  settlement_.SetAckMode(redis::AckMode::kAckDel);
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(ArgsOf(plan.commands[0])[0], "XACKDEL");
+}
+
+// SPEC 4.3 "definite": the entry stays held, the step is tried again after a capped backoff.
+TEST_F(SettlementTest, ARefusedAckIsKeptAndRetriedAfterABackoff) {
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  RoundTrip([](const SettlePlan::Span&) {
+    return std::vector<std::string>{Err("OOM command not allowed when used memory > 'maxmemory'")};
+  });
+  EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 1);
+  EXPECT_EQ(Acked(), 0);
+  EXPECT_EQ(Logged({"acknowledgement refused by Redis; will retry", "\"class\":\"definite\"",
+                    "OOM command not allowed"}),
+            1u);
+  EXPECT_FALSE(settlement_.Idle());
+  // The first step of the backoff is 50-100 ms.
+  clock_.Advance(Millis(49));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  auto due = settlement_.NextDue(now());
+  ASSERT_TRUE(due.has_value());
+  EXPECT_GT(*due, now());
+  EXPECT_LE(*due, now() + Millis(51));
+  clock_.Advance(Millis(51));
+  SettlePlan again = RoundTrip();
+  EXPECT_EQ(IdsOf(again, Step::kAck), (std::vector<std::string>{"1-0"}));
+  EXPECT_FALSE(ledger_.Holds("1-0"));
+  EXPECT_EQ(Acked(), 1);
+}
+
+TEST_F(SettlementTest, TheBackoffDoublesUpToFiveSeconds) {
+  StepBackoff backoff;
+  SteadyTime t{};
+  Millis last{0};
+  for (int i = 0; i < 12; ++i) {
+    backoff.Failed(t);
+    last = std::chrono::duration_cast<Millis>(backoff.retry_at - t);
+    EXPECT_LE(last, StepBackoff::kCap);
+    if (i == 0) {
+      EXPECT_GE(last, Millis(50));
+      EXPECT_LT(last, Millis(100));
+    }
+  }
+  EXPECT_GE(last, Millis(2500));
+  backoff.Succeeded();
+  EXPECT_TRUE(backoff.Due(t));
+  backoff.Failed(t);
+  EXPECT_LT(backoff.retry_at - t, Millis(100)) << "a success starts over";
+}
+
+TEST_F(SettlementTest, AtMostOnePlanIsInFlight) {
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  auto plan = settlement_.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  Accepted("2-0");
+  settlement_.QueueAck("2-0", true);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  EXPECT_FALSE(settlement_.NextDue(now()).has_value());
+  EXPECT_FALSE(settlement_.Idle());
+  settlement_.Apply(*plan, Answered(*plan, Success), now());
+  EXPECT_EQ(settlement_.NextDue(now()), now());
+  SettlePlan next = RoundTrip();
+  EXPECT_EQ(IdsOf(next, Step::kAck), (std::vector<std::string>{"2-0"}));
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(SettlementTest, ADeadLetterWrittenIsLoggedCountedAndReleased) {
+  DeadLettering("7-0");
+  redis::DeadLetterMeta meta = Meta("rejected");
+  meta.attempts = 2;
+  settlement_.QueueDeadLetter("7-0", meta);
+  SettlePlan plan = RoundTrip();
+  ASSERT_EQ(Steps(plan), (std::vector<Step>{Step::kDeadLetter}));
+  const auto args = ArgsOf(plan.commands[0]);
+  EXPECT_EQ(args[1], redis::DeadLetterScript().sha());
+  EXPECT_EQ(args[4], "orders:dlq");
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(metrics_.dead_rejected->Value(), 1);
+  EXPECT_EQ(Acked(), 1) << "a dead letter acknowledges the entry";
+  EXPECT_EQ(EndToEndCount(), 0u);
+  EXPECT_EQ(Logged({"\"msg\":\"entry dead-lettered\"", "\"id\":\"7-0\"", "\"reason\":\"rejected\"",
+                    "\"attempts\":2", "\"status\":\"422\""}),
+            1u);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(SettlementTest, ADeadLetterNoLongerOursIsALostLease) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip([](const SettlePlan::Span&) { return std::vector<std::string>{Int(0)}; });
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
+  EXPECT_EQ(metrics_.dead_rejected->Value(), 0);
+  EXPECT_EQ(Acked(), 0);
+  EXPECT_EQ(Logged({"dead letter not written: the entry is no longer this consumer's (lost lease)",
+                    "\"class\":\"lost_lease\"", "\"id\":\"7-0\""}),
+            1u);
+}
+
+// SettlementTest.DeadLetterKeyThatChangesTypeWhileRunningLosesNothing, as pure logic.
+TEST_F(SettlementTest, ARefusedDeadLetterStaysHeldAndIsWrittenLater) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip([](const SettlePlan::Span&) {
+    return std::vector<std::string>{Err("WRONGTYPE Operation against a key")};
+  });
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLettering);
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 1);
+  EXPECT_EQ(
+      Logged({"cannot write dead letter; the entry stays pending and is tried again",
+              "\"class\":\"definite\"", "\"dead_letter_stream\":\"orders:dlq\"", "WRONGTYPE"}),
+      1u);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "backing off";
+  clock_.Advance(Millis(100));
+  SettlePlan again = RoundTrip();
+  EXPECT_EQ(IdsOf(again, Step::kDeadLetter), (std::vector<std::string>{"7-0"}));
+  EXPECT_EQ(again.spans[0].meta.reason, "rejected") << "the record is the one first queued";
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(metrics_.dead_rejected->Value(), 1);
+}
+
+TEST_F(SettlementTest, ARetryClaimedGoesBackToTheQueueWithOneMoreAttempt) {
+  WaitingRetry("4-0", now() + Millis(1000), 2);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(200)) << "the keepalive comes first";
+  clock_.Advance(Millis(1000));
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(IdsOf(plan, Step::kRetryClaim), (std::vector<std::string>{"4-0"}));
+  EXPECT_EQ(ledger_.StateOf("4-0"), EntryState::kQueued);
+  EXPECT_EQ(ledger_.Find("4-0")->attempts, 3);
+  EXPECT_EQ(ledger_.UnpostedIds(), (std::vector<std::string>{"4-0"})) << "claimed, not posted";
+}
+
+TEST_F(SettlementTest, ARetryClaimOfAnEntryAPeerOwnsIsALostLease) {
+  WaitingRetry("4-0", now());
+  RoundTrip([](const SettlePlan::Span& span) {
+    if (span.step != Step::kRetryClaim) return Success(span);
+    return std::vector<std::string>{Arr({Arr({}), Arr({Bulk("4-0")})})};
+  });
+  EXPECT_FALSE(ledger_.Holds("4-0"));
+  EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
+  EXPECT_EQ(Logged({"retry not claimed: the entry is another consumer's now (lost lease)",
+                    "\"class\":\"lost_lease\"", "\"id\":\"4-0\""}),
+            1u);
+}
+
+// Ours, but the payload is gone: counted as deleted, acknowledged (not as a delivery), never
+// POSTed again.
+TEST_F(SettlementTest, ARetryClaimWhosePayloadIsGoneIsAcknowledged) {
+  WaitingRetry("4-0", now());
+  RoundTrip([](const SettlePlan::Span& span) {
+    if (span.step != Step::kRetryClaim) return Success(span);
+    return std::vector<std::string>{
+        Arr({Arr({Arr({Bulk("4-0"), streamcar::testing::Nil()})}), Arr({})})};
+  });
+  EXPECT_EQ(ledger_.StateOf("4-0"), EntryState::kAcking);
+  EXPECT_EQ(metrics_.deleted_entries->Value(), 1);
+  SettlePlan ack = RoundTrip();
+  EXPECT_EQ(Steps(ack), (std::vector<Step>{Step::kGoneAck}));
+  EXPECT_FALSE(ledger_.Holds("4-0"));
+  EXPECT_EQ(Acked(), 1);
+  EXPECT_EQ(EndToEndCount(), 0u);
+}
+
+// SettlementTest.ErrorReplyToARetryClaimKeepsTheEntry, as pure logic: an error is "unknown",
+// never "gone".
+TEST_F(SettlementTest, ARefusedRetryClaimWaitsAndIsClaimedLater) {
+  WaitingRetry("4-0", now());
+  RoundTrip([](const SettlePlan::Span& span) {
+    if (span.step != Step::kRetryClaim) return Success(span);
+    return std::vector<std::string>{Err("NOPERM this user has no permissions")};
+  });
+  EXPECT_EQ(ledger_.StateOf("4-0"), EntryState::kWaitingRetry);
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 1);
+  EXPECT_EQ(metrics_.deleted_entries->Value(), 0);
+  EXPECT_EQ(Acked(), 0);
+  EXPECT_EQ(Logged({"retry claim refused by Redis; the entries stay held and are tried again",
+                    "\"class\":\"definite\"", "NOPERM"}),
+            1u);
+  auto retry_at = ledger_.NextRetryAt();
+  ASSERT_TRUE(retry_at.has_value());
+  EXPECT_GE(*retry_at, now() + Millis(50));
+  EXPECT_LE(*retry_at, now() + Millis(100));
+  clock_.Advance(Millis(100));
+  SettlePlan again = RoundTrip();
+  EXPECT_EQ(IdsOf(again, Step::kRetryClaim), (std::vector<std::string>{"4-0"}));
+  EXPECT_EQ(ledger_.StateOf("4-0"), EntryState::kQueued);
+  EXPECT_EQ(ledger_.Find("4-0")->attempts, 2);
+}
+
+// SettlementTest.NoRetryClaimOnceShutdownBegan, as pure logic.
+TEST_F(SettlementTest, NoRetryIsClaimedWhileDraining) {
+  WaitingRetry("4-0", now());
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  settlement_.BeginDraining();
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(Steps(plan), (std::vector<Step>{Step::kAck}));
+  EXPECT_EQ(ledger_.StateOf("4-0"), EntryState::kWaitingRetry);
+  EXPECT_TRUE(settlement_.Idle()) << "a waiting retry is not settlement work once draining";
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(200)) << "only the keepalive is scheduled";
+}
+
+TEST_F(SettlementTest, TheKeepaliveRunsEveryPeriodOverEveryHeldEntryButAcks) {
+  Accepted("3-0");
+  ASSERT_EQ(ledger_.Admit({Entry("1-0"), Entry("2-0")}), 2u);
+  clock_.Advance(Millis(199));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(1));
+  clock_.Advance(Millis(1));
+  SettlePlan plan = RoundTrip();
+  ASSERT_EQ(Steps(plan), (std::vector<Step>{Step::kKeepAlive}));
+  auto ids = IdsOf(plan, Step::kKeepAlive);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"1-0", "2-0"}));
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(200));
+  clock_.Advance(Millis(199));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  clock_.Advance(Millis(1));
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kKeepAlive}));
+}
+
+TEST_F(SettlementTest, AKeepaliveWithNothingHeldSendsNothing) {
+  clock_.Advance(Millis(200));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(200));
+}
+
+// A held entry another consumer owns is dropped and counted once; one the ledger leaves to its
+// own owner-checked step is not counted here.
+TEST_F(SettlementTest, AKeepaliveLostIdIsDroppedAndCountedOnce) {
+  DeadLettering("3-0");
+  ASSERT_EQ(ledger_.Admit({Entry("1-0"), Entry("2-0")}), 2u);
+  clock_.Advance(Millis(200));
+  RoundTrip([](const SettlePlan::Span&) {
+    return std::vector<std::string>{Arr({Bulk("1-0"), Bulk("3-0"), Bulk("9-0")})};
+  });
+  EXPECT_FALSE(ledger_.Holds("1-0"));
+  EXPECT_TRUE(ledger_.Holds("2-0"));
+  EXPECT_EQ(ledger_.StateOf("3-0"), EntryState::kDeadLettering);
+  EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
+  EXPECT_EQ(Logged({"lease lost: another consumer owns the entry now; it is not delivered again "
+                    "here",
+                    "\"class\":\"lost_lease\"", "\"id\":\"1-0\""}),
+            1u);
+}
+
+// A refused keepalive is definite and tried again sooner than a whole period.
+TEST_F(SettlementTest, ARefusedKeepaliveIsRetriedAfterItsBackoff) {
+  ASSERT_EQ(ledger_.Admit({Entry("1-0")}), 1u);
+  clock_.Advance(Millis(200));
+  RoundTrip([](const SettlePlan::Span&) {
+    return std::vector<std::string>{Err("BUSY Redis is busy running a script")};
+  });
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 1);
+  EXPECT_EQ(Logged({"lease keepalive refused by Redis; trying again soon", "BUSY"}), 1u);
+  EXPECT_TRUE(ledger_.Holds("1-0"));
+  auto due = settlement_.NextDue(now());
+  ASSERT_TRUE(due.has_value());
+  EXPECT_GE(*due, now() + Millis(50));
+  EXPECT_LT(*due, now() + Millis(100));
+  clock_.Advance(Millis(100));
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kKeepAlive}));
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(200)) << "a success is a whole period";
+}
+
+TEST_F(SettlementTest, AcksLingerToShareACommand) {
+  settlement_.SetAckLinger(Millis(50));
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(50));
+  clock_.Advance(Millis(30));
+  Accepted("2-0");
+  settlement_.QueueAck("2-0", true);
+  EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(20)) << "the oldest sets the time";
+  clock_.Advance(Millis(20));
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(IdsOf(plan, Step::kAck), (std::vector<std::string>{"1-0", "2-0"}));
+}
+
+// The entries being acknowledged keep their room: at a quarter of the capacity they go at once.
+TEST_F(SettlementTest, AcksHoldingAQuarterOfTheRoomFlushAtOnce) {
+  settlement_.SetAckLinger(Millis(1000));
+  for (int i = 0; i < 24; ++i) {
+    Accepted(IdAt(i));
+    settlement_.QueueAck(IdAt(i), true);
+  }
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "24 of 100: still lingering";
+  Accepted(IdAt(24));
+  settlement_.QueueAck(IdAt(24), true);
+  EXPECT_EQ(settlement_.NextDue(now()), now());
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(IdsOf(plan, Step::kAck).size(), 25u);
+}
+
+TEST_F(SettlementTest, AThousandQueuedAcksFlushAtOnce) {
+  EntryLedger big(100'000, "");
+  Settlement settlement(sub_, ops_, &big, &metrics_, clock_);
+  settlement.SetAckLinger(Millis(1000));
+  for (int i = 0; i < 999; ++i) {
+    ASSERT_EQ(big.AdmitForAck(IdAt(i)), 1u);
+    settlement.QueueAck(IdAt(i), false);
+  }
+  EXPECT_FALSE(settlement.TakeDue(now()).has_value());
+  ASSERT_EQ(big.AdmitForAck(IdAt(999)), 1u);
+  settlement.QueueAck(IdAt(999), false);
+  auto plan = settlement.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(IdsOf(*plan, Step::kGoneAck).size(), 1000u);
+}
+
+// The connection broke after the keepalive was answered: it is applied; the ack, the dead letter
+// and the retry claim sent without an answer are released, counted ambiguous, and a recovery of
+// the own pending list is requested (once).
+TEST_F(SettlementTest, AnAmbiguousResultReleasesAndAsksForRecovery) {
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  WaitingRetry("4-0", now());
+  ASSERT_EQ(ledger_.Admit({Entry("9-0")}), 1u);
+  clock_.Advance(Millis(200));
+  auto plan = settlement_.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  ASSERT_EQ(Steps(*plan), (std::vector<Step>{Step::kKeepAlive, Step::kAck, Step::kDeadLetter,
+                                             Step::kRetryClaim}));
+  redis::BatchResult result;
+  result.replies.push_back(ReplyOf(Arr({Bulk("9-0")})));
+  result.failure = Status(StatusCode::kTimeout, "redis command timed out");
+  settlement_.Apply(*plan, result, now());
+  EXPECT_FALSE(ledger_.Holds("9-0")) << "the answered keepalive was applied";
+  EXPECT_FALSE(ledger_.Holds("1-0"));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_FALSE(ledger_.Holds("4-0"));
+  EXPECT_EQ(Failures(SettleClass::kAmbiguous), 3);
+  EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
+  EXPECT_EQ(Acked(), 0);
+  EXPECT_EQ(Logged({"settlement ambiguous: the connection failed after sending; entries released, "
+                    "the pending list will bring back what was not applied",
+                    "\"class\":\"ambiguous\"", "\"entries\":3", "redis command timed out"}),
+            1u);
+  EXPECT_TRUE(settlement_.TakeRecoveryRequest());
+  EXPECT_FALSE(settlement_.TakeRecoveryRequest());
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+// Nothing reached Redis (the connection was down): nothing is released or counted; the work is
+// sent again once the connection is back, not in a busy loop meanwhile.
+TEST_F(SettlementTest, APlanNeverWrittenIsKeptUnclassed) {
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  WaitingRetry("4-0", now());
+  ASSERT_EQ(ledger_.Admit({Entry("9-0")}), 1u);
+  clock_.Advance(Millis(200));
+  auto plan = settlement_.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  redis::BatchResult result;
+  result.written = false;
+  result.failure = Status(StatusCode::kIo, "redis unreachable");
+  settlement_.Apply(*plan, result, now());
+  for (auto c : {SettleClass::kLostLease, SettleClass::kDefinite, SettleClass::kAmbiguous}) {
+    EXPECT_EQ(Failures(c), 0) << Name(c);
+  }
+  EXPECT_FALSE(settlement_.TakeRecoveryRequest());
+  EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLettering);
+  EXPECT_EQ(ledger_.StateOf("4-0"), EntryState::kWaitingRetry);
+  EXPECT_EQ(settlement_.queued_acks(), 1u);
+  EXPECT_EQ(settlement_.queued_dead_letters(), 1u);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "no busy loop while the link is down";
+  settlement_.OnConnectionReady();
+  SettlePlan again = RoundTrip();
+  EXPECT_EQ(Steps(again), Steps(*plan));
+  auto kept_alive = IdsOf(again, Step::kKeepAlive);
+  std::sort(kept_alive.begin(), kept_alive.end());
+  EXPECT_EQ(kept_alive, (std::vector<std::string>{"4-0", "7-0", "9-0"}));
+  EXPECT_FALSE(ledger_.Holds("1-0"));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(ledger_.StateOf("4-0"), EntryState::kQueued);
+}
+
+TEST_F(SettlementTest, NotWrittenIsTriedAgainAfterABackoffWithoutReady) {
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  auto plan = settlement_.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  redis::BatchResult result;
+  result.written = false;
+  result.failure = Status(StatusCode::kIo, "redis unreachable");
+  settlement_.Apply(*plan, result, now());
+  auto due = settlement_.NextDue(now());
+  ASSERT_TRUE(due.has_value());
+  EXPECT_GE(*due, now() + Millis(50));
+  clock_.Advance(Millis(100));
+  EXPECT_EQ(IdsOf(RoundTrip(), Step::kAck), (std::vector<std::string>{"1-0"}));
+}
+
+// NOSCRIPT (Redis restarted, SCRIPT FLUSH): not counted; the next plan loads the scripts first,
+// at once.
+TEST_F(SettlementTest, NoScriptLoadsTheScriptsAndRetriesAtOnce) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip([](const SettlePlan::Span&) {
+    return std::vector<std::string>{Err("NOSCRIPT No matching script. Please use EVAL.")};
+  });
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 0);
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLettering);
+  SettlePlan again = RoundTrip();
+  EXPECT_EQ(Steps(again), (std::vector<Step>{Step::kLoadScripts, Step::kDeadLetter}));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  // Loaded: later plans carry no SCRIPT LOAD.
+  DeadLettering("8-0");
+  settlement_.QueueDeadLetter("8-0", Meta("rejected"));
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetter}));
+}
+
+// A NOSCRIPT although the plan loaded the scripts (the load was refused) backs off instead of
+// spinning.
+TEST_F(SettlementTest, NoScriptAfterAFailedLoadBacksOff) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  const std::string noscript = Err("NOSCRIPT No matching script. Please use EVAL.");
+  RoundTrip([&](const SettlePlan::Span&) { return std::vector<std::string>{noscript}; });
+  auto plan = settlement_.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  ASSERT_TRUE(plan->loads_scripts());
+  redis::BatchResult result;
+  for (size_t i = 0; i < redis::SettleScripts().size(); ++i) {
+    result.replies.push_back(ReplyOf(Err("NOPERM no permissions to run 'script|load'")));
+  }
+  result.replies.push_back(ReplyOf(noscript));
+  settlement_.Apply(*plan, result, now());
+  EXPECT_EQ(Logged({"cannot load scripts into Redis", "NOPERM"}), 1u);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  clock_.Advance(Millis(100));
+  auto next = settlement_.TakeDue(now());
+  ASSERT_TRUE(next.has_value());
+  EXPECT_TRUE(next->loads_scripts());
+}
+
+// SPEC 4.3: NOGROUP re-creates the group first.
+TEST_F(SettlementTest, NoGroupAsksForTheGroupAgain) {
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  EXPECT_FALSE(settlement_.TakeGroupMissing());
+  RoundTrip([](const SettlePlan::Span&) {
+    return std::vector<std::string>{Err("NOGROUP No such key 'orders' or consumer group")};
+  });
+  EXPECT_TRUE(settlement_.TakeGroupMissing());
+  EXPECT_FALSE(settlement_.TakeGroupMissing());
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 1);
+}
+
+TEST_F(SettlementTest, UndoTakesBackTheReadsOfEntriesNeverPosted) {
+  EXPECT_FALSE(settlement_.UndoPlan().has_value());
+  ASSERT_EQ(ledger_.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0")}), 3u);
+  auto refs = ledger_.TakeReady(1, now());  // 1-0 is POSTed
+  ASSERT_EQ(refs.size(), 1u);
+  auto plan = settlement_.UndoPlan();
+  ASSERT_TRUE(plan.has_value());
+  auto ids = IdsOf(*plan, Step::kUndoReads);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"2-0", "3-0"}));
+  EXPECT_EQ(ArgsOf(plan->commands[0])[1], redis::UndoReadsScript().sha());
+  settlement_.ApplyUndo(*plan, Answered(*plan, [](const SettlePlan::Span&) {
+    return std::vector<std::string>{Int(2)};
+  }));
+  EXPECT_EQ(Logged({"shutdown: entries read but never delivered keep their delivery count",
+                    "\"entries\":2"}),
+            1u);
+  EXPECT_EQ(Logged({"shutdown: cannot take back"}), 0u);
+}
+
+TEST_F(SettlementTest, AnUndoThatFailsSaysSo) {
+  ASSERT_EQ(ledger_.Admit({Entry("1-0")}), 1u);
+  auto plan = settlement_.UndoPlan();
+  ASSERT_TRUE(plan.has_value());
+  redis::BatchResult result;
+  result.failure = Status(StatusCode::kTimeout, "redis command timed out");
+  settlement_.ApplyUndo(*plan, result);
+  EXPECT_EQ(Logged({"shutdown: cannot take back the delivery count of entries never delivered",
+                    "redis command timed out"}),
+            1u);
+  EXPECT_EQ(Logged({"shutdown: entries read but never delivered keep their delivery count",
+                    "\"entries\":0"}),
+            1u);
+  clock_.Advance(Millis(1001));  // past the log's repeat limit
+  result.written = false;
+  result.failure = Status(StatusCode::kIo, "redis unreachable");
+  settlement_.ApplyUndo(*plan, result);
+  EXPECT_EQ(Logged({"shutdown: cannot take back", "redis unreachable"}), 1u);
+  EXPECT_EQ(Logged({"shutdown: entries read but never delivered"}), 1u)
+      << "nothing was sent: no count to report";
+}
+
+TEST_F(SettlementTest, WithoutMetricsNothingIsCounted) {
+  Settlement settlement(sub_, ops_, &ledger_, nullptr, clock_);
+  Accepted("1-0");
+  settlement.QueueAck("1-0", true);
+  auto plan = settlement.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  settlement.Apply(
+      *plan,
+      Answered(*plan, [](const SettlePlan::Span&) { return std::vector<std::string>{Err("OOM")}; }),
+      now());
+  EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
+}
+
+}  // namespace
+}  // namespace streamcar::runtime
