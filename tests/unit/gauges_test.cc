@@ -75,7 +75,11 @@ TEST_F(GaugesTest, EveryFiveSecondsOneXinfoGroupsSetsPendingAndLag) {
 
   EXPECT_EQ(gauges_.NextDue(), t0_ + Gauges::kInterval);
   EXPECT_TRUE(gauges_.Commands(t0_ + Millis(4999)).empty());
-  EXPECT_EQ(Beat(t0_ + Gauges::kInterval, Arr({GroupRow("billing", 0, "9-0", Int(0))})), kInfo);
+  // A beat whose reply is slow: the next beat waits for it.
+  ASSERT_EQ(gauges_.Commands(t0_ + Gauges::kInterval).size(), 1u);
+  EXPECT_TRUE(gauges_.Commands(t0_ + 2 * Gauges::kInterval).empty());
+  gauges_.Apply({}, t0_ + 2 * Gauges::kInterval);
+  EXPECT_EQ(Beat(t0_ + 2 * Gauges::kInterval, Arr({GroupRow("billing", 0, "9-0", Int(0))})), kInfo);
   EXPECT_EQ(Pending(), 0);
   EXPECT_EQ(Lag(), 0);
 }
@@ -101,7 +105,8 @@ TEST_F(GaugesTest, ANilLagIsCountedAfterTheLastDeliveredIdAtMostOnceAMinute) {
   }
   const SteadyTime minute = t0_ + Gauges::kLagCountInterval;
   EXPECT_EQ(Beat(minute, Arr({GroupRow("billing", 5, "6-0", Nil())})), kInfo);
-  EXPECT_EQ(Beat(minute, Entries(2))[2], "(6-0");
+  EXPECT_EQ(Beat(minute, Entries(2)),
+            (std::vector<std::string>{"XRANGE", "orders", "(6-0", "+", "COUNT", "10000"}));
   EXPECT_EQ(Lag(), 2);
 
   // Once Redis has a lag of its own again, it is used as it is, without a count.
