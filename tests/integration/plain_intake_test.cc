@@ -316,9 +316,14 @@ TEST(PlainIntake, StopRoutesWhatTheLastReadBrought) {
   // The blocked read is answered with this entry; the loop has not seen the answer yet.
   const std::string id = Add(server, "in flight");
   bool stopped = false;
-  h.plain().Stop([&] { stopped = true; });
+  bool held_when_stopped = false;
+  h.plain().Stop([&] {
+    stopped = true;
+    held_when_stopped = h.ledger().Holds(id);
+  });
   ASSERT_TRUE(h.RunUntil([&] { return stopped; }));
-  EXPECT_TRUE(h.ledger().Holds(id)) << "read (one delivery counted) but never routed";
+  EXPECT_TRUE(held_when_stopped) << "read (one delivery counted) but not routed by the stop";
+  EXPECT_TRUE(h.ledger().Holds(id));
   EXPECT_EQ(Pending(server, id).consumer, "c1");
 }
 
