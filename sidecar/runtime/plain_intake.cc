@@ -82,7 +82,15 @@ void PlainIntake::Start() {
   Pump();
 }
 
-void PlainIntake::Poke() { Pump(); }
+void PlainIntake::Poke() {
+  // Paused while a BLOCK read waits (the handler refuses, or health_url says unhealthy): end the
+  // read now, so that it does not bring in entries nothing can deliver (it would hold them, each
+  // with a delivery counted, for as long as the pause lasts).
+  if (block_read_ && !unblocking_ && !stopping_ && ledger_->ReadPaused(loop_.clock().Now())) {
+    Unblock();
+  }
+  Pump();
+}
 
 void PlainIntake::RequestRecovery() {
   recovery_requested_ = true;
@@ -118,6 +126,7 @@ void PlainIntake::Unblock() {
   const std::optional<int64_t> id = read_->client_id();
   // Without its id (the ACL refused CLIENT ID) or after a reconnect, the read's reply is awaited.
   if (!id || read_->generation() != block_generation_) return;
+  unblocking_ = true;
   SendRaw(command_, Command("CLIENT").Arg("UNBLOCK").Arg(*id), Guard([this](StatusOr<Reply> reply) {
             if (!block_read_) return;  // it ended meanwhile
             if (!reply.ok() || reply->IsError()) {
@@ -355,6 +364,7 @@ void PlainIntake::ReadNext() {
 
 void PlainIntake::OnReadNew(StatusOr<Reply> reply) {
   block_read_ = false;
+  unblocking_ = false;
   unblock_timer_->Cancel();
   StatusOr<std::vector<StreamEntry>> entries =
       reply.ok() ? SubscriptionOps::ParseRead(reply->view())

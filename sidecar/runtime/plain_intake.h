@@ -81,7 +81,9 @@ class PlainIntake {
   // reclaim beat (every claim.interval) only once the drain is done. Waits for the read
   // connection when it is not ready yet.
   void Start();
-  // Room freed, a pause ended, the handler answered: reads now if it may (see above).
+  // Room freed, a pause began or ended, the handler answered: reads now if it may (see above).
+  // When reading is paused now and a BLOCK read waits, that read is ended (CLIENT UNBLOCK), so
+  // nothing arrives that could not be delivered.
   void Poke();
   // An ambiguous settlement: re-reads the own pending list for entries nothing here holds (after
   // the drain, which reads them all anyway; between two reads, never during one).
@@ -173,6 +175,7 @@ class PlainIntake {
   // The read connection: one step at a time.
   bool read_busy_ = false;
   bool block_read_ = false;        // the step outstanding is a BLOCK read ('>')
+  bool unblocking_ = false;        // CLIENT UNBLOCK was sent for it
   uint64_t block_generation_ = 0;  // the read connection's generation when it was sent
   std::unique_ptr<EventLoop::Timer> backoff_timer_;  // a step waits before it is tried again
   std::unique_ptr<EventLoop::Timer> pause_timer_;    // the refusal pause ends

@@ -327,6 +327,33 @@ TEST(PlainIntake, StopRoutesWhatTheLastReadBrought) {
   EXPECT_EQ(Pending(server, id).consumer, "c1");
 }
 
+TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
+  RedisServer server;
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  const std::string first = Add(server, "first");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
+  ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
+  // The handler refuses the connection: the entry is handed back and reading pauses.
+  const SteadyTime now = h.loop_->clock().Now();
+  const auto refs = h.ledger().TakeReady(1, now);
+  ASSERT_EQ(refs.size(), 1u);
+  h.ledger().HandBack(refs, now + Millis(30000));
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }, Millis(500)))
+      << "the BLOCK read went on while paused";
+  // What is written meanwhile stays in the stream, not read into a paused consumer.
+  Add(server, "while paused");
+  h.RunFor(Millis(300));
+  EXPECT_EQ(PendingCount(server), 1);
+  EXPECT_EQ(h.ledger().held(), 1u);
+  // The handler answers again: reading goes on.
+  h.ledger().HandlerAnswered();
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
+}
+
 TEST(PlainIntake, AfterALostReadConnectionOwnPendingEntriesNothingHoldsComeBack) {
   RedisServer server;
   Harness h(server);
