@@ -5,7 +5,7 @@
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
 #include "sidecar/config/loader.h"
-#include "sidecar/consumer/engine.h"
+#include "sidecar/app/run.h"
 
 namespace streamcar::cli {
 
@@ -54,7 +54,7 @@ int RunCommand(const Arguments& args) {
     std::cerr << "streamcar: " << config.status().message() << "\n";
     return 2;
   }
-  return consumer::RunEngine(*config);
+  return app::Run(*config);
 }
 
 int VersionCommand() {

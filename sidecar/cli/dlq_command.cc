@@ -32,7 +32,7 @@ StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Connection& redis
     for (const auto& id : ids) {
       auto reply = redis.Run(redis::Command("XRANGE").Arg(sub.dead_letter.stream).Arg(id).Arg(id));
       if (!reply.ok()) return reply.status();
-      auto entries = redis::StreamOps::ParseEntries(reply->view());
+      auto entries = redis::SubscriptionOps::ParseEntries(reply->view());
       if (entries.empty()) {
         return Status(StatusCode::kInvalid,
                       "no dead letter " + id + " in " + sub.dead_letter.stream);
@@ -57,7 +57,7 @@ StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Connection& redis
                                .Arg("COUNT")
                                .Arg(kPage));
     if (!reply.ok()) return reply.status();
-    auto entries = redis::StreamOps::ParseEntries(reply->view());
+    auto entries = redis::SubscriptionOps::ParseEntries(reply->view());
     if (entries.empty()) break;
     start = "(" + entries.back().id;
     for (auto& entry : entries) {

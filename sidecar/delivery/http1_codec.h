@@ -1,7 +1,7 @@
 #pragma once
 // HTTP/1.1 client framing as pure code (sans I/O): a request serializer and an incremental,
 // strict response parser fed with whatever bytes arrived. It knows no sockets, threads or clocks,
-// so a blocking driver (http_deliverer.cc) and an event loop can both drive it, and every framing
+// so any driver (the event-loop client, http_client.cc; the fuzzer) can drive it, and every framing
 // rule is unit-tested byte by byte and fuzzed.
 //
 // Why our own parser: Debian 12's libhttp-parser (2.9.4, unmaintained upstream since 2022) is

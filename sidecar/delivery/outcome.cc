@@ -62,6 +62,13 @@ std::string_view Name(DeadLetterReason reason) {
   return "invalid";
 }
 
+std::optional<DeadLetterReason> DeadLetterReasonNamed(std::string_view name) {
+  for (DeadLetterReason reason : kDeadLetterReasons) {
+    if (Name(reason) == name) return reason;
+  }
+  return std::nullopt;
+}
+
 Decision Decision::Invalid(std::string why) {
   Decision decision;
   decision.action = Action::kDeadLetter;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +51,8 @@ inline constexpr std::array<DeadLetterReason, 4> kDeadLetterReasons = {
     DeadLetterReason::kMaxAttempts, DeadLetterReason::kRejected, DeadLetterReason::kDropped,
     DeadLetterReason::kInvalid};
 std::string_view Name(DeadLetterReason reason);
+// The reason a record's streamcar.reason names; nullopt for any other text.
+std::optional<DeadLetterReason> DeadLetterReasonNamed(std::string_view name);
 
 struct Decision {
   Action action = Action::kAck;

@@ -99,7 +99,7 @@ StatusOr<BatchOutcome> ArchiveFolder::FoldBatch(redis::Session& session, int64_t
   auto range = session.Run(
       redis::Command("XRANGE").Arg(stream).Arg("-").Arg("+").Arg("COUNT").Arg(options_.batch));
   if (!range.ok()) return range.status();
-  std::vector<StreamEntry> entries = redis::StreamOps::ParseEntries(range->view());
+  std::vector<StreamEntry> entries = redis::SubscriptionOps::ParseEntries(range->view());
   size_t due = 0;
   for (; due < entries.size(); ++due) {
     const bool by_len = static_cast<int64_t>(due) < due_by_len;

@@ -304,7 +304,7 @@ class FollowHub::Impl {
       auto it = feeds_.find(std::string(item[0].Str()));
       if (it == feeds_.end()) continue;  // nobody follows it any more
       Feed& feed = it->second;
-      for (auto& entry : redis::StreamOps::ParseEntries(item[1])) {
+      for (auto& entry : redis::SubscriptionOps::ParseEntries(item[1])) {
         auto id = ParseId(entry.id);
         if (!id || *id <= feed.last) continue;
         feed.last = *id;

@@ -215,7 +215,7 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
         }
         return reply.status();
       }
-      auto got = redis::StreamOps::ParseEntries(reply->view());
+      auto got = redis::SubscriptionOps::ParseEntries(reply->view());
       const int got_count = static_cast<int>(got.size());
       for (auto& entry : got) {
         live_bytes += FieldBytes(entry);

@@ -1,6 +1,6 @@
 #pragma once
 // Runs the build/parse pairs of stream_ops.h and group_info.h on a blocking Session: for the CLI,
-// the retention beat, integration tests, and the old runtime's StreamOps facade. Each call blocks
+// the retention beat and integration tests. Each call blocks
 // its caller for at most the command timeout (plus `block` for ReadNew).
 
 #include <span>

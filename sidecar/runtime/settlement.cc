@@ -219,7 +219,9 @@ void Settlement::ApplyDeadLetters(const SettleResult& r, bool sent, bool loaded,
                                     {"attempts", item.meta.attempts},
                                     {"status", item.meta.status}});
     if (metrics_ != nullptr) {
-      if (auto* counter = metrics_->DeadLettered(item.meta.reason)) counter->Increment();
+      if (auto reason = delivery::DeadLetterReasonNamed(item.meta.reason)) {
+        if (auto* counter = metrics_->DeadLettered(*reason)) counter->Increment();
+      }
       metrics_->acked->Increment();
     }
     ledger_->Release(item.id);

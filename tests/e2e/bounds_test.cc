@@ -67,6 +67,34 @@ int64_t StatusKiB(pid_t pid, const std::string& field) {
   return -1;
 }
 
+// Issue 13: one subscription runs on one event loop; the process has the main thread (signals,
+// the stop order), the admin server's thread and that loop, whatever handler.concurrency is. A
+// Redis connection being opened borrows a short-lived thread, so the count is read once the
+// sidecar is ready and has delivered.
+TEST_F(BoundsTest, ThreadsForOneDefaultSubscriptionAreAtMostThree) {
+  for (const std::string concurrency : {"1", "64"}) {
+    SidecarConfig c;
+    c.group = "g" + concurrency;
+    c.handler_extra = "concurrency: " + concurrency;
+    auto sidecar = StartSidecar(c);
+    ASSERT_TRUE(WaitReady());
+    const std::string id = Add({"n", concurrency});
+    ASSERT_TRUE(Eventually([&] { return !RequestsFor(id).empty(); }, seconds(15)));
+    ASSERT_TRUE(Eventually([&] { return PendingCount("orders", c.group) == 0; }, seconds(15)));
+    int64_t threads = -1;
+    // The connector's thread ends right after the connection it opened is handed over.
+    EXPECT_TRUE(Eventually(
+        [&] {
+          threads = StatusKiB(sidecar->pid(), "Threads");
+          return threads >= 1 && threads <= 3;
+        },
+        seconds(5)))
+        << "concurrency " << concurrency << ": " << threads << " threads";
+    sidecar->Terminate();
+    EXPECT_EQ(sidecar->Wait(seconds(15)), 0);
+  }
+}
+
 // The review's measurement (M5): 110 entries of 1 MiB, default settings, a handler that takes
 // 1 s. Counting room in entries only, the sidecar peaked at 159-185 MiB; the byte budget
 // (handler.max_held_bytes, 32 MiB by default) keeps it under the 128 MiB the chart allowed then.

@@ -118,7 +118,7 @@ class LogCliTest : public E2eTest {
     auto archive = log::OpenArchive(ArchiveUrl());
     ASSERT_TRUE(archive.ok()) << archive.status().ToString();
     auto reply = redis_->Run({"XRANGE", "feed", "-", last});
-    auto entries = redis::StreamOps::ParseEntries(reply.view());
+    auto entries = redis::SubscriptionOps::ParseEntries(reply.view());
     ASSERT_FALSE(entries.empty());
     auto folded = (*archive)->Fold("feed", entries, 1);
     ASSERT_TRUE(folded.ok()) << folded.status().ToString();

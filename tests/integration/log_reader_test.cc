@@ -51,7 +51,7 @@ class LogReaderTest : public ::testing::Test {
         redis::Command("XRANGE").Arg("feed").Arg("(" + w).Arg("+").Arg("COUNT").Arg(int64_t{max}));
     EXPECT_TRUE(reply.ok());
     if (!reply.ok()) return false;
-    auto entries = redis::StreamOps::ParseEntries(reply->view());
+    auto entries = redis::SubscriptionOps::ParseEntries(reply->view());
     if (entries.empty()) return false;
     auto folded = archive.Fold("feed", entries, 1);
     EXPECT_TRUE(folded.ok());

@@ -5,7 +5,7 @@
 
 #include <limits>
 
-#include "sidecar/consumer/retention.h"
+#include "sidecar/runtime/retention.h"
 #include "sidecar/log/archive_codec.h"
 #include "sidecar/log/archive_keys.h"
 #include "sidecar/log/stream_keys.h"
@@ -106,7 +106,7 @@ TEST(TrimRulesTest, ArchivedStreamGetsOneRuleThatUnitesEveryRetention) {
   config.streams.push_back(unbounded);
   config.archive.interval = Millis(30000);
 
-  const auto rules = consumer::TrimRulesOf(config);
+  const auto rules = runtime::TrimRulesOf(config);
   ASSERT_EQ(rules.size(), 2u);
   const auto& merged = rules[1].stream == "feed" ? rules[1] : rules[0];
   const auto& other = rules[1].stream == "feed" ? rules[0] : rules[1];

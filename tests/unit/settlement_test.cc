@@ -287,7 +287,7 @@ TEST_F(SettlementTest, ADeadLetterWrittenIsLoggedCountedAndReleased) {
   EXPECT_EQ(args[1], redis::DeadLetterScript().sha());
   EXPECT_EQ(args[4], "orders:dlq");
   EXPECT_FALSE(ledger_.Holds("7-0"));
-  EXPECT_EQ(metrics_.dead_rejected->Value(), 1);
+  EXPECT_EQ(metrics_.DeadLettered(delivery::DeadLetterReason::kRejected)->Value(), 1);
   EXPECT_EQ(Acked(), 1) << "a dead letter acknowledges the entry";
   EXPECT_EQ(EndToEndCount(), 0u);
   EXPECT_EQ(Logged({"\"msg\":\"entry dead-lettered\"", "\"id\":\"7-0\"", "\"reason\":\"rejected\"",
@@ -302,7 +302,7 @@ TEST_F(SettlementTest, ADeadLetterNoLongerOursIsALostLease) {
   RoundTrip([](const SettlePlan::Span&) { return std::vector<std::string>{Int(0)}; });
   EXPECT_FALSE(ledger_.Holds("7-0"));
   EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
-  EXPECT_EQ(metrics_.dead_rejected->Value(), 0);
+  EXPECT_EQ(metrics_.DeadLettered(delivery::DeadLetterReason::kRejected)->Value(), 0);
   EXPECT_EQ(Acked(), 0);
   EXPECT_EQ(Logged({"dead letter not written: the entry is no longer this consumer's (lost lease)",
                     "\"class\":\"lost_lease\"", "\"id\":\"7-0\""}),
@@ -328,7 +328,7 @@ TEST_F(SettlementTest, ARefusedDeadLetterStaysHeldAndIsWrittenLater) {
   EXPECT_EQ(IdsOf(again, Step::kDeadLetter), (std::vector<std::string>{"7-0"}));
   EXPECT_EQ(again.spans[0].meta.reason, "rejected") << "the record is the one first queued";
   EXPECT_FALSE(ledger_.Holds("7-0"));
-  EXPECT_EQ(metrics_.dead_rejected->Value(), 1);
+  EXPECT_EQ(metrics_.DeadLettered(delivery::DeadLetterReason::kRejected)->Value(), 1);
 }
 
 TEST_F(SettlementTest, ARetryClaimedGoesBackToTheQueueWithOneMoreAttempt) {

@@ -22,7 +22,7 @@
 #include "sidecar/log/archive_store.h"
 #include "sidecar/redis/session.h"
 
-namespace streamcar::consumer {
+namespace streamcar::runtime {
 
 // One stream to trim and how.
 struct TrimRule {
@@ -83,4 +83,4 @@ class RetentionBeat {
   std::thread thread_;
 };
 
-}  // namespace streamcar::consumer
+}  // namespace streamcar::runtime

@@ -1,6 +1,8 @@
-#include "sidecar/consumer/engine.h"
+#include "sidecar/app/run.h"
 
 #include <prometheus/gauge.h>
+#include <pthread.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <csignal>
@@ -13,21 +15,27 @@
 #include "sidecar/admin/metrics.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
-#include "sidecar/consumer/retention.h"
-#include "sidecar/consumer/subscription.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/lazy_archive.h"
+#include "sidecar/runtime/retention.h"
+#include "sidecar/runtime/subscription_loop.h"
 
-namespace streamcar::consumer {
+namespace streamcar::app {
 namespace {
 
-// The first fatal error reported by any thread.
+// The first fatal error reported by any thread. It wakes the main thread, which waits for
+// signals only (SIGUSR1 is the wake-up).
 class FatalLatch {
  public:
+  explicit FatalLatch(pthread_t main_thread) : main_thread_(main_thread) {}
   void Report(const Status& status) {
-    std::lock_guard lock(mutex_);
-    if (!status_) status_ = status;
+    {
+      std::lock_guard lock(mutex_);
+      if (status_) return;
+      status_ = status;
+    }
+    pthread_kill(main_thread_, SIGUSR1);
   }
   std::optional<Status> Get() const {
     std::lock_guard lock(mutex_);
@@ -35,21 +43,33 @@ class FatalLatch {
   }
 
  private:
+  const pthread_t main_thread_;
   mutable std::mutex mutex_;
   std::optional<Status> status_;
 };
 
+// Each subscription keeps up to handler.concurrency handler connections open besides its Redis
+// connections: at concurrency 1024 that passes the usual soft limit of 1024 descriptors.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 }  // namespace
 
-int RunEngine(const config::Config& config) {
+int Run(const config::Config& config) {
   // Signals are taken synchronously by this thread only; every thread created below inherits
   // the mask, so no loop is ever interrupted in the middle of a request.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  RaiseOpenFileLimit();
 
   const auto redis_options = redis::ConnectionOptionsOf(config);
   if (redis_options.endpoint.kind == config::RedisEndpoint::Kind::kTls &&
@@ -65,13 +85,13 @@ int RunEngine(const config::Config& config) {
   admin::Watchdog watchdog;
   admin::Readiness readiness;
   redis::RedisHealth redis_health;
-  FatalLatch fatal;
+  FatalLatch fatal(pthread_self());
   std::atomic<size_t> groups_ready{0};
 
   // Every labelled series exists at 0 before the first scrape (SPEC 5): each subscription's
   // families, and the trimmed counter of every stream a retention rule names.
   for (const auto& sub : config.subscriptions) metrics.ForSubscription(sub.name);
-  for (const auto& rule : TrimRulesOf(config)) {
+  for (const auto& rule : runtime::TrimRulesOf(config)) {
     metrics.Trimmed(rule.stream);
     if (rule.archive) {
       metrics.ArchiveFolded(rule.stream);
@@ -124,7 +144,7 @@ int RunEngine(const config::Config& config) {
     }
   }
 
-  SubscriptionDeps deps;
+  runtime::SubscriptionDeps deps;
   deps.redis = redis_options;
   deps.redis_health = &redis_health;
   deps.metrics = &metrics;
@@ -138,35 +158,37 @@ int RunEngine(const config::Config& config) {
   // A sidecar that only serves the log API (`streams` and no `subscriptions`) has no group to
   // wait for.
   if (config.subscriptions.empty()) readiness.SetGroupsReady(true);
-  std::vector<std::unique_ptr<SubscriptionRuntime>> runtimes;
+  std::vector<std::unique_ptr<runtime::SubscriptionLoop>> subscriptions;
   for (const auto& sub : config.subscriptions) {
-    runtimes.push_back(std::make_unique<SubscriptionRuntime>(sub, deps));
+    subscriptions.push_back(std::make_unique<runtime::SubscriptionLoop>(sub, deps));
   }
-  std::unique_ptr<RetentionBeat> retention;
-  if (auto rules = TrimRulesOf(config); !rules.empty()) {
+  std::unique_ptr<runtime::RetentionBeat> retention;
+  if (auto rules = runtime::TrimRulesOf(config); !rules.empty()) {
     auto options = redis_options;
     options.client_name = "streamcar:" + config.consumer_name + ":retention";
-    retention = std::make_unique<RetentionBeat>(
+    retention = std::make_unique<runtime::RetentionBeat>(
         std::move(rules), std::make_unique<redis::Session>(options, "retention", &redis_health),
         &metrics, watchdog.Register("retention", redis_options.command_timeout * 2 + Millis(30000)),
-        ArchiveDeps{archive.get(), config.consumer_name, config.archive.batch});
+        runtime::ArchiveDeps{archive.get(), config.consumer_name, config.archive.batch});
   }
   LogInfo("streamcar started", {{"version", kVersion},
                                 {"consumer", config.consumer_name},
                                 {"redis", redis_options.endpoint.Describe()},
-                                {"subscriptions", static_cast<int64_t>(runtimes.size())},
+                                {"subscriptions", static_cast<int64_t>(subscriptions.size())},
                                 {"admin", config.admin.listen},
                                 {"api", config.api.listen}});
-  for (auto& runtime : runtimes) runtime->Start();
+  for (auto& subscription : subscriptions) {
+    if (Status s = subscription->Start(); !s.ok()) {
+      fatal.Report(s);
+      break;
+    }
+  }
   if (retention) retention->Start();
 
-  // Wait for a signal or a fatal error.
-  const timespec tick{0, 100'000'000};
+  // Wait for a signal or a fatal error (which raises SIGUSR1 at this thread).
   int received = 0;
-  while (true) {
-    metrics.redis_up().Set(redis_health.up() ? 1 : 0);
-    if (fatal.Get()) break;
-    int signal_number = sigtimedwait(&signals, nullptr, &tick);
+  while (!fatal.Get()) {
+    const int signal_number = sigwaitinfo(&signals, nullptr);
     if (signal_number == SIGTERM || signal_number == SIGINT) {
       received = signal_number;
       break;
@@ -185,20 +207,20 @@ int RunEngine(const config::Config& config) {
   // begins), before anything that may take a while to stop: the API (its in-flight requests
   // finish, followers end) and the retention beat (a fold in progress). Only then are the
   // readers waited for.
-  for (auto& runtime : runtimes) runtime->RequestStopIntake();
+  for (auto& subscription : subscriptions) subscription->RequestStopIntake();
   if (api_server) api_server->Stop();
   if (retention) retention->StopAndJoin();
-  for (auto& runtime : runtimes) runtime->JoinIntake();
+  for (auto& subscription : subscriptions) subscription->JoinIntake();
   bool all_finished = true;
-  for (auto& runtime : runtimes)
-    all_finished = runtime->WaitForDeliveries(drain_deadline) && all_finished;
+  for (auto& subscription : subscriptions)
+    all_finished = subscription->WaitForDeliveries(drain_deadline) && all_finished;
   // Settling gets what is left of the drain time, and at least a moment to flush acks.
   const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + Millis(2000));
-  for (auto& runtime : runtimes) runtime->FinishSettling(settle_deadline);
+  for (auto& subscription : subscriptions) subscription->FinishSettling(settle_deadline);
   admin_server.Stop();
 
   size_t left_pending = 0;
-  for (auto& runtime : runtimes) left_pending += runtime->held();
+  for (auto& subscription : subscriptions) left_pending += subscription->held();
   const int exit_code = fatal.Get() ? 1 : 0;
   if (auto status = fatal.Get()) {
     LogError("fatal: " + status->message(), {{"exit_code", 1}});
@@ -210,13 +232,9 @@ int RunEngine(const config::Config& config) {
               static_cast<int64_t>(
                   std::chrono::duration_cast<Millis>(SteadyClock::now() - started).count())}});
   }
-  if (!all_finished) {
-    // Requests still running past the deadline: their entries stay pending in Redis. The workers
-    // cannot be joined, so leave without running destructors.
-    std::fflush(stderr);
-    std::_Exit(exit_code);
-  }
+  // Requests still running past the deadline were given up (their connections closed): their
+  // entries stay pending in Redis for a restart or a peer.
   return exit_code;
 }
 
-}  // namespace streamcar::consumer
+}  // namespace streamcar::app

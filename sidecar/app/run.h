@@ -6,9 +6,9 @@
 
 #include "sidecar/config/config.h"
 
-namespace streamcar::consumer {
+namespace streamcar::app {
 
 // Runs until SIGTERM/SIGINT or a fatal error; returns the process exit code.
-int RunEngine(const config::Config& config);
+int Run(const config::Config& config);
 
-}  // namespace streamcar::consumer
+}  // namespace streamcar::app

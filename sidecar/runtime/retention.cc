@@ -1,4 +1,4 @@
-#include "sidecar/consumer/retention.h"
+#include "sidecar/runtime/retention.h"
 
 #include <prometheus/counter.h>
 
@@ -7,7 +7,7 @@
 
 #include "sidecar/common/log.h"
 
-namespace streamcar::consumer {
+namespace streamcar::runtime {
 
 namespace {
 
@@ -212,4 +212,4 @@ void RetentionBeat::Run() {
   loop_->Retire();
 }
 
-}  // namespace streamcar::consumer
+}  // namespace streamcar::runtime

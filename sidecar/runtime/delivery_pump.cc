@@ -1,0 +1,178 @@
+#include "sidecar/runtime/delivery_pump.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+
+#include <utility>
+
+#include "sidecar/common/backoff.h"
+#include "sidecar/common/log.h"
+
+namespace streamcar::runtime {
+
+DeliveryPump::DeliveryPump(const config::Subscription& subscription, EntryLedger* ledger,
+                           Settlement* settlement, delivery::HandlerClient* client,
+                           admin::SubscriptionMetrics* metrics, const Clock& clock,
+                           std::function<void()> after_results)
+    : sub_(subscription),
+      ledger_(ledger),
+      settlement_(settlement),
+      client_(client),
+      metrics_(metrics),
+      clock_(clock),
+      after_results_(std::move(after_results)),
+      policy_(delivery::OutcomePolicyOf(subscription)),
+      context_{subscription.stream, subscription.group, &subscription.handler},
+      batch_size_(static_cast<size_t>(subscription.handler.batch_size)) {}
+
+void DeliveryPump::Pump() {
+  while (client_->free_slots() > 0) {
+    auto refs = ledger_->TakeReady(batch_size_, clock_.Now());
+    if (refs.empty()) return;
+    Send(std::move(refs));
+  }
+}
+
+void DeliveryPump::Send(std::vector<EntryRef> refs) {
+  delivery::HttpRequest request;
+  std::string why;
+  bool encoded = false;
+  if (batch_size_ == 1) {
+    encoded = delivery::EncodeEntry(context_, *ledger_->Entry(refs.front()), &request, &why);
+  } else {
+    std::vector<const StreamEntry*> entries;
+    entries.reserve(refs.size());
+    for (const auto& ref : refs) entries.push_back(ledger_->Entry(ref));
+    // Only configuration can make a batch unencodable (a header with a control character).
+    encoded = delivery::EncodeBatch(context_, entries, &request, &why);
+  }
+  if (!encoded) {
+    // Nothing is sent: each entry is dead-lettered as invalid, without an attempt counted.
+    for (const auto& ref : refs) Apply(ref, delivery::Decision::Invalid(why));
+    after_results_();
+    return;
+  }
+  const SteadyTime started = clock_.Now();
+  client_->Send(std::move(request), sub_.handler.timeout,
+                [this, refs = std::move(refs), started](delivery::HandlerResponse response) {
+                  OnAnswer(refs, started, response);
+                });
+}
+
+void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
+                            const delivery::HandlerResponse& response) {
+  if (response.kind == delivery::HandlerResponse::Kind::kRefused) {
+    HandlerRefused(refs, response.error);
+    after_results_();
+    return;
+  }
+  metrics_->delivery_duration->Observe(
+      std::chrono::duration<double>(clock_.Now() - started).count());
+  HandlerAnswered();
+  const int64_t now_ms = clock_.WallMillis();
+  if (batch_size_ == 1) {
+    const StreamEntry* entry = ledger_->Entry(refs.front());
+    if (entry != nullptr) {
+      auto decision = delivery::Decide(policy_, response, entry->attempts, now_ms, UnitRandom());
+      Count(decision);
+      Apply(refs.front(), std::move(decision));
+    }
+    after_results_();
+    return;
+  }
+  std::vector<delivery::BatchItem> items;
+  std::vector<EntryRef> live;
+  items.reserve(refs.size());
+  for (const auto& ref : refs) {
+    const StreamEntry* entry = ledger_->Entry(ref);
+    if (entry == nullptr) continue;  // let go meanwhile
+    items.push_back({entry->id, entry->attempts});
+    live.push_back(ref);
+  }
+  auto decided =
+      delivery::DecideBatch(policy_, response, items, now_ms, [] { return UnitRandom(); });
+  if (decided.unknown_ids > 0) {
+    metrics_->batch_unknown_ids->Increment(static_cast<double>(decided.unknown_ids));
+    LogWarn("batch answer named ids that were not in the batch; ignored",
+            {{"subscription", sub_.name}, {"count", static_cast<int64_t>(decided.unknown_ids)}});
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    Count(decided.decisions[i]);
+    Apply(live[i], std::move(decided.decisions[i]));
+  }
+  after_results_();
+}
+
+void DeliveryPump::Count(const delivery::Decision& decision) {
+  if (auto* counter = metrics_->Delivered(decision.outcome)) counter->Increment();
+}
+
+void DeliveryPump::Apply(const EntryRef& ref, delivery::Decision decision) {
+  switch (decision.action) {
+    case delivery::Action::kAck:
+      // The payload and the ordering key are freed now; the room when the XACK is confirmed.
+      if (ledger_->Accept(ref) == EntryLedger::Applied::kApplied) {
+        settlement_->QueueAck(ref.id, /*delivered=*/true);
+      }
+      return;
+    case delivery::Action::kRetry: {
+      const StreamEntry* entry = ledger_->Entry(ref);
+      const int attempts = entry != nullptr ? entry->attempts : 0;
+      const auto applied = ledger_->ScheduleRetry(ref, clock_.Now() + decision.delay);
+      if (applied == EntryLedger::Applied::kApplied) {
+        LogDebug("delivery failed; will retry",
+                 {{"subscription", sub_.name},
+                  {"id", ref.id},
+                  {"attempts", attempts},
+                  {"status", decision.status_text},
+                  {"retry_in_ms", static_cast<int64_t>(decision.delay.count())}});
+      } else if (applied == EntryLedger::Applied::kLetGo) {
+        LogWarn("result dropped: the entry was reclaimed by another consumer (lost lease)",
+                {{"subscription", sub_.name}, {"id", ref.id}});
+      }
+      return;
+    }
+    case delivery::Action::kDeadLetter: {
+      const StreamEntry* entry = ledger_->Entry(ref);
+      const int attempts = entry != nullptr ? entry->attempts : 0;
+      const auto applied = ledger_->DeadLetter(ref);
+      if (applied == EntryLedger::Applied::kApplied) {
+        redis::DeadLetterMeta meta;
+        meta.reason = std::string(delivery::Name(decision.reason));
+        meta.status = std::move(decision.status_text);
+        meta.error = std::move(decision.error);
+        meta.attempts = attempts;
+        meta.time_ms = clock_.WallMillis();
+        settlement_->QueueDeadLetter(ref.id, std::move(meta));
+      } else if (applied == EntryLedger::Applied::kLetGo) {
+        LogWarn("result dropped: the entry was reclaimed by another consumer (lost lease)",
+                {{"subscription", sub_.name}, {"id", ref.id}});
+      }
+      return;
+    }
+    case delivery::Action::kHold:
+      return;  // not an outcome of an answer
+  }
+}
+
+void DeliveryPump::HandlerRefused(const std::vector<EntryRef>& refs, const std::string& error) {
+  const Millis pause = ReconnectDelay(refused_streak_++, Millis(100), Millis(2000), UnitRandom());
+  // Reading pauses first: once the gauge says the handler is down, no new read starts.
+  ledger_->HandBack(refs, clock_.Now() + pause);
+  metrics_->handler_up->Set(0);
+  LogWarn("handler refused the connection; delivery paused, no attempt spent",
+          {{"subscription", sub_.name},
+           {"url", sub_.handler.url},
+           {"error", error},
+           {"retry_in_ms", static_cast<int64_t>(pause.count())}});
+}
+
+void DeliveryPump::HandlerAnswered() {
+  if (refused_streak_ > 0) LogInfo("handler is answering again", {{"subscription", sub_.name}});
+  refused_streak_ = 0;
+  metrics_->handler_up->Set(1);
+  ledger_->HandlerAnswered();
+}
+
+}  // namespace streamcar::runtime

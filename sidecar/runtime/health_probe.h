@@ -1,0 +1,47 @@
+#pragma once
+// The handler's health check on the subscription's loop (handler.health_url, SPEC 3.1): nothing
+// is delivered or read before the first 2xx; afterwards a GET every second pauses consumption
+// while it fails and resumes it when it passes. Without a health_url there is no probe: a refused
+// connection pauses delivery instead (delivery_pump.cc).
+//
+// Loop thread only.
+
+#include <functional>
+#include <memory>
+
+#include "sidecar/admin/metrics.h"
+#include "sidecar/common/event_loop.h"
+#include "sidecar/config/config.h"
+#include "sidecar/delivery/handler_client.h"
+#include "sidecar/runtime/entry_ledger.h"
+
+namespace streamcar::runtime {
+
+class HealthProbe {
+ public:
+  static constexpr Millis kInterval{1000};
+
+  // `changed` runs when the verdict flips (the loop delivers and reads again).
+  HealthProbe(EventLoop& loop, const config::Subscription& subscription,
+              delivery::HandlerClient* client, EntryLedger* ledger,
+              admin::SubscriptionMetrics* metrics, std::function<void()> changed);
+
+  void Start();
+  // No probe from now on (shutdown); an answer still on its way is ignored.
+  void Stop();
+
+ private:
+  void ProbeNow();
+  void OnVerdict(bool healthy);
+
+  const config::Subscription& sub_;
+  delivery::HandlerClient* client_;
+  EntryLedger* ledger_;
+  admin::SubscriptionMetrics* metrics_;
+  std::function<void()> changed_;
+  std::unique_ptr<EventLoop::Timer> timer_;
+  bool healthy_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace streamcar::runtime

@@ -1,0 +1,365 @@
+#include "sidecar/runtime/subscription_loop.h"
+
+#include <prometheus/gauge.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "sidecar/common/log.h"
+#include "sidecar/delivery/http_client.h"
+#include "sidecar/delivery/http_target.h"
+#include "sidecar/redis/async_connection.h"
+#include "sidecar/redis/connector.h"
+#include "sidecar/redis/settle_scripts.h"
+#include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/delivery_pump.h"
+#include "sidecar/runtime/entry_ledger.h"
+#include "sidecar/runtime/gauges.h"
+#include "sidecar/runtime/health_probe.h"
+#include "sidecar/runtime/intake.h"
+#include "sidecar/runtime/plain_intake.h"
+#include "sidecar/runtime/settlement.h"
+
+namespace streamcar::runtime {
+namespace {
+
+constexpr Millis kWatchdogBeat{1000};
+
+redis::ConnectionOptions WithName(redis::ConnectionOptions options, std::string name) {
+  options.client_name = std::move(name);
+  return options;
+}
+
+}  // namespace
+
+// Everything the loop thread owns, in construction order (destroyed in reverse: the parts that
+// call into others go first).
+class SubscriptionLoop::Core {
+ public:
+  struct Stages {
+    std::function<void()> intake_stopped;
+    std::function<void()> deliveries_done;
+    std::function<void()> settled;
+  };
+
+  Core(EventLoop& loop, const config::Subscription& sub, const SubscriptionDeps& deps,
+       std::atomic<size_t>* held, Stages stages, std::unique_ptr<delivery::HandlerClient> client)
+      : loop_(loop),
+        sub_(sub),
+        deps_(deps),
+        clock_(loop.clock()),
+        metrics_(deps.metrics->ForSubscription(sub.name)),
+        held_(held),
+        stages_(std::move(stages)),
+        ops_(redis::MakePlainOps(sub.stream, sub.group, deps.consumer_name)),
+        connector_(loop),
+        read_(loop, connector_, WithName(deps.redis, Prefix() + ":read"), sub.name + "/read",
+              deps.redis_health, {}),
+        command_(loop, connector_, WithName(deps.redis, Prefix() + ":settle"), sub.name + "/settle",
+                 deps.redis_health, redis::SettleScripts()),
+        ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
+        settlement_(sub, *ops_, &ledger_, &metrics_, clock_),
+        router_(
+            sub.name, delivery::OutcomePolicyOf(sub), &ledger_,
+            IntakeSettlement{[this](std::string id) { settlement_.QueueAck(std::move(id), false); },
+                             [this](std::string id, redis::DeadLetterMeta meta) {
+                               settlement_.QueueDeadLetter(std::move(id), std::move(meta));
+                             }},
+            &metrics_, clock_),
+        client_(std::move(client)),
+        pump_(sub, &ledger_, &settlement_, client_.get(), &metrics_, clock_, [this] { Kick(); }),
+        intake_(loop, sub, *ops_, &read_, &command_, &ledger_, &router_, &metrics_,
+                PlainIntake::Callbacks{
+                    deps.group_ready,
+                    deps.fatal,
+                    [this](redis::AckMode mode) { settlement_.SetAckMode(mode); },
+                    // Inside the intake's own read callback: everything but another read.
+                    [this] { Kick(/*read=*/false); },
+                }),
+        gauges_(*ops_, &metrics_),
+        watchdog_(deps.watchdog->Register(
+            sub.name + "/loop",
+            std::max(sub.handler.timeout, deps.redis.command_timeout) * 2 + Millis(30000))),
+        settle_timer_(loop.CreateTimer([this] { Kick(); })),
+        pause_timer_(loop.CreateTimer([this] { Kick(); })),
+        beat_timer_(loop.CreateTimer([this] { Beat(); })),
+        gauge_timer_(loop.CreateTimer([this] { RefreshGauges(); })),
+        finish_timer_(loop.CreateTimer([this] { FinishNow(); })) {
+    if (!sub.handler.health_url.empty()) {
+      health_ = std::make_unique<HealthProbe>(loop, sub, client_.get(), &ledger_, &metrics_,
+                                              [this] { Kick(); });
+    }
+    command_.OnReady([this] {
+      settlement_.OnConnectionReady();
+      Kick();
+    });
+    command_.OnFatal([this](const Status& status) { deps_.fatal(status); });
+  }
+
+  ~Core() { watchdog_->Retire(); }
+
+  void Start() {
+    if (health_) health_->Start();
+    intake_.Start();
+    Beat();
+    gauge_timer_->ArmIn(Millis(0));
+  }
+
+  // --- Shutdown stages (on the loop) ---
+  void StopIntake() {
+    stopping_ = true;
+    ledger_.StopIntake();
+    settlement_.BeginDraining();
+    if (health_) health_->Stop();
+    intake_.Stop([this] { stages_.intake_stopped(); });
+    Kick();
+  }
+
+  void AwaitDeliveries() {
+    if (deliveries_done_) return;
+    awaiting_deliveries_ = true;
+    Kick();
+  }
+
+  // Past the drain deadline: the requests still out are given up (their entries stay pending).
+  void AbandonDeliveries() {
+    client_->Abandon();
+    if (!deliveries_done_) {
+      awaiting_deliveries_ = false;
+      deliveries_done_ = true;
+      stages_.deliveries_done();
+    }
+  }
+
+  void Finish(SteadyTime deadline) {
+    if (finishing_) return;
+    finishing_ = true;
+    finish_timer_->ArmAt(deadline);
+    Kick();
+  }
+
+  // Every event ends here. `read`: let intake read if there is room (not from inside intake).
+  void Kick(bool read = true) {
+    pump_.Pump();
+    FlushSettlement();
+    if (read && !stopping_) intake_.Poke();
+    ArmTimers();
+    held_->store(ledger_.held(), std::memory_order_relaxed);
+    metrics_.inflight->Set(static_cast<double>(ledger_.held()));
+    if (awaiting_deliveries_ && ledger_.in_flight() == 0) {
+      awaiting_deliveries_ = false;
+      deliveries_done_ = true;
+      stages_.deliveries_done();
+    }
+    if (finishing_ && !undoing_ && settlement_.Idle()) FinishNow();
+  }
+
+ private:
+  std::string Prefix() const { return "streamcar:" + deps_.consumer_name + ":" + sub_.name; }
+
+  void FlushSettlement() {
+    if (settling_ || undoing_ || !command_.ready()) return;
+    auto plan = settlement_.TakeDue(clock_.Now());
+    if (!plan) return;
+    settling_ = true;
+    auto shared = std::make_shared<SettlePlan>(std::move(*plan));
+    command_.SendBatch(shared->commands, deps_.redis.command_timeout,
+                       [this, shared](redis::BatchResult result) {
+                         settling_ = false;
+                         settlement_.Apply(*shared, result, clock_.Now());
+                         if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
+                         if (settlement_.TakeGroupMissing()) intake_.RequestGroupRecreation();
+                         Kick();
+                       });
+  }
+
+  void ArmTimers() {
+    const SteadyTime now = clock_.Now();
+    std::optional<SteadyTime> settle_at;
+    if (!settling_) settle_at = settlement_.NextDue(now);
+    if (settle_at) {
+      settle_timer_->ArmAt(std::max(*settle_at, now));
+    } else {
+      settle_timer_->Cancel();
+    }
+    if (auto ends = ledger_.PauseEndsAt(); ends && *ends > now) {
+      pause_timer_->ArmAt(*ends);
+    } else {
+      pause_timer_->Cancel();
+    }
+  }
+
+  void Beat() {
+    watchdog_->Beat();
+    beat_timer_->ArmIn(kWatchdogBeat);
+  }
+
+  void RefreshGauges() {
+    if (!command_.ready()) {
+      gauge_timer_->ArmIn(Millis(500));  // soon after the connection is up
+      return;
+    }
+    gauge_timer_->ArmIn(Gauges::kInterval);
+    if (gauging_) return;
+    auto commands = gauges_.Commands(clock_.Now());
+    if (commands.empty()) return;
+    gauging_ = true;
+    command_.SendBatch(commands, deps_.redis.command_timeout, [this](redis::BatchResult result) {
+      gauging_ = false;
+      if (result.failure.ok()) gauges_.Apply(result.replies, clock_.Now());
+    });
+  }
+
+  // The settlement is idle, or the settle deadline passed: take back the delivery count of
+  // entries never POSTed, then the stage is done.
+  void FinishNow() {
+    if (!finishing_ || undoing_) return;
+    undoing_ = true;
+    finish_timer_->Cancel();
+    settle_timer_->Cancel();
+    if (!settlement_.Idle()) {
+      LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
+              {{"subscription", sub_.name},
+               {"acks", static_cast<int64_t>(settlement_.queued_acks())},
+               {"dead_letters", static_cast<int64_t>(settlement_.queued_dead_letters())}});
+    }
+    auto plan = settlement_.UndoPlan();
+    if (!plan) {
+      stages_.settled();
+      return;
+    }
+    auto shared = std::make_shared<SettlePlan>(std::move(*plan));
+    command_.SendBatch(shared->commands, deps_.redis.command_timeout,
+                       [this, shared](redis::BatchResult result) {
+                         settlement_.ApplyUndo(*shared, result);
+                         stages_.settled();
+                       });
+  }
+
+  EventLoop& loop_;
+  const config::Subscription& sub_;
+  const SubscriptionDeps& deps_;
+  const Clock& clock_;
+  admin::SubscriptionMetrics& metrics_;
+  std::atomic<size_t>* held_;
+  Stages stages_;
+  std::unique_ptr<redis::SubscriptionOps> ops_;
+  redis::Connector connector_;
+  redis::AsyncConnection read_;
+  redis::AsyncConnection command_;
+  EntryLedger ledger_;
+  Settlement settlement_;
+  Intake router_;
+  std::unique_ptr<delivery::HandlerClient> client_;
+  DeliveryPump pump_;
+  PlainIntake intake_;
+  Gauges gauges_;
+  admin::Watchdog::Loop* watchdog_;
+  std::unique_ptr<HealthProbe> health_;
+  std::unique_ptr<EventLoop::Timer> settle_timer_;
+  std::unique_ptr<EventLoop::Timer> pause_timer_;
+  std::unique_ptr<EventLoop::Timer> beat_timer_;
+  std::unique_ptr<EventLoop::Timer> gauge_timer_;
+  std::unique_ptr<EventLoop::Timer> finish_timer_;
+  bool stopping_ = false;
+  bool settling_ = false;
+  bool gauging_ = false;
+  bool awaiting_deliveries_ = false;
+  bool deliveries_done_ = false;
+  bool finishing_ = false;
+  bool undoing_ = false;
+};
+
+size_t SubscriptionLoop::CapacityFor(const config::Subscription& subscription) {
+  // Four times what the handler connections carry at once: intake refills in reads of a quarter
+  // of it while a full round is still queued, and memory stays bounded however long the stream.
+  return static_cast<size_t>(subscription.handler.concurrency) *
+         static_cast<size_t>(subscription.handler.batch_size) * 4;
+}
+
+SubscriptionLoop::SubscriptionLoop(const config::Subscription& subscription, SubscriptionDeps deps)
+    : sub_(subscription), deps_(std::move(deps)) {}
+
+SubscriptionLoop::~SubscriptionLoop() {
+  if (!thread_.joinable()) return;
+  if (!intake_stop_requested_) RequestStopIntake();
+  if (!finished_) {
+    JoinIntake();
+    WaitForDeliveries(SteadyClock::now());
+    FinishSettling(SteadyClock::now());
+  }
+}
+
+Status SubscriptionLoop::Start() {
+  auto loop = EventLoop::Create(*deps_.clock);
+  if (!loop.ok()) return loop.status();
+  loop_ = std::move(*loop);
+  loop_->SetFatalHook([fatal = deps_.fatal](const Status& status) { fatal(status); });
+  auto handler = delivery::SplitUrl(sub_.handler.url);
+  std::optional<delivery::HttpTarget> health;
+  if (!sub_.handler.health_url.empty()) health = delivery::SplitUrl(sub_.handler.health_url);
+  auto client = delivery::Http1Client::Create(*loop_, std::move(handler), std::move(health),
+                                              static_cast<size_t>(sub_.handler.concurrency));
+  if (!client.ok()) return client.status();
+  std::unique_ptr<delivery::HandlerClient> handler_client = std::move(*client);
+  Core::Stages stages{
+      [this] { intake_stopped_.set_value(); },
+      [this] { deliveries_done_.set_value(); },
+      [this] { settled_.set_value(); },
+  };
+  thread_ = std::thread(
+      [this, stages = std::move(stages), handler_client = std::move(handler_client)]() mutable {
+        // The thread's name shows in top -H and in /proc: "sc:" and the subscription's name.
+        const std::string name = ("sc:" + sub_.name).substr(0, 15);
+        pthread_setname_np(pthread_self(), name.c_str());
+        core_ = std::make_unique<Core>(*loop_, sub_, deps_, &held_, std::move(stages),
+                                       std::move(handler_client));
+        core_->Start();
+        loop_->Run();
+        core_.reset();
+      });
+  return Status::Ok();
+}
+
+void SubscriptionLoop::RunOnLoop(std::function<void()> work) {
+  std::promise<void> done;
+  loop_->Post([&] {
+    work();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+void SubscriptionLoop::RequestStopIntake() {
+  if (intake_stop_requested_ || !thread_.joinable()) return;
+  intake_stop_requested_ = true;
+  loop_->Post([this] { core_->StopIntake(); });
+}
+
+void SubscriptionLoop::JoinIntake() {
+  if (!intake_stop_requested_) return;
+  intake_stopped_future_.wait();
+}
+
+bool SubscriptionLoop::WaitForDeliveries(SteadyTime deadline) {
+  if (!thread_.joinable() || finished_) return true;
+  if (!deliveries_awaited_) {
+    deliveries_awaited_ = true;
+    loop_->Post([this] { core_->AwaitDeliveries(); });
+  }
+  if (deliveries_done_future_.wait_until(deadline) == std::future_status::ready) return true;
+  RunOnLoop([this] { core_->AbandonDeliveries(); });
+  return false;
+}
+
+void SubscriptionLoop::FinishSettling(SteadyTime deadline) {
+  if (finished_ || !thread_.joinable()) return;
+  finished_ = true;
+  loop_->Post([this, deadline] { core_->Finish(deadline); });
+  settled_future_.wait();
+  loop_->Stop();
+  thread_.join();
+}
+
+}  // namespace streamcar::runtime

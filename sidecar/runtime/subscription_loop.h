@@ -1,0 +1,99 @@
+#pragma once
+// One subscription on one thread: an event loop that owns the subscription's two Redis
+// connections (blocking reads on one; setup, settlement, claims, keepalive, the reclaim beat and
+// the gauges pipelined on the other), its handler connections (up to handler.concurrency requests
+// in flight), its timers, and the single-threaded parts they drive:
+//
+//   PlainIntake ──Route──> EntryLedger <──TakeReady── DeliveryPump ──> HandlerClient
+//        ^                     ^   \                       │
+//        └──Poke (room)────────┘    └── Settlement <───────┘ outcomes
+//
+// Every event ends in Kick(): deliver what is ready, flush what settlement has due, read if there
+// is room, and re-arm the timers. Nothing on the loop blocks: Redis connections are opened off
+// the loop (redis/connector.h).
+//
+// Shutdown is in stages so that app/run.cc can order them across subscriptions (SPEC 4.5); each
+// stage is posted to the loop and awaited from the calling thread.
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "sidecar/admin/health.h"
+#include "sidecar/admin/metrics.h"
+#include "sidecar/common/clock.h"
+#include "sidecar/common/event_loop.h"
+#include "sidecar/common/status.h"
+#include "sidecar/config/config.h"
+#include "sidecar/redis/connection.h"
+#include "sidecar/redis/session.h"
+
+namespace streamcar::runtime {
+
+struct SubscriptionDeps {
+  redis::ConnectionOptions redis;
+  redis::RedisHealth* redis_health = nullptr;
+  admin::Metrics* metrics = nullptr;
+  admin::Watchdog* watchdog = nullptr;
+  std::string consumer_name;
+  std::function<void()> group_ready;         // the group exists (readiness); any thread
+  std::function<void(const Status&)> fatal;  // retrying cannot fix it: exit 1; any thread
+  const Clock* clock = &SystemClock::Instance();
+};
+
+class SubscriptionLoop {
+ public:
+  SubscriptionLoop(const config::Subscription& subscription, SubscriptionDeps deps);
+  ~SubscriptionLoop();
+  SubscriptionLoop(const SubscriptionLoop&) = delete;
+  SubscriptionLoop& operator=(const SubscriptionLoop&) = delete;
+
+  // Starts the loop thread. Fails only when the loop cannot be created (epoll, timerfd).
+  Status Start();
+
+  // Stage 1: no new reads, no new deliveries, no retry claims or reclaims (in-flight requests go
+  // on). Request it of every subscription before waiting for any (SPEC 4.5: no new reads).
+  void RequestStopIntake();
+  // Waits until no read is outstanding any more (a BLOCK read in progress is ended at once).
+  void JoinIntake();
+  // Stage 2: waits for the requests in flight; true when all finished before `deadline`. When
+  // some did not, their connections are closed: those entries stay pending in Redis.
+  bool WaitForDeliveries(SteadyTime deadline);
+  // Stage 3: settles what is queued (acks, dead letters) until `deadline`, takes back the
+  // delivery count of entries read but never POSTed, and ends the thread.
+  void FinishSettling(SteadyTime deadline);
+
+  // Entries held: how many may stay pending after a shutdown. Any thread.
+  size_t held() const { return held_.load(std::memory_order_relaxed); }
+  // Per-subscription capacity: intake never holds more than this many entries.
+  static size_t CapacityFor(const config::Subscription& subscription);
+
+ private:
+  class Core;
+
+  // Runs `work` on the loop thread and waits for it.
+  void RunOnLoop(std::function<void()> work);
+
+  const config::Subscription& sub_;
+  SubscriptionDeps deps_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<Core> core_;  // created, used and destroyed on the loop thread only
+  std::thread thread_;
+  std::atomic<size_t> held_{0};
+  // Set once each, on the loop; waited for by the stages (any number of times).
+  std::promise<void> intake_stopped_;
+  std::promise<void> deliveries_done_;
+  std::promise<void> settled_;
+  std::shared_future<void> intake_stopped_future_ = intake_stopped_.get_future().share();
+  std::shared_future<void> deliveries_done_future_ = deliveries_done_.get_future().share();
+  std::shared_future<void> settled_future_ = settled_.get_future().share();
+  bool intake_stop_requested_ = false;
+  bool deliveries_awaited_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace streamcar::runtime
