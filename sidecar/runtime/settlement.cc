@@ -44,7 +44,39 @@ void Settlement::QueueAck(std::string id, bool delivered) {
 }
 
 void Settlement::QueueDeadLetter(std::string id, redis::DeadLetterMeta meta) {
+  if (meta.time_ms == 0) meta.time_ms = clock_.WallMillis();
   dead_.push_back({std::move(id), std::move(meta)});
+}
+
+void Settlement::OnOutcome(const EntryRef& ref, const delivery::Decision& decision,
+                           SteadyTime now) {
+  const StreamEntry* entry = ledger_->Entry(ref);
+  if (entry == nullptr) return;  // stale: let go or handed out again meanwhile
+  const int attempts = entry->attempts;
+  EntryLedger::Applied applied = EntryLedger::Applied::kApplied;
+  switch (decision.action) {
+    case delivery::Action::kAck:
+      // A lost entry's 2xx still counts: acknowledged like any other (SPEC 3.2).
+      if (ledger_->Accept(ref) == EntryLedger::Applied::kApplied) QueueAck(ref.id, true);
+      return;
+    case delivery::Action::kRetry:
+      applied = ledger_->ScheduleRetry(ref, now + decision.delay);
+      break;
+    case delivery::Action::kDeadLetter:
+      applied = ledger_->DeadLetter(ref);
+      if (applied == EntryLedger::Applied::kApplied) {
+        QueueDeadLetter(ref.id, {decision.reason, decision.status_text, decision.error, attempts,
+                                 clock_.WallMillis()});
+      }
+      break;
+    case delivery::Action::kHold:
+      return;  // the delivery keeps the entry itself
+  }
+  if (applied == EntryLedger::Applied::kLetGo) {
+    // A peer reclaimed it while it was in flight (counted then): only a 2xx is still ours.
+    LogWarn("result dropped: the entry was reclaimed by another consumer (lost lease)",
+            {{"subscription", sub_.name}, {"id", ref.id}});
+  }
 }
 
 std::optional<SteadyTime> Settlement::AcksDueAt() const {

@@ -709,6 +709,61 @@ TEST_F(SettlementTest, AnUndoThatFailsSaysSo) {
       << "nothing was sent: no count to report";
 }
 
+TEST_F(SettlementTest, OutcomesMoveTheEntryAndQueueItsSettlement) {
+  ASSERT_EQ(ledger_.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0", 3)}), 3u);
+  auto refs = ledger_.TakeReady(3, now());
+  ASSERT_EQ(refs.size(), 3u);
+  delivery::Decision ack;
+  delivery::Decision retry{delivery::Action::kRetry, Millis(1500)};
+  delivery::Decision dead{delivery::Action::kDeadLetter, Millis(0), "rejected", "422", "bad input"};
+  settlement_.OnOutcome(refs[0], ack, now());
+  settlement_.OnOutcome(refs[1], retry, now());
+  settlement_.OnOutcome(refs[2], dead, now());
+  settlement_.OnOutcome(refs[2], dead, now());  // stale now: nothing
+  EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
+  EXPECT_EQ(ledger_.StateOf("2-0"), EntryState::kWaitingRetry);
+  EXPECT_EQ(ledger_.NextRetryAt(), now() + Millis(1500));
+  EXPECT_EQ(ledger_.StateOf("3-0"), EntryState::kDeadLettering);
+  EXPECT_EQ(settlement_.queued_acks(), 1u);
+  EXPECT_EQ(settlement_.queued_dead_letters(), 1u);
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(IdsOf(plan, Step::kAck), (std::vector<std::string>{"1-0"}));
+  ASSERT_EQ(IdsOf(plan, Step::kDeadLetter), (std::vector<std::string>{"3-0"}));
+  const auto& meta = plan.spans.back().meta;
+  EXPECT_EQ(meta.reason, "rejected");
+  EXPECT_EQ(meta.status, "422");
+  EXPECT_EQ(meta.error, "bad input");
+  EXPECT_EQ(meta.attempts, 3);
+  EXPECT_EQ(meta.time_ms, kNowMs);
+}
+
+// SPEC 3.2: an entry a peer reclaimed while it was in flight keeps only a 2xx.
+TEST_F(SettlementTest, ALostEntryKeepsOnlyA2xx) {
+  ASSERT_EQ(ledger_.Admit({Entry("1-0"), Entry("2-0")}), 2u);
+  auto refs = ledger_.TakeReady(2, now());
+  ASSERT_EQ(refs.size(), 2u);
+  ASSERT_EQ(ledger_.MarkLost("1-0"), EntryLedger::LostResult::kDropped);
+  ASSERT_EQ(ledger_.MarkLost("2-0"), EntryLedger::LostResult::kDropped);
+  settlement_.OnOutcome(refs[0], delivery::Decision{}, now());
+  settlement_.OnOutcome(refs[1], delivery::Decision{delivery::Action::kRetry, Millis(10)}, now());
+  EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
+  EXPECT_EQ(settlement_.queued_acks(), 1u);
+  EXPECT_FALSE(ledger_.Holds("2-0"));
+  EXPECT_EQ(Logged({"result dropped: the entry was reclaimed by another consumer (lost lease)",
+                    "\"id\":\"2-0\""}),
+            1u);
+}
+
+TEST_F(SettlementTest, AQueuedDeadLetterWithoutATimeGetsTheClocks) {
+  DeadLettering("7-0");
+  redis::DeadLetterMeta meta = Meta("dropped");
+  meta.time_ms = 0;
+  settlement_.QueueDeadLetter("7-0", meta);
+  SettlePlan plan = RoundTrip();
+  ASSERT_EQ(plan.spans.size(), 1u);
+  EXPECT_EQ(plan.spans[0].meta.time_ms, kNowMs);
+}
+
 TEST_F(SettlementTest, WithoutMetricsNothingIsCounted) {
   Settlement settlement(sub_, ops_, &ledger_, nullptr, clock_);
   Accepted("1-0");
