@@ -353,6 +353,14 @@ void Settlement::ApplyAmbiguous(const SettleResult& r) {
        {"error", r.failure}});
 }
 
+void Settlement::LogUnsettled() const {
+  if (Idle()) return;
+  LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
+          {{"subscription", sub_.name},
+           {"acks", static_cast<int64_t>(queued_acks())},
+           {"dead_letters", static_cast<int64_t>(dead_.size())}});
+}
+
 std::optional<SettlePlan> Settlement::UndoPlan() {
   SettleWork work;
   work.undo_reads = ledger_->UnpostedIds();

@@ -108,6 +108,8 @@ class Settlement {
   // True once after a step was refused with NOGROUP: the intake re-creates the group (SPEC 4.2).
   bool TakeGroupMissing() { return std::exchange(group_missing_, false); }
 
+  // Shutdown, past the drain deadline: says what stays pending unsettled (nothing when Idle()).
+  void LogUnsettled() const;
   // Shutdown: take back the delivery count of the entries read but never POSTed (nullopt when
   // there are none), and log what came of it.
   std::optional<SettlePlan> UndoPlan();

@@ -764,6 +764,19 @@ TEST_F(SettlementTest, AQueuedDeadLetterWithoutATimeGetsTheClocks) {
   EXPECT_EQ(plan.spans[0].meta.time_ms, kNowMs);
 }
 
+TEST_F(SettlementTest, WhatStaysUnsettledAtShutdownIsLogged) {
+  settlement_.LogUnsettled();
+  EXPECT_EQ(Logged({"shutdown: outcomes not settled in time"}), 0u) << "idle: nothing to say";
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  settlement_.LogUnsettled();
+  EXPECT_EQ(Logged({"shutdown: outcomes not settled in time stay pending for a restart or a peer",
+                    "\"acks\":1", "\"dead_letters\":1"}),
+            1u);
+}
+
 TEST_F(SettlementTest, WithoutMetricsNothingIsCounted) {
   Settlement settlement(sub_, ops_, &ledger_, nullptr, clock_);
   Accepted("1-0");
