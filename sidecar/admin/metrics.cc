@@ -17,21 +17,13 @@ const prometheus::Histogram::BucketBoundaries kEndToEndBuckets = {
 
 }  // namespace
 
-prometheus::Counter* SubscriptionMetrics::Delivered(std::string_view outcome) const {
-  if (outcome == "success") return delivered_success;
-  if (outcome == "retry") return delivered_retry;
-  if (outcome == "reject") return delivered_reject;
-  if (outcome == "timeout") return delivered_timeout;
-  if (outcome == "error") return delivered_error;
-  return nullptr;
+prometheus::Counter* SubscriptionMetrics::Delivered(delivery::DeliveryOutcome outcome) const {
+  const auto index = static_cast<size_t>(outcome);
+  return index < delivered.size() ? delivered[index] : nullptr;
 }
 
-prometheus::Counter* SubscriptionMetrics::DeadLettered(std::string_view reason) const {
-  if (reason == "max_attempts") return dead_max_attempts;
-  if (reason == "rejected") return dead_rejected;
-  if (reason == "dropped") return dead_dropped;
-  if (reason == "invalid") return dead_invalid;
-  return nullptr;
+prometheus::Counter* SubscriptionMetrics::DeadLettered(delivery::DeadLetterReason reason) const {
+  return dead_lettered[static_cast<size_t>(reason)];
 }
 
 prometheus::Counter* SubscriptionMetrics::SettleFailed(std::string_view failure_class) const {
@@ -138,21 +130,21 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
   slot = std::make_unique<SubscriptionMetrics>();
   auto& m = *slot;
   const prometheus::Labels base = {{"subscription", subscription}};
-  auto with = [&](const char* key, const char* value) {
+  auto with = [&](const char* key, std::string_view value) {
     prometheus::Labels labels = base;
-    labels[key] = value;
+    labels[key] = std::string(value);
     return labels;
   };
-  m.delivered_success = &deliveries_->Add(with("outcome", "success"));
-  m.delivered_retry = &deliveries_->Add(with("outcome", "retry"));
-  m.delivered_reject = &deliveries_->Add(with("outcome", "reject"));
-  m.delivered_timeout = &deliveries_->Add(with("outcome", "timeout"));
-  m.delivered_error = &deliveries_->Add(with("outcome", "error"));
+  // Every series exists from the start (SPEC 5); the hot path indexes these arrays.
+  for (const auto outcome : delivery::kDeliveryOutcomes) {
+    m.delivered.at(static_cast<size_t>(outcome)) =
+        &deliveries_->Add(with("outcome", delivery::Name(outcome)));
+  }
   m.acked = &acked_->Add(base);
-  m.dead_max_attempts = &dead_lettered_->Add(with("reason", "max_attempts"));
-  m.dead_rejected = &dead_lettered_->Add(with("reason", "rejected"));
-  m.dead_dropped = &dead_lettered_->Add(with("reason", "dropped"));
-  m.dead_invalid = &dead_lettered_->Add(with("reason", "invalid"));
+  for (const auto reason : delivery::kDeadLetterReasons) {
+    m.dead_lettered.at(static_cast<size_t>(reason)) =
+        &dead_lettered_->Add(with("reason", delivery::Name(reason)));
+  }
   m.claimed_drain = &claimed_->Add(with("source", "drain"));
   m.claimed_autoclaim = &claimed_->Add(with("source", "autoclaim"));
   m.deleted_entries = &deleted_->Add(base);

@@ -2,10 +2,14 @@
 // The metrics of SPEC section 5 in a prometheus-cpp registry. Label lookups happen once per
 // subscription at start; the hot path only touches resolved counters (atomic adds).
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+
+#include "sidecar/delivery/outcome.h"
 
 namespace prometheus {
 class Registry;
@@ -19,16 +23,10 @@ class Family;
 namespace streamcar::admin {
 
 struct SubscriptionMetrics {
-  prometheus::Counter* delivered_success = nullptr;
-  prometheus::Counter* delivered_retry = nullptr;
-  prometheus::Counter* delivered_reject = nullptr;
-  prometheus::Counter* delivered_timeout = nullptr;
-  prometheus::Counter* delivered_error = nullptr;
+  // Indexed by delivery::DeliveryOutcome (kNone has no series) and delivery::DeadLetterReason.
+  std::array<prometheus::Counter*, delivery::kDeliveryOutcomes.size()> delivered{};
   prometheus::Counter* acked = nullptr;
-  prometheus::Counter* dead_max_attempts = nullptr;
-  prometheus::Counter* dead_rejected = nullptr;
-  prometheus::Counter* dead_dropped = nullptr;
-  prometheus::Counter* dead_invalid = nullptr;
+  std::array<prometheus::Counter*, delivery::kDeadLetterReasons.size()> dead_lettered{};
   prometheus::Counter* claimed_drain = nullptr;
   prometheus::Counter* claimed_autoclaim = nullptr;
   prometheus::Counter* deleted_entries = nullptr;
@@ -43,9 +41,10 @@ struct SubscriptionMetrics {
   prometheus::Gauge* lag = nullptr;
   prometheus::Gauge* handler_up = nullptr;
 
-  // By the outcome label of streamcar_deliveries_total; nullptr for an unknown label.
-  prometheus::Counter* Delivered(std::string_view outcome) const;
-  prometheus::Counter* DeadLettered(std::string_view reason) const;
+  // The series of streamcar_deliveries_total{outcome}; nullptr for kNone (not a delivery).
+  prometheus::Counter* Delivered(delivery::DeliveryOutcome outcome) const;
+  // The series of streamcar_dead_lettered_total{reason}.
+  prometheus::Counter* DeadLettered(delivery::DeadLetterReason reason) const;
   // By the class label of streamcar_settle_failures_total (SPEC 4.3).
   prometheus::Counter* SettleFailed(std::string_view failure_class) const;
 };

@@ -18,12 +18,6 @@ namespace {
 
 // Commands carry at most this many ids, so one call never stalls Redis.
 constexpr size_t kIdsPerCommand = 1000;
-constexpr Millis kGaugeInterval{5000};
-// When Redis cannot say the lag (XINFO lag is nil, e.g. after unread entries were trimmed), the
-// gauge counts the entries after the group's position itself: at most this many, at most once
-// a minute, because the count transfers the entries.
-constexpr int64_t kLagCountCap = 10'000;
-constexpr Millis kLagCountInterval{60000};
 
 template <typename F>
 void ForChunks(const std::vector<std::string>& ids, const F& emit) {
@@ -76,7 +70,8 @@ Settler::Settler(const config::Subscription& subscription, redis::StreamOps ops,
       metrics_(metrics),
       loop_(loop),
       on_fatal_(std::move(on_fatal)),
-      policy_(delivery::OutcomePolicyOf(subscription)) {}
+      policy_(delivery::OutcomePolicyOf(subscription)),
+      gauges_(ops_.ops(), metrics) {}
 
 Settler::~Settler() {
   if (thread_.joinable()) FinishAndJoin(SteadyClock::now());
@@ -85,7 +80,6 @@ Settler::~Settler() {
 void Settler::Start() {
   const auto now = SteadyClock::now();
   next_keepalive_ = now + sub_.claim.min_idle / 3;
-  next_gauges_ = now;
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -139,7 +133,8 @@ bool Settler::ExhaustedOnArrival(const StreamEntry& entry) const {
 
 Settler::DeadJob Settler::ExhaustedJob(StreamEntry entry) {
   DeadJob job;
-  job.meta = {"max_attempts", "none",
+  job.reason = delivery::DeadLetterReason::kMaxAttempts;
+  job.meta = {std::string(delivery::Name(job.reason)), "none",
               "delivered " + std::to_string(entry.attempts - 1) +
                   " times without an outcome (a consumer stopped during each)",
               entry.attempts, SystemClock::Instance().WallMillis()};
@@ -198,7 +193,7 @@ bool Settler::HasDueWork(SteadyTime now) const {
 }
 
 SteadyTime Settler::NextWake(SteadyTime now) const {
-  SteadyTime wake = std::min({next_keepalive_, next_gauges_, now + Millis(1000)});
+  SteadyTime wake = std::min({next_keepalive_, gauges_.NextDue(), now + Millis(1000)});
   if (autoclaim_enabled_ && !draining_) wake = std::min(wake, next_autoclaim_);
   if (!draining_) {
     if (auto retry = dispatcher_->NextRetryAt()) wake = std::min(wake, *retry);
@@ -258,7 +253,8 @@ void Settler::TakeInputs(SteadyTime now) {
         dispatcher_->MarkSettling(held);
         DeadJob job;
         job.held = held;
-        job.meta.reason = decision.reason;
+        job.reason = decision.reason;
+        job.meta.reason = std::string(delivery::Name(decision.reason));
         job.meta.status = decision.status_text;
         job.meta.error = decision.error;
         job.meta.attempts = held->entry.attempts;
@@ -408,7 +404,7 @@ void Settler::ApplyDeadLetters(const std::vector<redis::Reply>& replies, size_t 
                                       {"reason", job.meta.reason},
                                       {"attempts", job.meta.attempts},
                                       {"status", job.meta.status}});
-      if (auto* counter = metrics_->DeadLettered(job.meta.reason)) counter->Increment();
+      metrics_->DeadLettered(job.reason)->Increment();
       metrics_->acked->Increment();
     } else {
       CountFailure(SettleFailure::kLostLease);
@@ -657,16 +653,13 @@ void Settler::RunAutoClaim() {
   }
 }
 
-void Settler::RefreshGauges() {
-  auto info = ops_.Info(*session_);
-  if (!info.ok()) return;  // NOGROUP before the reader re-creates the group, or an outage
-  metrics_->pending->Set(static_cast<double>(info->pending));
-  if (info->lag) {
-    metrics_->lag->Set(static_cast<double>(*info->lag));
-  } else if (!info->last_delivered_id.empty() && SteadyClock::now() >= next_lag_count_) {
-    next_lag_count_ = SteadyClock::now() + kLagCountInterval;
-    auto count = ops_.CountAfter(*session_, info->last_delivered_id, kLagCountCap);
-    if (count.ok()) metrics_->lag->Set(static_cast<double>(*count));
+void Settler::RefreshGauges(SteadyTime now) {
+  // At most two round trips: the group's info, then (when Redis has no lag) the lag count.
+  for (auto commands = gauges_.Commands(now); !commands.empty(); commands = gauges_.Commands(now)) {
+    auto replies = session_->RunPipeline(commands);
+    gauges_.Apply(
+        replies.ok() ? std::span<const redis::Reply>(*replies) : std::span<const redis::Reply>(),
+        now);
   }
 }
 
@@ -702,12 +695,9 @@ void Settler::Run() {
         RunAutoClaim();
         next_autoclaim_ = SteadyClock::now() + sub_.claim.interval;
       }
-      if (now >= next_gauges_) {
-        RefreshGauges();
-        next_gauges_ = SteadyClock::now() + kGaugeInterval;
-      }
+      RefreshGauges(now);
     }
-    metrics_->inflight->Set(static_cast<double>(dispatcher_->Held()));
+    gauges_.SetInflight(dispatcher_->Held());
 
     if (finishing) {
       bool idle = false;

@@ -28,6 +28,7 @@
 #include "sidecar/consumer/dispatcher.h"
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/gauges.h"
 
 namespace streamcar::consumer {
 
@@ -91,7 +92,8 @@ class Settler {
   struct DeadJob {
     HeldEntry* held = nullptr;  // nullptr for a direct job
     StreamEntry direct_entry;
-    redis::DeadLetterMeta meta;
+    delivery::DeadLetterReason reason = delivery::DeadLetterReason::kMaxAttempts;
+    redis::DeadLetterMeta meta;  // meta.reason = Name(reason)
     const StreamEntry& entry() const { return held ? held->entry : direct_entry; }
   };
 
@@ -135,7 +137,8 @@ class Settler {
   // Shutdown: entries read but never POSTed get the delivery their read counted taken back.
   void UndoUnpostedReads();
   void RunAutoClaim();
-  void RefreshGauges();
+  // The pending/lag gauges, when due (runtime::Gauges on this thread's session).
+  void RefreshGauges(SteadyTime now);
   SteadyTime NextWake(SteadyTime now) const;
   bool HasDueWork(SteadyTime now) const;
 
@@ -148,6 +151,7 @@ class Settler {
   std::function<void(Status)> on_fatal_;
   delivery::OutcomePolicy policy_;
   std::atomic<AckMode> ack_mode_{AckMode::kAckOnly};
+  runtime::Gauges gauges_;
 
   // Inputs, guarded by mutex_.
   mutable std::mutex mutex_;
@@ -175,8 +179,6 @@ class Settler {
                                 // session generation the scripts were loaded on
   SteadyTime next_keepalive_{};
   SteadyTime next_autoclaim_{};
-  SteadyTime next_gauges_{};
-  SteadyTime next_lag_count_{};
   std::string autoclaim_cursor_ = "0-0";
   std::thread thread_;
 };

@@ -4,8 +4,6 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 
-#include <unordered_map>
-
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/delivery/response_parser.h"
@@ -52,7 +50,7 @@ void Worker::Run() {
 }
 
 void Worker::Count(const delivery::Decision& decision) {
-  if (auto* counter = metrics_->Delivered(decision.metric)) counter->Increment();
+  if (auto* counter = metrics_->Delivered(decision.outcome)) counter->Increment();
 }
 
 void Worker::HandlerRefused(const std::vector<HeldEntry*>& entries, const std::string& error) {
@@ -79,12 +77,7 @@ void Worker::HandlerAnswered() {
 void Worker::DeliverOne(HeldEntry* held) {
   std::string why;
   if (!delivery::EncodeEntry(context_, held->entry, &request_, &why)) {
-    delivery::Decision decision;
-    decision.action = delivery::Action::kDeadLetter;
-    decision.reason = "invalid";
-    decision.status_text = "none";
-    decision.error = why;
-    settler_->Submit({{held, std::move(decision)}});
+    settler_->Submit({{held, delivery::Decision::Invalid(std::move(why))}});
     return;
   }
   const auto started = SteadyClock::now();
@@ -126,14 +119,8 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
     // A header would carry a control character (only configuration can cause it in batch mode):
     // nothing is sent, every entry is dead-lettered as invalid.
     std::vector<Outcome> invalid;
-    for (auto* held : entries) {
-      delivery::Decision decision;
-      decision.action = delivery::Action::kDeadLetter;
-      decision.reason = "invalid";
-      decision.status_text = "none";
-      decision.error = why;
-      invalid.push_back({held, std::move(decision)});
-    }
+    invalid.reserve(entries.size());
+    for (auto* held : entries) invalid.push_back({held, delivery::Decision::Invalid(why)});
     settler_->Submit(std::move(invalid));
     return;
   }
@@ -147,65 +134,37 @@ void Worker::DeliverBatch(const std::vector<HeldEntry*>& entries) {
       std::chrono::duration<double>(SteadyClock::now() - started).count());
   HandlerAnswered();
 
+  std::vector<delivery::BatchItem> items;
+  items.reserve(entries.size());
+  for (auto* held : entries) items.push_back({held->entry.id, held->entry.attempts});
+  auto answer = delivery::DecideBatch(policy_, response, items,
+                                      SystemClock::Instance().WallMillis(), UnitRandom);
+  if (answer.unknown_ids > 0) {
+    metrics_->batch_unknown_ids->Increment(static_cast<double>(answer.unknown_ids));
+    LogWarn("batch answer named ids that were not in the batch; ignored",
+            {{"subscription", sub_.name}, {"count", static_cast<int64_t>(answer.unknown_ids)}});
+  }
+
+  // Accepted entries are released at once and only their ids go on to be acknowledged.
   std::vector<Outcome> outcomes;
   std::vector<HeldEntry*> accepted;
-  // Accepted entries are released at once and only their ids go on to be acknowledged.
-  auto settle = [&](HeldEntry* held, delivery::Decision decision) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    delivery::Decision& decision = answer.decisions[i];
     Count(decision);
     if (decision.action == delivery::Action::kAck) {
-      accepted.push_back(held);
+      accepted.push_back(entries[i]);
     } else {
-      outcomes.push_back({held, std::move(decision)});
+      outcomes.push_back({entries[i], std::move(decision)});
     }
-  };
-  auto hand_over = [&] {
-    if (!accepted.empty()) {
-      std::vector<std::string> ids;
-      ids.reserve(accepted.size());
-      for (auto* held : accepted) ids.push_back(held->entry.id);
-      settler_->SubmitAcks(std::move(ids));
-      for (auto* held : accepted) dispatcher_->Release(held);
-    }
-    if (!outcomes.empty()) settler_->Submit(std::move(outcomes));
-  };
-  const bool success_status = response.kind == delivery::HandlerResponse::Kind::kAnswered &&
-                              response.status >= 200 && response.status < 300;
-  if (!success_status) {
-    // Anything but a 2xx applies SPEC 3.2 to every entry of the batch.
-    const int64_t now_ms = SystemClock::Instance().WallMillis();
-    for (auto* held : entries) {
-      settle(held, delivery::Decide(policy_, response, held->entry.attempts, now_ms, UnitRandom()));
-    }
-    hand_over();
-    return;
   }
-  const auto answer = delivery::ParseBatchAnswer(response.body);
-  std::unordered_map<std::string_view, const delivery::BatchFailure*> failures;
-  for (const auto& failure : answer.failures) failures[failure.id] = &failure;
-  size_t matched = 0;
-  for (auto* held : entries) {
-    delivery::Decision decision;
-    auto it = failures.find(held->entry.id);
-    if (it == failures.end()) {
-      decision.action = delivery::Action::kAck;
-      decision.metric = "success";
-    } else {
-      ++matched;
-      decision = delivery::DecideBatchFailure(
-          policy_, it->second->verdict == delivery::BodyVerdict::kDrop, it->second->error,
-          held->entry.attempts, response.retry_after, SystemClock::Instance().WallMillis(),
-          UnitRandom());
-      decision.status_text = std::to_string(response.status);
-    }
-    settle(held, std::move(decision));
+  if (!accepted.empty()) {
+    std::vector<std::string> ids;
+    ids.reserve(accepted.size());
+    for (auto* held : accepted) ids.push_back(held->entry.id);
+    settler_->SubmitAcks(std::move(ids));
+    for (auto* held : accepted) dispatcher_->Release(held);
   }
-  const size_t unknown = failures.size() - matched + static_cast<size_t>(answer.malformed);
-  if (unknown > 0) {
-    metrics_->batch_unknown_ids->Increment(static_cast<double>(unknown));
-    LogWarn("batch answer named ids that were not in the batch; ignored",
-            {{"subscription", sub_.name}, {"count", static_cast<int64_t>(unknown)}});
-  }
-  hand_over();
+  if (!outcomes.empty()) settler_->Submit(std::move(outcomes));
 }
 
 }  // namespace streamcar::consumer

@@ -77,6 +77,8 @@ class AsyncConnection {
   // CLIENT ID of the current connection, for CLIENT UNBLOCK from another connection.
   std::optional<int64_t> client_id() const { return client_id_; }
   const std::string& role() const { return role_; }
+  // The deadline Send gives one command; for SendBatch callers that want the same.
+  Millis command_timeout() const { return options_.command_timeout; }
   // Replies still awaited (across batches).
   size_t outstanding() const;
 

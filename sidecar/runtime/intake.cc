@@ -33,7 +33,7 @@ Intake::Intake(std::string subscription, delivery::OutcomePolicy policy, EntryLe
       clock_(clock) {}
 
 redis::DeadLetterMeta Intake::ExhaustedMeta(int attempts, int64_t time_ms) {
-  return {"max_attempts", "none",
+  return {std::string(delivery::Name(delivery::DeadLetterReason::kMaxAttempts)), "none",
           "delivered " + std::to_string(attempts - 1) +
               " times without an outcome (a consumer stopped during each)",
           attempts, time_ms};

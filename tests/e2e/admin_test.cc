@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -277,6 +279,81 @@ TEST_F(AdminTest, EveryLabelledSeriesExistsAtZeroFromTheStart) {
   // The retention rules are known at start: the stream and its dead-letter stream.
   EXPECT_EQ(MetricValue(text, "streamcar_trimmed_total", {"stream=\"orders\""}), 0) << text;
   EXPECT_EQ(MetricValue(text, "streamcar_trimmed_total", {"stream=\"orders:dlq\""}), 0) << text;
+}
+
+// SPEC 5: streamcar_pending is the group's PEL, streamcar_lag the entries the group has not read
+// (Redis's own lag, or counted when Redis has none), streamcar_inflight what this sidecar holds.
+TEST_F(AdminTest, PendingLagAndInflightGaugesFollowTheGroup) {
+  // The handler holds every request until released: what was read stays pending.
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool open = false;
+    void Open() {
+      {
+        std::lock_guard lock(mutex);
+        open = true;
+      }
+      cv.notify_all();
+    }
+  };
+  auto gate = std::make_shared<Gate>();
+  handler_.SetBehaviour([gate](const ReceivedRequest&) {
+    std::unique_lock lock(gate->mutex);
+    gate->cv.wait_for(lock, seconds(30), [&] { return gate->open; });
+    return HandlerReply{200, ""};
+  });
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(Add({"n", std::to_string(i)}));
+  SidecarConfig c;
+  c.handler_extra = "concurrency: 1, timeout: 30s";
+  auto sidecar = StartSidecar(c);
+  struct OpenAtExit {
+    std::shared_ptr<Gate> gate;
+    ~OpenAtExit() { gate->Open(); }
+  } open_at_exit{gate};
+
+  const std::string sub = "subscription=\"orders/billing\"";
+  // Redis's own figures, once reading has stopped for want of room.
+  auto redis_lag = [&]() -> std::optional<int64_t> {
+    auto groups = redis_->Run({"XINFO", "GROUPS", "orders"});
+    auto row = groups.view()[0];
+    for (size_t k = 0; k + 1 < row.Size(); k += 2) {
+      if (row[k].Str() == "lag" && row[k + 1].IsInteger()) return row[k + 1].Integer();
+    }
+    return std::nullopt;
+  };
+  int64_t pending = 0;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::string text = Metrics();
+        pending = PendingCount();
+        return pending > 0 && pending < 10 &&
+               MetricValue(text, "streamcar_pending", {sub}) == static_cast<double>(pending) &&
+               MetricValue(text, "streamcar_lag", {sub}) == static_cast<double>(10 - pending) &&
+               MetricValue(text, "streamcar_inflight", {sub}) == static_cast<double>(pending);
+      },
+      seconds(20)))
+      << Metrics() << sidecar->Logs();
+  EXPECT_EQ(redis_lag(), 10 - pending);
+
+  // Deleting an unread entry leaves Redis without a lag of its own: it is counted instead.
+  redis_->Run({"XDEL", "orders", ids.back()});
+  ASSERT_EQ(redis_lag(), std::nullopt);
+  EXPECT_TRUE(Eventually(
+      [&] { return Metric("streamcar_lag", {sub}) == static_cast<double>(10 - pending - 1); },
+      seconds(20)))
+      << Metrics();
+
+  gate->Open();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const std::string text = Metrics();
+        return PendingCount() == 0 && MetricValue(text, "streamcar_pending", {sub}) == 0 &&
+               MetricValue(text, "streamcar_inflight", {sub}) == 0;
+      },
+      seconds(30)))
+      << Metrics() << sidecar->Logs();
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace streamcar::delivery {
 namespace {
 
@@ -29,7 +32,7 @@ TEST(Outcome, TwoXxIsSuccess) {
   for (int status : {200, 201, 202, 204}) {
     auto d = Decide(Policy(), Answer(status), 1, kNow, 0.5);
     EXPECT_EQ(d.action, Action::kAck);
-    EXPECT_STREQ(d.metric, "success");
+    EXPECT_EQ(Name(d.outcome), "success");
   }
   EXPECT_EQ(Decide(Policy(), Answer(200, "not json"), 1, kNow, 0.5).action, Action::kAck);
   EXPECT_EQ(Decide(Policy(), Answer(200, R"({"ok":true})"), 1, kNow, 0.5).action, Action::kAck);
@@ -42,7 +45,7 @@ TEST(Outcome, TwoXxWithRetryBodyRetriesInAnyCase) {
        {R"({"status":"RETRY"})", R"({"status":"retry"})", R"( {"status" : "Retry", "x":1})"}) {
     auto d = Decide(Policy(), Answer(200, body), 1, kNow, 0.5);
     EXPECT_EQ(d.action, Action::kRetry) << body;
-    EXPECT_STREQ(d.metric, "retry");
+    EXPECT_EQ(Name(d.outcome), "retry");
     EXPECT_EQ(d.delay, Millis(1000));
   }
 }
@@ -50,15 +53,15 @@ TEST(Outcome, TwoXxWithRetryBodyRetriesInAnyCase) {
 TEST(Outcome, TwoXxWithDropBodyDeadLettersNow) {
   auto d = Decide(Policy(), Answer(200, R"({"status":"drop"})"), 1, kNow, 0.5);
   EXPECT_EQ(d.action, Action::kDeadLetter);
-  EXPECT_EQ(d.reason, "dropped");
-  EXPECT_STREQ(d.metric, "reject");
+  EXPECT_EQ(Name(d.reason), "dropped");
+  EXPECT_EQ(Name(d.outcome), "reject");
   EXPECT_EQ(d.status_text, "200");
 }
 
 TEST(Outcome, RejectStatusDeadLettersWithoutRetry) {
   auto d = Decide(Policy(), Answer(422, "bad field"), 1, kNow, 0.5);
   EXPECT_EQ(d.action, Action::kDeadLetter);
-  EXPECT_EQ(d.reason, "rejected");
+  EXPECT_EQ(Name(d.reason), "rejected");
   EXPECT_EQ(d.status_text, "422");
   EXPECT_EQ(d.error, "bad field");
 }
@@ -85,14 +88,14 @@ TEST(Outcome, TimeoutAndResetRetry) {
   timeout.kind = HandlerResponse::Kind::kTimeout;
   auto d = Decide(Policy(), timeout, 1, kNow, 0.5);
   EXPECT_EQ(d.action, Action::kRetry);
-  EXPECT_STREQ(d.metric, "timeout");
+  EXPECT_EQ(Name(d.outcome), "timeout");
   EXPECT_EQ(d.status_text, "timeout");
   HandlerResponse reset;
   reset.kind = HandlerResponse::Kind::kError;
   reset.error = "connection reset";
   d = Decide(Policy(), reset, 1, kNow, 0.5);
   EXPECT_EQ(d.action, Action::kRetry);
-  EXPECT_STREQ(d.metric, "error");
+  EXPECT_EQ(Name(d.outcome), "error");
 }
 
 TEST(Outcome, RefusedIsNotAnAttempt) {
@@ -100,15 +103,15 @@ TEST(Outcome, RefusedIsNotAnAttempt) {
   refused.kind = HandlerResponse::Kind::kRefused;
   auto d = Decide(Policy(1), refused, 1, kNow, 0.5);
   EXPECT_EQ(d.action, Action::kHold);
-  EXPECT_STREQ(d.metric, "");
+  EXPECT_EQ(Name(d.outcome), "");
 }
 
 TEST(Outcome, FailureAtMaxAttemptsDeadLetters) {
   auto d = Decide(Policy(3), Answer(500, "boom"), 3, kNow, 0.5);
   EXPECT_EQ(d.action, Action::kDeadLetter);
-  EXPECT_EQ(d.reason, "max_attempts");
+  EXPECT_EQ(Name(d.reason), "max_attempts");
   EXPECT_EQ(d.status_text, "500");
-  EXPECT_STREQ(d.metric, "retry");
+  EXPECT_EQ(Name(d.outcome), "retry");
   EXPECT_EQ(Decide(Policy(3), Answer(500), 2, kNow, 0.5).action, Action::kRetry);
 }
 
@@ -130,10 +133,11 @@ TEST(Outcome, ErrorIsClippedToOneKiB) {
 TEST(Outcome, BatchFailures) {
   auto drop = DecideBatchFailure(Policy(), true, "bad", 1, "", 0, 0.5);
   EXPECT_EQ(drop.action, Action::kDeadLetter);
-  EXPECT_EQ(drop.reason, "dropped");
+  EXPECT_EQ(Name(drop.reason), "dropped");
   auto retry = DecideBatchFailure(Policy(), false, "later", 1, "", 0, 0.5);
   EXPECT_EQ(retry.action, Action::kRetry);
-  EXPECT_EQ(DecideBatchFailure(Policy(2), false, "later", 2, "", 0, 0.5).reason, "max_attempts");
+  EXPECT_EQ(Name(DecideBatchFailure(Policy(2), false, "later", 2, "", 0, 0.5).reason),
+            "max_attempts");
 }
 
 TEST(Outcome, BatchRetryHonoursRetryAfter) {
@@ -153,7 +157,176 @@ TEST(Outcome, BatchRetryHonoursRetryAfter) {
   EXPECT_EQ(capped.delay, policy.backoff.max);
   // A DROP is dead-lettered whatever Retry-After says; an exhausted entry too.
   EXPECT_EQ(DecideBatchFailure(policy, true, "bad", 1, "7", 0, 0.5).action, Action::kDeadLetter);
-  EXPECT_EQ(DecideBatchFailure(Policy(2), false, "later", 2, "7", 0, 0.5).reason, "max_attempts");
+  EXPECT_EQ(Name(DecideBatchFailure(Policy(2), false, "later", 2, "7", 0, 0.5).reason),
+            "max_attempts");
+}
+
+// DecideBatch (SPEC 3.4): the answer to a batch POST, entry by entry.
+
+const std::vector<BatchItem> kFiveItems = {
+    {"1-0", 1}, {"2-0", 1}, {"3-0", 1}, {"4-0", 1}, {"5-0", 1}};
+
+double Half() { return 0.5; }
+
+// DeliveryTest.BatchDeliveryWithFailures: retry the first, drop the second, name an id that is
+// not in the batch; the others are accepted.
+TEST(Outcome, DecideBatchMatchesFailuresById) {
+  const std::string body =
+      R"({"failures":[{"id":"1-0","status":"RETRY","error":"later"},)"
+      R"({"id":"2-0","status":"DROP","error":"bad"},{"id":"9-9","status":"RETRY"}]})";
+  const BatchDecision batch = DecideBatch(Policy(), Answer(200, body), kFiveItems, kNow, Half);
+  ASSERT_EQ(batch.decisions.size(), 5u);
+  const Decision& retried = batch.decisions[0];
+  EXPECT_EQ(retried.action, Action::kRetry);
+  EXPECT_EQ(Name(retried.outcome), "retry");
+  EXPECT_EQ(retried.delay, Millis(1000));
+  EXPECT_EQ(retried.status_text, "200");
+  EXPECT_EQ(retried.error, "later");
+  const Decision& dropped = batch.decisions[1];
+  EXPECT_EQ(dropped.action, Action::kDeadLetter);
+  EXPECT_EQ(Name(dropped.reason), "dropped");
+  EXPECT_EQ(Name(dropped.outcome), "reject");
+  EXPECT_EQ(dropped.status_text, "200");
+  EXPECT_EQ(dropped.error, "bad");
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_EQ(batch.decisions[i].action, Action::kAck) << i;
+    EXPECT_EQ(Name(batch.decisions[i].outcome), "success") << i;
+  }
+  EXPECT_EQ(batch.unknown_ids, 1u);
+}
+
+TEST(Outcome, DecideBatchOfAnAnswerWithoutFailuresAcceptsEveryEntry) {
+  for (const char* body : {"", "ok", R"({"failures":[]})", R"({"status":"RETRY"})"}) {
+    const BatchDecision batch = DecideBatch(Policy(), Answer(204, body), kFiveItems, kNow, Half);
+    ASSERT_EQ(batch.decisions.size(), 5u) << body;
+    for (const auto& decision : batch.decisions) {
+      EXPECT_EQ(decision.action, Action::kAck) << body;
+      EXPECT_EQ(Name(decision.outcome), "success") << body;
+    }
+    EXPECT_EQ(batch.unknown_ids, 0u) << body;
+  }
+}
+
+// The dead letter of a failed item carries the batch's own status, not "200".
+TEST(Outcome, DecideBatchFailureCarriesTheAnswersStatus) {
+  const BatchDecision batch =
+      DecideBatch(Policy(), Answer(207, R"({"failures":[{"id":"3-0","status":"DROP"}]})"),
+                  kFiveItems, kNow, Half);
+  EXPECT_EQ(batch.decisions[2].action, Action::kDeadLetter);
+  EXPECT_EQ(batch.decisions[2].status_text, "207");
+}
+
+// Unknown ids and unreadable failure items are counted, never applied to an entry; an id named
+// twice decides its entry once (the last naming) and is not unknown.
+TEST(Outcome, DecideBatchCountsUnknownIdsAndMalformedItems) {
+  const std::string body =
+      R"({"failures":[{"id":"7-0"},{"id":"8-0","status":"DROP"},{"status":"DROP"},42,)"
+      R"({"id":3},{"id":"4-0","status":"DROP"},{"id":"4-0","status":"RETRY","error":"again"}]})";
+  const BatchDecision batch = DecideBatch(Policy(), Answer(200, body), kFiveItems, kNow, Half);
+  ASSERT_EQ(batch.decisions.size(), 5u);
+  EXPECT_EQ(batch.unknown_ids, 5u);  // 7-0, 8-0, and three items without a string id
+  EXPECT_EQ(batch.decisions[3].action, Action::kRetry);
+  EXPECT_EQ(batch.decisions[3].error, "again");
+  for (size_t i : {0u, 1u, 2u, 4u}) EXPECT_EQ(batch.decisions[i].action, Action::kAck) << i;
+}
+
+// DeliveryTest.BatchAnswerThatIsNot2xxAppliesToEveryEntry: SPEC 3.2 for each entry, with its
+// own attempts.
+TEST(Outcome, DecideBatchOfANon2xxAppliesTheOutcomeTableToEveryEntry) {
+  const std::vector<BatchItem> items = {{"1-0", 1}, {"2-0", 3}, {"3-0", 2}};
+  const BatchDecision busy = DecideBatch(Policy(3), Answer(503, "busy"), items, kNow, Half);
+  ASSERT_EQ(busy.decisions.size(), 3u);
+  EXPECT_EQ(busy.decisions[0].action, Action::kRetry);
+  EXPECT_EQ(busy.decisions[0].delay, Millis(1000));
+  EXPECT_EQ(busy.decisions[1].action, Action::kDeadLetter);  // its third attempt
+  EXPECT_EQ(Name(busy.decisions[1].reason), "max_attempts");
+  EXPECT_EQ(busy.decisions[2].delay, Millis(2000));
+  for (const auto& decision : busy.decisions) {
+    EXPECT_EQ(Name(decision.outcome), "retry");
+    EXPECT_EQ(decision.status_text, "503");
+    EXPECT_EQ(decision.error, "busy");
+  }
+  EXPECT_EQ(busy.unknown_ids, 0u);
+
+  const BatchDecision rejected = DecideBatch(Policy(3), Answer(422, "schema"), items, kNow, Half);
+  for (const auto& decision : rejected.decisions) {
+    EXPECT_EQ(decision.action, Action::kDeadLetter);
+    EXPECT_EQ(Name(decision.reason), "rejected");
+    EXPECT_EQ(Name(decision.outcome), "reject");
+    EXPECT_EQ(decision.status_text, "422");
+  }
+
+  HandlerResponse timeout;
+  timeout.kind = HandlerResponse::Kind::kTimeout;
+  for (const auto& decision : DecideBatch(Policy(3), timeout, items, kNow, Half).decisions) {
+    EXPECT_EQ(Name(decision.outcome), "timeout");
+    EXPECT_EQ(decision.status_text, "timeout");
+  }
+  // A failures list in a non-2xx answer is not read: the status decides.
+  const BatchDecision ignored =
+      DecideBatch(Policy(3), Answer(500, R"({"failures":[{"id":"9-9"}]})"), items, kNow, Half);
+  EXPECT_EQ(ignored.unknown_ids, 0u);
+  EXPECT_EQ(ignored.decisions[0].action, Action::kRetry);
+}
+
+// Retry-After replaces the backoff of every retried entry (capped at max_backoff), in a 2xx
+// with failures and in a non-2xx alike; DROP and exhausted entries are dead-lettered anyway.
+TEST(Outcome, DecideBatchHonoursRetryAfter) {
+  const std::vector<BatchItem> items = {{"1-0", 1}, {"2-0", 1}, {"3-0", 2}};
+  const std::string body =
+      R"({"failures":[{"id":"1-0","status":"RETRY"},{"id":"2-0","status":"DROP"},)"
+      R"({"id":"3-0","status":"RETRY"}]})";
+  const BatchDecision ok = DecideBatch(Policy(2), Answer(200, body, "7"), items, kNow, Half);
+  EXPECT_EQ(ok.decisions[0].action, Action::kRetry);
+  EXPECT_EQ(ok.decisions[0].delay, Millis(7000));
+  EXPECT_EQ(ok.decisions[1].action, Action::kDeadLetter);
+  EXPECT_EQ(Name(ok.decisions[1].reason), "dropped");
+  EXPECT_EQ(Name(ok.decisions[2].reason), "max_attempts");
+
+  const BatchDecision busy =
+      DecideBatch(Policy(5), Answer(429, "", "Wed, 21 Oct 2015 07:28:03 GMT"), items, kNow, Half);
+  for (const auto& decision : busy.decisions) EXPECT_EQ(decision.delay, Millis(3000));
+  const BatchDecision capped = DecideBatch(Policy(5), Answer(503, "", "100000"), items, kNow, Half);
+  for (const auto& decision : capped.decisions) EXPECT_EQ(decision.delay, Millis(60000));
+}
+
+// Each retried entry draws its own jitter; accepted entries draw none.
+TEST(Outcome, DecideBatchDrawsTheJitterOncePerDecidedEntry) {
+  OutcomePolicy policy = Policy();
+  policy.backoff.jitter = 0.5;
+  std::vector<double> draws = {0.0, 1.0};
+  size_t drawn = 0;
+  auto next = [&] { return draws.at(drawn++); };
+  const BatchDecision batch = DecideBatch(
+      policy, Answer(200, R"({"failures":[{"id":"2-0"},{"id":"4-0"}]})"), kFiveItems, kNow, next);
+  EXPECT_EQ(drawn, 2u);
+  EXPECT_NE(batch.decisions[1].delay, batch.decisions[3].delay);
+  drawn = 0;
+  draws = {0.0, 1.0, 0.0, 1.0, 0.0};
+  const BatchDecision busy = DecideBatch(policy, Answer(500), kFiveItems, kNow, next);
+  EXPECT_EQ(drawn, 5u);
+  EXPECT_NE(busy.decisions[0].delay, busy.decisions[1].delay);
+}
+
+TEST(Outcome, InvalidAndAcceptedDecisions) {
+  const Decision invalid = Decision::Invalid("header value carries a control character");
+  EXPECT_EQ(invalid.action, Action::kDeadLetter);
+  EXPECT_EQ(Name(invalid.reason), "invalid");
+  EXPECT_EQ(invalid.status_text, "none");
+  EXPECT_EQ(invalid.error, "header value carries a control character");
+  EXPECT_EQ(Name(invalid.outcome), "");  // nothing was delivered
+  const Decision accepted = Decision::Accepted();
+  EXPECT_EQ(accepted.action, Action::kAck);
+  EXPECT_EQ(Name(accepted.outcome), "success");
+}
+
+TEST(Outcome, NamesAreTheMetricLabels) {
+  std::vector<std::string> outcomes, reasons;
+  for (auto outcome : kDeliveryOutcomes) outcomes.emplace_back(Name(outcome));
+  for (auto reason : kDeadLetterReasons) reasons.emplace_back(Name(reason));
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"success", "retry", "reject", "timeout", "error"}));
+  EXPECT_EQ(reasons, (std::vector<std::string>{"max_attempts", "rejected", "dropped", "invalid"}));
+  EXPECT_EQ(Name(DeliveryOutcome::kNone), "");
 }
 
 }  // namespace

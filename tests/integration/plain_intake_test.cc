@@ -1,0 +1,452 @@
+// The reading half of a subscription on the event loop against a real redis-server: setup and its
+// fatal checks, the own-PEL drain first, reads bounded by the ledger's room, NOGROUP, the reclaim
+// beat, the recovery re-read after a lost connection, and the stop that ends a BLOCK read.
+
+#include "sidecar/runtime/plain_intake.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sidecar/delivery/outcome.h"
+#include "sidecar/redis/connector.h"
+#include "sidecar/redis/settle_scripts.h"
+#include "tests/support/redis_server.h"
+
+namespace streamcar::runtime {
+namespace {
+
+using testing::RedisServer;
+
+config::Subscription Sub() {
+  config::Subscription sub;
+  sub.stream = "orders";
+  sub.group = "g";
+  sub.start = "beginning";
+  sub.name = "orders/g";
+  sub.dead_letter.stream = "orders:dlq";
+  sub.retry.max_attempts = 5;
+  // The reclaim beat runs often, but claims nothing: the reclaim test shortens min_idle.
+  sub.claim.min_idle = Millis(60000);
+  sub.claim.interval = Millis(100);
+  sub.claim.count = 100;
+  return sub;
+}
+
+// One subscription's intake on a loop of its own, run by the test thread until what it waits for
+// has happened; a recording settlement stands in for the loop's.
+class Harness {
+ public:
+  explicit Harness(const RedisServer& server, size_t capacity = 100,
+                   config::Subscription sub = Sub())
+      : sub_(std::move(sub)), ops_(sub_.stream, sub_.group, "c1"), ledger_(capacity, "") {
+    auto loop = EventLoop::Create(SystemClock::Instance());
+    EXPECT_TRUE(loop.ok()) << loop.status().ToString();
+    loop_ = std::move(*loop);
+    loop_->SetFatalHook([](const Status& s) { ADD_FAILURE() << s.ToString(); });
+    connector_ = std::make_unique<redis::Connector>(*loop_);
+    redis::ConnectionOptions options = server.ClientOptions();
+    options.connect_timeout = Millis(1000);
+    options.command_timeout = Millis(1000);
+    read_ = std::make_unique<redis::AsyncConnection>(*loop_, *connector_, options, "read", nullptr,
+                                                     std::span<const redis::Script* const>{});
+    command_ = std::make_unique<redis::AsyncConnection>(*loop_, *connector_, options, "command",
+                                                        nullptr, redis::SettleScripts());
+    IntakeSettlement settlement{
+        [this](std::string id) { acks_.push_back(std::move(id)); },
+        [this](std::string id, redis::DeadLetterMeta) { dead_.push_back(std::move(id)); }};
+    intake_ = std::make_unique<Intake>(sub_.name, delivery::OutcomePolicyOf(sub_), &ledger_,
+                                       std::move(settlement), nullptr, loop_->clock());
+    PlainIntake::Callbacks callbacks;
+    callbacks.group_ready = [this] { ++group_ready_; };
+    callbacks.fatal = [this](const Status& s) { fatal_ = s; };
+    callbacks.ack_mode = [this](redis::AckMode mode) {
+      EXPECT_EQ(ledger_.held(), 0u) << "the ack mode comes before any entry";
+      ack_mode_ = mode;
+    };
+    callbacks.admitted = [this] { ++admitted_; };
+    plain_ = std::make_unique<PlainIntake>(*loop_, sub_, ops_, read_.get(), command_.get(),
+                                           &ledger_, intake_.get(), nullptr, std::move(callbacks));
+  }
+  ~Harness() {
+    plain_.reset();
+    read_.reset();
+    command_.reset();
+    connector_.reset();
+    loop_.reset();
+  }
+
+  bool RunUntil(const std::function<bool()>& condition, Millis timeout = Millis(20000)) {
+    const SteadyTime deadline = SteadyClock::now() + timeout;
+    while (!condition()) {
+      if (SteadyClock::now() >= deadline) return false;
+      loop_->RunOnce(Millis(20));
+    }
+    return true;
+  }
+  // Runs the loop for `period` whatever happens: only to show that something does NOT happen.
+  void RunFor(Millis period) {
+    const SteadyTime until = SteadyClock::now() + period;
+    while (SteadyClock::now() < until) loop_->RunOnce(Millis(10));
+  }
+
+  // Takes the ledger's ready entries as delivered and acknowledged (in Redis too).
+  void Settle(const RedisServer& server, size_t max) {
+    for (const EntryRef& ref : ledger_.TakeReady(max, loop_->clock().Now())) {
+      ASSERT_EQ(ledger_.Accept(ref), EntryLedger::Applied::kApplied);
+      server.Run({"XACK", sub_.stream, sub_.group, ref.id});
+      ASSERT_TRUE(ledger_.AckConfirmed(ref.id));
+    }
+  }
+
+  PlainIntake& plain() { return *plain_; }
+  EntryLedger& ledger() { return ledger_; }
+  redis::AsyncConnection& read() { return *read_; }
+
+  config::Subscription sub_;
+  redis::PlainOps ops_;
+  EntryLedger ledger_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<redis::Connector> connector_;
+  std::unique_ptr<redis::AsyncConnection> read_;
+  std::unique_ptr<redis::AsyncConnection> command_;
+  std::unique_ptr<Intake> intake_;
+  std::unique_ptr<PlainIntake> plain_;
+  std::vector<std::string> acks_;
+  std::vector<std::string> dead_;
+  int group_ready_ = 0;
+  int admitted_ = 0;
+  std::optional<redis::AckMode> ack_mode_;
+  std::optional<Status> fatal_;
+};
+
+std::string Add(const RedisServer& server, const std::string& n) {
+  return std::string(server.Run({"XADD", "orders", "*", "n", n}).view().Str());
+}
+
+// [id, consumer, idle, count] of one pending id, or an empty row.
+struct PendingRow {
+  std::string consumer;
+  int64_t count = 0;
+};
+PendingRow Pending(const RedisServer& server, const std::string& id) {
+  redis::Reply reply = server.Run({"XPENDING", "orders", "g", id, id, "1"});
+  if (reply.view().Size() == 0) return {};
+  return {std::string(reply.view()[0][1].Str()), reply.view()[0][3].Integer()};
+}
+int64_t PendingCount(const RedisServer& server) {
+  return server.Run({"XPENDING", "orders", "g"}).view()[0].Integer();
+}
+// A client is blocked in Redis (our BLOCK read).
+bool Blocked(const RedisServer& server) {
+  return server.Run({"CLIENT", "LIST"}).view().Str().find(" flags=b ") != std::string::npos;
+}
+
+TEST(PlainIntake, DrainsOwnPendingFirstWithTheirDeliveryCounts) {
+  RedisServer server;
+  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
+  const std::string a = Add(server, "a");
+  const std::string b = Add(server, "b");
+  // A previous life of this consumer read them (one delivery each) and died.
+  server.Run({"XREADGROUP", "GROUP", "g", "c1", "COUNT", "10", "STREAMS", "orders", ">"});
+  const std::string c = Add(server, "c");  // never read
+
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 3; }));
+  EXPECT_EQ(h.group_ready_, 1);
+  EXPECT_EQ(h.ack_mode_, redis::AckMode::kAckOnly);
+  EXPECT_TRUE(h.plain().drained());
+  // The drain read each once more: attempts 2, counted by Redis.
+  EXPECT_EQ(h.ledger().Find(a)->attempts, 2);
+  EXPECT_EQ(h.ledger().Find(b)->attempts, 2);
+  EXPECT_EQ(h.ledger().Find(c)->attempts, 1);
+  EXPECT_EQ(Pending(server, a).count, 2);
+  // Own pending entries first, then new ones.
+  std::vector<std::string> order;
+  for (const EntryRef& ref : h.ledger().TakeReady(10, h.loop_->clock().Now())) {
+    order.push_back(ref.id);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{a, b, c}));
+}
+
+TEST(PlainIntake, ReadsNoMoreThanThereIsRoomAndGoesOnWhenPoked) {
+  RedisServer server;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(Add(server, std::to_string(i)));
+  Harness h(server, /*capacity=*/4);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
+  // Out of room: no read is outstanding and none starts, however long the loop runs.
+  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }));
+  h.RunFor(Millis(200));
+  EXPECT_FALSE(h.plain().reading());
+  EXPECT_EQ(PendingCount(server), 4) << "read beyond the room";
+
+  // Room freed: nothing is read until the loop pokes the intake.
+  h.Settle(server, 3);
+  EXPECT_EQ(h.ledger().held(), 1u);
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
+  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }));
+  EXPECT_EQ(PendingCount(server), 4);
+  h.Settle(server, 4);
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 3; }));
+  EXPECT_EQ(server.Run({"XINFO", "GROUPS", "orders"}).view()[0][7].Str(), ids.back())
+      << "every entry was read";
+}
+
+TEST(PlainIntake, APendingEntryWhosePayloadIsGoneIsAcknowledgedNotAdmitted) {
+  RedisServer server;
+  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
+  const std::string gone = Add(server, "gone");
+  const std::string kept = Add(server, "kept");
+  server.Run({"XREADGROUP", "GROUP", "g", "c1", "COUNT", "10", "STREAMS", "orders", ">"});
+  server.Run({"XDEL", "orders", gone});
+
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.ledger().held() == 2; }));
+  EXPECT_EQ(h.acks_, (std::vector<std::string>{gone}));
+  EXPECT_EQ(h.ledger().StateOf(gone), EntryState::kAcking);
+  EXPECT_EQ(h.ledger().StateOf(kept), EntryState::kQueued);
+  const auto ready = h.ledger().TakeReady(10, h.loop_->clock().Now());
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].id, kept);
+}
+
+TEST(PlainIntake, AGroupDeletedWithItsStreamIsCreatedAgainAtZero) {
+  RedisServer server;
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  server.Run({"DEL", "orders"});
+  // Written after the deletion, before or after the group is back: read either way (group at 0).
+  const std::string id = Add(server, "after");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(id); }));
+  redis::Reply groups = server.Run({"XINFO", "GROUPS", "orders"});
+  ASSERT_EQ(groups.view().Size(), 1u);
+  EXPECT_EQ(groups.view()[0][1].Str(), "g");
+  EXPECT_FALSE(h.fatal_.has_value());
+}
+
+TEST(PlainIntake, NogroupMetByTheSettlementCreatesTheGroupAgainEvenWithoutRoom) {
+  RedisServer server;
+  Harness h(server, /*capacity=*/1);
+  const std::string id = Add(server, "held");
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(id) && !h.plain().reading(); }));
+  server.Run({"DEL", "orders"});
+  // Out of room, so no read would meet NOGROUP: the settlement's report is what re-creates it.
+  h.plain().RequestGroupRecreation();
+  ASSERT_TRUE(h.RunUntil([&] {
+    redis::Reply groups = server.RunAllowingError({"XINFO", "GROUPS", "orders"});
+    return !groups.IsError() && groups.view().Size() == 1;
+  }));
+  EXPECT_FALSE(h.fatal_.has_value());
+}
+
+TEST(PlainIntake, ReclaimsADeadPeersIdleEntriesOnlyAfterTheDrain) {
+  RedisServer server;
+  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
+  const std::string own = Add(server, "own");
+  server.Run({"XREADGROUP", "GROUP", "g", "c1", "COUNT", "10", "STREAMS", "orders", ">"});
+  const std::string peers = Add(server, "peer's");
+  server.Run({"XREADGROUP", "GROUP", "g", "peer", "COUNT", "10", "STREAMS", "orders", ">"});
+
+  config::Subscription sub = Sub();
+  sub.claim.min_idle = Millis(100);
+  Harness h(server, 100, sub);
+  // Reading is paused (health_url unhealthy): the drain cannot run, although there is room.
+  h.ledger().SetHealthPaused(true);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.group_ready_ == 1; }));
+  // Several reclaim intervals, the peer's entry long idle: still the peer's.
+  h.RunFor(Millis(600));
+  EXPECT_FALSE(h.plain().drained());
+  EXPECT_EQ(Pending(server, peers).consumer, "peer") << "reclaimed before the drain";
+  EXPECT_FALSE(h.ledger().Holds(peers));
+
+  h.ledger().SetHealthPaused(false);
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained(); }));
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(peers); }));
+  EXPECT_EQ(Pending(server, peers).consumer, "c1");
+  EXPECT_EQ(h.ledger().Find(peers)->attempts, 2) << "the peer's delivery and the claim";
+  EXPECT_EQ(h.ledger().Find(own)->attempts, 2);
+}
+
+TEST(PlainIntake, StopEndsABlockingReadAtOnce) {
+  RedisServer server;
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  // An entry ends the read in progress; the next read starts in the same turn of the loop, so it
+  // has its whole BLOCK period ahead when the stop comes.
+  const std::string first = Add(server, "first");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
+  ASSERT_TRUE(h.plain().reading());
+  ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
+  bool stopped = false;
+  const SteadyTime begin = SteadyClock::now();
+  h.plain().Stop([&] { stopped = true; });
+  EXPECT_FALSE(stopped) << "never inside Stop";
+  ASSERT_TRUE(h.RunUntil([&] { return stopped; }));
+  const auto took = std::chrono::duration_cast<Millis>(SteadyClock::now() - begin);
+  EXPECT_LT(took.count(), 500) << "waited for the BLOCK to run out";
+  EXPECT_FALSE(h.plain().reading());
+  // Nothing is read after the stop.
+  Add(server, "late");
+  h.RunFor(Millis(200));
+  EXPECT_EQ(h.ledger().held(), 1u);
+  EXPECT_EQ(PendingCount(server), 1);
+}
+
+TEST(PlainIntake, StopRoutesWhatTheLastReadBrought) {
+  RedisServer server;
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
+  // The blocked read is answered with this entry; the loop has not seen the answer yet.
+  const std::string id = Add(server, "in flight");
+  bool stopped = false;
+  bool held_when_stopped = false;
+  h.plain().Stop([&] {
+    stopped = true;
+    held_when_stopped = h.ledger().Holds(id);
+  });
+  ASSERT_TRUE(h.RunUntil([&] { return stopped; }));
+  EXPECT_TRUE(held_when_stopped) << "read (one delivery counted) but not routed by the stop";
+  EXPECT_TRUE(h.ledger().Holds(id));
+  EXPECT_EQ(Pending(server, id).consumer, "c1");
+}
+
+TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
+  RedisServer server;
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  const std::string first = Add(server, "first");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
+  ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
+  // The handler refuses the connection: the entry is handed back and reading pauses.
+  const SteadyTime now = h.loop_->clock().Now();
+  const auto refs = h.ledger().TakeReady(1, now);
+  ASSERT_EQ(refs.size(), 1u);
+  h.ledger().HandBack(refs, now + Millis(30000));
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }, Millis(500)))
+      << "the BLOCK read went on while paused";
+  // What is written meanwhile stays in the stream, not read into a paused consumer.
+  Add(server, "while paused");
+  h.RunFor(Millis(300));
+  EXPECT_EQ(PendingCount(server), 1);
+  EXPECT_EQ(h.ledger().held(), 1u);
+  // The handler answers again: reading goes on.
+  h.ledger().HandlerAnswered();
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
+}
+
+TEST(PlainIntake, AfterALostReadConnectionOwnPendingEntriesNothingHoldsComeBack) {
+  RedisServer server;
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  const std::string a = Add(server, "a");
+  const std::string b = Add(server, "b");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
+  // As if the reply that carried `a` had been lost: pending for c1, held by nobody.
+  ASSERT_EQ(h.ledger().MarkLost(a), EntryLedger::LostResult::kDropped);
+  ASSERT_FALSE(h.ledger().Holds(a));
+  const uint64_t generation = h.read().generation();
+  const int64_t client = *h.read().client_id();
+  server.Run({"CLIENT", "KILL", "ID", std::to_string(client)});
+  ASSERT_TRUE(h.RunUntil([&] { return h.read().generation() > generation; }));
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(a); }));
+  EXPECT_EQ(h.ledger().Find(a)->attempts, 1) << "the re-read counts no delivery";
+  EXPECT_EQ(Pending(server, a).count, 1);
+  EXPECT_EQ(h.ledger().held(), 2u);
+  EXPECT_EQ(h.ledger().Find(b)->attempts, 1);
+  // Reading goes on after the re-read.
+  const std::string c = Add(server, "c");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(c); }));
+}
+
+TEST(PlainIntake, AnAmbiguousSettlementReReadsOnlyWhatNothingHolds) {
+  RedisServer server;
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  const std::string a = Add(server, "a");
+  const std::string b = Add(server, "b");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
+  ASSERT_EQ(h.ledger().MarkLost(b), EntryLedger::LostResult::kDropped);
+  const int admitted = h.admitted_;
+  h.plain().RequestRecovery();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(b); }));
+  EXPECT_EQ(h.ledger().held(), 2u);
+  EXPECT_GT(h.admitted_, admitted);
+  EXPECT_EQ(Pending(server, a).count, 1);
+  EXPECT_EQ(Pending(server, b).count, 1);
+}
+
+TEST(PlainIntake, AStreamKeyOfAnotherTypeIsFatal) {
+  RedisServer server;
+  server.Run({"SET", "orders", "not a stream"});
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.fatal_.has_value(); }));
+  EXPECT_EQ(h.fatal_->code(), StatusCode::kFatal);
+  EXPECT_NE(h.fatal_->message().find("WRONGTYPE"), std::string::npos) << h.fatal_->message();
+  EXPECT_EQ(h.group_ready_, 0);
+  EXPECT_EQ(server.Run({"GET", "orders"}).view().Str(), "not a stream") << "left untouched";
+}
+
+TEST(PlainIntake, ADeadLetterKeyOfAnotherTypeIsFatal) {
+  RedisServer server;
+  server.Run({"SET", "orders:dlq", "not a stream"});
+  Harness h(server);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.fatal_.has_value(); }));
+  EXPECT_EQ(h.fatal_->code(), StatusCode::kFatal);
+  EXPECT_NE(h.fatal_->message().find(
+                "dead_letter.stream key \"orders:dlq\" exists and is a string, not a stream"),
+            std::string::npos)
+      << h.fatal_->message();
+  EXPECT_EQ(h.group_ready_, 0);
+}
+
+TEST(PlainIntake, AckDeleteWithAnotherGroupAndNoXackdelIsFatal) {
+  RedisServer server;
+  const bool has_ackdel = server.Run({"COMMAND", "INFO", "XACKDEL"}).view()[0].IsArray();
+  if (has_ackdel) GTEST_SKIP() << "this server has XACKDEL";
+  server.Run({"XGROUP", "CREATE", "orders", "other", "0", "MKSTREAM"});
+  config::Subscription sub = Sub();
+  sub.ack.delete_entries = true;
+  Harness h(server, 100, sub);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.fatal_.has_value(); }));
+  EXPECT_NE(h.fatal_->message().find("(it has 2)"), std::string::npos) << h.fatal_->message();
+}
+
+TEST(PlainIntake, AckDeleteAloneWithoutXackdelAcknowledgesThenDeletes) {
+  RedisServer server;
+  const bool has_ackdel = server.Run({"COMMAND", "INFO", "XACKDEL"}).view()[0].IsArray();
+  config::Subscription sub = Sub();
+  sub.ack.delete_entries = true;
+  Harness h(server, 100, sub);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ack_mode_.has_value(); }));
+  EXPECT_EQ(*h.ack_mode_, has_ackdel ? redis::AckMode::kAckDel : redis::AckMode::kAckThenDelete);
+  EXPECT_EQ(h.group_ready_, 1);
+}
+
+}  // namespace
+}  // namespace streamcar::runtime
