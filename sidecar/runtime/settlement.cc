@@ -16,6 +16,15 @@ namespace {
 
 bool IsNoGroup(std::string_view error) { return error.starts_with("NOGROUP"); }
 
+// The streamcar_dead_lettered_total series of a record's reason; nullptr for an unknown one.
+prometheus::Counter* DeadLetteredSeries(const admin::SubscriptionMetrics& metrics,
+                                        std::string_view reason) {
+  for (auto known : delivery::kDeadLetterReasons) {
+    if (delivery::Name(known) == reason) return metrics.DeadLettered(known);
+  }
+  return nullptr;
+}
+
 bool HasStep(const SettlePlan& plan, SettlePlan::Step step) {
   return std::any_of(plan.spans.begin(), plan.spans.end(),
                      [&](const SettlePlan::Span& span) { return span.step == step; });
@@ -65,8 +74,8 @@ void Settlement::OnOutcome(const EntryRef& ref, const delivery::Decision& decisi
     case delivery::Action::kDeadLetter:
       applied = ledger_->DeadLetter(ref);
       if (applied == EntryLedger::Applied::kApplied) {
-        QueueDeadLetter(ref.id, {decision.reason, decision.status_text, decision.error, attempts,
-                                 clock_.WallMillis()});
+        QueueDeadLetter(ref.id, {std::string(delivery::Name(decision.reason)), decision.status_text,
+                                 decision.error, attempts, clock_.WallMillis()});
       }
       break;
     case delivery::Action::kHold:
@@ -251,7 +260,7 @@ void Settlement::ApplyDeadLetters(const SettleResult& r, bool sent, bool loaded,
                                     {"attempts", item.meta.attempts},
                                     {"status", item.meta.status}});
     if (metrics_ != nullptr) {
-      if (auto* counter = metrics_->DeadLettered(item.meta.reason)) counter->Increment();
+      if (auto* counter = DeadLetteredSeries(*metrics_, item.meta.reason)) counter->Increment();
       metrics_->acked->Increment();
     }
     ledger_->Release(item.id);

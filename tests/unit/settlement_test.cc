@@ -141,6 +141,9 @@ class SettlementTest : public ::testing::Test {
 
   double Failures(SettleClass c) const { return metrics_.SettleFailed(Name(c))->Value(); }
   double Acked() const { return metrics_.acked->Value(); }
+  double Rejected() const {
+    return metrics_.DeadLettered(delivery::DeadLetterReason::kRejected)->Value();
+  }
   uint64_t EndToEndCount() const { return metrics_.end_to_end->Collect().histogram.sample_count; }
   // The log lines containing every one of `parts`.
   size_t Logged(const std::vector<std::string>& parts) const {
@@ -287,7 +290,7 @@ TEST_F(SettlementTest, ADeadLetterWrittenIsLoggedCountedAndReleased) {
   EXPECT_EQ(args[1], redis::DeadLetterScript().sha());
   EXPECT_EQ(args[4], "orders:dlq");
   EXPECT_FALSE(ledger_.Holds("7-0"));
-  EXPECT_EQ(metrics_.dead_rejected->Value(), 1);
+  EXPECT_EQ(Rejected(), 1);
   EXPECT_EQ(Acked(), 1) << "a dead letter acknowledges the entry";
   EXPECT_EQ(EndToEndCount(), 0u);
   EXPECT_EQ(Logged({"\"msg\":\"entry dead-lettered\"", "\"id\":\"7-0\"", "\"reason\":\"rejected\"",
@@ -302,7 +305,7 @@ TEST_F(SettlementTest, ADeadLetterNoLongerOursIsALostLease) {
   RoundTrip([](const SettlePlan::Span&) { return std::vector<std::string>{Int(0)}; });
   EXPECT_FALSE(ledger_.Holds("7-0"));
   EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
-  EXPECT_EQ(metrics_.dead_rejected->Value(), 0);
+  EXPECT_EQ(Rejected(), 0);
   EXPECT_EQ(Acked(), 0);
   EXPECT_EQ(Logged({"dead letter not written: the entry is no longer this consumer's (lost lease)",
                     "\"class\":\"lost_lease\"", "\"id\":\"7-0\""}),
@@ -329,7 +332,7 @@ TEST_F(SettlementTest, ARefusedDeadLetterStaysHeldAndIsWrittenLater) {
   ASSERT_EQ(again.spans.size(), 1u);
   EXPECT_EQ(again.spans[0].meta.reason, "rejected") << "the record is the one first queued";
   EXPECT_FALSE(ledger_.Holds("7-0"));
-  EXPECT_EQ(metrics_.dead_rejected->Value(), 1);
+  EXPECT_EQ(Rejected(), 1);
 }
 
 TEST_F(SettlementTest, ARetryClaimedGoesBackToTheQueueWithOneMoreAttempt) {
@@ -715,7 +718,8 @@ TEST_F(SettlementTest, OutcomesMoveTheEntryAndQueueItsSettlement) {
   ASSERT_EQ(refs.size(), 3u);
   delivery::Decision ack;
   delivery::Decision retry{delivery::Action::kRetry, Millis(1500)};
-  delivery::Decision dead{delivery::Action::kDeadLetter, Millis(0), "rejected", "422", "bad input"};
+  delivery::Decision dead{delivery::Action::kDeadLetter, Millis(0),
+                          delivery::DeadLetterReason::kRejected, "422", "bad input"};
   settlement_.OnOutcome(refs[0], ack, now());
   settlement_.OnOutcome(refs[1], retry, now());
   settlement_.OnOutcome(refs[2], dead, now());
