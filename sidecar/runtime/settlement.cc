@@ -16,6 +16,15 @@ namespace {
 
 bool IsNoGroup(std::string_view error) { return error.starts_with("NOGROUP"); }
 
+// The streamcar_dead_lettered_total series of a record's reason; nullptr for an unknown one.
+prometheus::Counter* DeadLetteredSeries(const admin::SubscriptionMetrics& metrics,
+                                        std::string_view reason) {
+  for (auto known : delivery::kDeadLetterReasons) {
+    if (delivery::Name(known) == reason) return metrics.DeadLettered(known);
+  }
+  return nullptr;
+}
+
 bool HasStep(const SettlePlan& plan, SettlePlan::Step step) {
   return std::any_of(plan.spans.begin(), plan.spans.end(),
                      [&](const SettlePlan::Span& span) { return span.step == step; });
@@ -44,7 +53,39 @@ void Settlement::QueueAck(std::string id, bool delivered) {
 }
 
 void Settlement::QueueDeadLetter(std::string id, redis::DeadLetterMeta meta) {
+  if (meta.time_ms == 0) meta.time_ms = clock_.WallMillis();
   dead_.push_back({std::move(id), std::move(meta)});
+}
+
+void Settlement::OnOutcome(const EntryRef& ref, const delivery::Decision& decision,
+                           SteadyTime now) {
+  const StreamEntry* entry = ledger_->Entry(ref);
+  if (entry == nullptr) return;  // stale: let go or handed out again meanwhile
+  const int attempts = entry->attempts;
+  EntryLedger::Applied applied = EntryLedger::Applied::kApplied;
+  switch (decision.action) {
+    case delivery::Action::kAck:
+      // A lost entry's 2xx still counts: acknowledged like any other (SPEC 3.2).
+      if (ledger_->Accept(ref) == EntryLedger::Applied::kApplied) QueueAck(ref.id, true);
+      return;
+    case delivery::Action::kRetry:
+      applied = ledger_->ScheduleRetry(ref, now + decision.delay);
+      break;
+    case delivery::Action::kDeadLetter:
+      applied = ledger_->DeadLetter(ref);
+      if (applied == EntryLedger::Applied::kApplied) {
+        QueueDeadLetter(ref.id, {std::string(delivery::Name(decision.reason)), decision.status_text,
+                                 decision.error, attempts, clock_.WallMillis()});
+      }
+      break;
+    case delivery::Action::kHold:
+      return;  // the delivery keeps the entry itself
+  }
+  if (applied == EntryLedger::Applied::kLetGo) {
+    // A peer reclaimed it while it was in flight (counted then): only a 2xx is still ours.
+    LogWarn("result dropped: the entry was reclaimed by another consumer (lost lease)",
+            {{"subscription", sub_.name}, {"id", ref.id}});
+  }
 }
 
 std::optional<SteadyTime> Settlement::AcksDueAt() const {
@@ -219,9 +260,7 @@ void Settlement::ApplyDeadLetters(const SettleResult& r, bool sent, bool loaded,
                                     {"attempts", item.meta.attempts},
                                     {"status", item.meta.status}});
     if (metrics_ != nullptr) {
-      if (auto reason = delivery::DeadLetterReasonNamed(item.meta.reason)) {
-        if (auto* counter = metrics_->DeadLettered(*reason)) counter->Increment();
-      }
+      if (auto* counter = DeadLetteredSeries(*metrics_, item.meta.reason)) counter->Increment();
       metrics_->acked->Increment();
     }
     ledger_->Release(item.id);
@@ -321,6 +360,14 @@ void Settlement::ApplyAmbiguous(const SettleResult& r) {
        {"class", "ambiguous"},
        {"entries", static_cast<int64_t>(released)},
        {"error", r.failure}});
+}
+
+void Settlement::LogUnsettled() const {
+  if (Idle()) return;
+  LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
+          {{"subscription", sub_.name},
+           {"acks", static_cast<int64_t>(queued_acks())},
+           {"dead_letters", static_cast<int64_t>(dead_.size())}});
 }
 
 std::optional<SettlePlan> Settlement::UndoPlan() {

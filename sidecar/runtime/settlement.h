@@ -30,6 +30,7 @@
 #include "sidecar/admin/metrics.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/config/config.h"
+#include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/stream_ops.h"
@@ -68,8 +69,14 @@ class Settlement {
   // `delivered`: a 2xx (counted in the end-to-end latency); false: its payload is gone.
   void QueueAck(std::string id, bool delivered);
   // Dead-letter `id`, which the ledger holds kDeadLettering; the record is built from the
-  // ledger's entry when the plan is made.
+  // ledger's entry when the plan is made. A meta without a time gets the clock's wall time.
   void QueueDeadLetter(std::string id, redis::DeadLetterMeta meta);
+  // What the handler's answer decided for the delivery `ref` (the old settler's intake of
+  // outcomes): a 2xx is accepted and acknowledged, a retry waits `decision.delay` from `now`, a
+  // dead letter is queued with its record metadata (the time from the clock). An entry a peer
+  // reclaimed while it was in flight keeps only a 2xx (SPEC 3.2): any other result is dropped
+  // and logged. A stale ref does nothing.
+  void OnOutcome(const EntryRef& ref, const delivery::Decision& decision, SteadyTime now);
   // Shutdown, stage 1: no retry claim from now on (a claim counts a delivery, SPEC 3.2); the
   // entries waiting stay pending for a restart or a peer. Everything else still settles.
   void BeginDraining() { draining_ = true; }
@@ -101,6 +108,8 @@ class Settlement {
   // True once after a step was refused with NOGROUP: the intake re-creates the group (SPEC 4.2).
   bool TakeGroupMissing() { return std::exchange(group_missing_, false); }
 
+  // Shutdown, past the drain deadline: says what stays pending unsettled (nothing when Idle()).
+  void LogUnsettled() const;
   // Shutdown: take back the delivery count of the entries read but never POSTed (nullopt when
   // there are none), and log what came of it.
   std::optional<SettlePlan> UndoPlan();
