@@ -49,7 +49,7 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
   }
   if (!encoded) {
     // Nothing is sent: each entry is dead-lettered as invalid, without an attempt counted.
-    for (const auto& ref : refs) Apply(ref, delivery::Decision::Invalid(why));
+    for (const auto& ref : refs) Settle(ref, delivery::Decision::Invalid(why));
     after_results_();
     return;
   }
@@ -76,7 +76,7 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
     if (entry != nullptr) {
       auto decision = delivery::Decide(policy_, response, entry->attempts, now_ms, UnitRandom());
       Count(decision);
-      Apply(refs.front(), std::move(decision));
+      Settle(refs.front(), std::move(decision));
     }
     after_results_();
     return;
@@ -99,7 +99,7 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
   }
   for (size_t i = 0; i < live.size(); ++i) {
     Count(decided.decisions[i]);
-    Apply(live[i], std::move(decided.decisions[i]));
+    Settle(live[i], std::move(decided.decisions[i]));
   }
   after_results_();
 }
@@ -108,52 +108,8 @@ void DeliveryPump::Count(const delivery::Decision& decision) {
   if (auto* counter = metrics_->Delivered(decision.outcome)) counter->Increment();
 }
 
-void DeliveryPump::Apply(const EntryRef& ref, delivery::Decision decision) {
-  switch (decision.action) {
-    case delivery::Action::kAck:
-      // The payload and the ordering key are freed now; the room when the XACK is confirmed.
-      if (ledger_->Accept(ref) == EntryLedger::Applied::kApplied) {
-        settlement_->QueueAck(ref.id, /*delivered=*/true);
-      }
-      return;
-    case delivery::Action::kRetry: {
-      const StreamEntry* entry = ledger_->Entry(ref);
-      const int attempts = entry != nullptr ? entry->attempts : 0;
-      const auto applied = ledger_->ScheduleRetry(ref, clock_.Now() + decision.delay);
-      if (applied == EntryLedger::Applied::kApplied) {
-        LogDebug("delivery failed; will retry",
-                 {{"subscription", sub_.name},
-                  {"id", ref.id},
-                  {"attempts", attempts},
-                  {"status", decision.status_text},
-                  {"retry_in_ms", static_cast<int64_t>(decision.delay.count())}});
-      } else if (applied == EntryLedger::Applied::kLetGo) {
-        LogWarn("result dropped: the entry was reclaimed by another consumer (lost lease)",
-                {{"subscription", sub_.name}, {"id", ref.id}});
-      }
-      return;
-    }
-    case delivery::Action::kDeadLetter: {
-      const StreamEntry* entry = ledger_->Entry(ref);
-      const int attempts = entry != nullptr ? entry->attempts : 0;
-      const auto applied = ledger_->DeadLetter(ref);
-      if (applied == EntryLedger::Applied::kApplied) {
-        redis::DeadLetterMeta meta;
-        meta.reason = std::string(delivery::Name(decision.reason));
-        meta.status = std::move(decision.status_text);
-        meta.error = std::move(decision.error);
-        meta.attempts = attempts;
-        meta.time_ms = clock_.WallMillis();
-        settlement_->QueueDeadLetter(ref.id, std::move(meta));
-      } else if (applied == EntryLedger::Applied::kLetGo) {
-        LogWarn("result dropped: the entry was reclaimed by another consumer (lost lease)",
-                {{"subscription", sub_.name}, {"id", ref.id}});
-      }
-      return;
-    }
-    case delivery::Action::kHold:
-      return;  // not an outcome of an answer
-  }
+void DeliveryPump::Settle(const EntryRef& ref, const delivery::Decision& decision) {
+  settlement_->OnOutcome(ref, decision, clock_.Now());
 }
 
 void DeliveryPump::HandlerRefused(const std::vector<EntryRef>& refs, const std::string& error) {

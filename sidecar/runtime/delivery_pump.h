@@ -41,7 +41,7 @@ class DeliveryPump {
   void Send(std::vector<EntryRef> refs);
   void OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
                 const delivery::HandlerResponse& response);
-  void Apply(const EntryRef& ref, delivery::Decision decision);
+  void Settle(const EntryRef& ref, const delivery::Decision& decision);
   void Count(const delivery::Decision& decision);
   void HandlerRefused(const std::vector<EntryRef>& refs, const std::string& error);
   void HandlerAnswered();

@@ -16,15 +16,6 @@ namespace {
 
 bool IsNoGroup(std::string_view error) { return error.starts_with("NOGROUP"); }
 
-// The streamcar_dead_lettered_total series of a record's reason; nullptr for an unknown one.
-prometheus::Counter* DeadLetteredSeries(const admin::SubscriptionMetrics& metrics,
-                                        std::string_view reason) {
-  for (auto known : delivery::kDeadLetterReasons) {
-    if (delivery::Name(known) == reason) return metrics.DeadLettered(known);
-  }
-  return nullptr;
-}
-
 bool HasStep(const SettlePlan& plan, SettlePlan::Step step) {
   return std::any_of(plan.spans.begin(), plan.spans.end(),
                      [&](const SettlePlan::Span& span) { return span.step == step; });
@@ -70,6 +61,14 @@ void Settlement::OnOutcome(const EntryRef& ref, const delivery::Decision& decisi
       return;
     case delivery::Action::kRetry:
       applied = ledger_->ScheduleRetry(ref, now + decision.delay);
+      if (applied == EntryLedger::Applied::kApplied) {
+        LogDebug("delivery failed; will retry",
+                 {{"subscription", sub_.name},
+                  {"id", ref.id},
+                  {"attempts", attempts},
+                  {"status", decision.status_text},
+                  {"retry_in_ms", static_cast<int64_t>(decision.delay.count())}});
+      }
       break;
     case delivery::Action::kDeadLetter:
       applied = ledger_->DeadLetter(ref);
@@ -260,7 +259,9 @@ void Settlement::ApplyDeadLetters(const SettleResult& r, bool sent, bool loaded,
                                     {"attempts", item.meta.attempts},
                                     {"status", item.meta.status}});
     if (metrics_ != nullptr) {
-      if (auto* counter = DeadLetteredSeries(*metrics_, item.meta.reason)) counter->Increment();
+      if (auto reason = delivery::DeadLetterReasonNamed(item.meta.reason)) {
+        metrics_->DeadLettered(*reason)->Increment();
+      }
       metrics_->acked->Increment();
     }
     ledger_->Release(item.id);

@@ -146,7 +146,7 @@ class SubscriptionLoop::Core {
     if (read && !stopping_) intake_.Poke();
     ArmTimers();
     held_->store(ledger_.held(), std::memory_order_relaxed);
-    metrics_.inflight->Set(static_cast<double>(ledger_.held()));
+    gauges_.SetInflight(ledger_.held());
     if (awaiting_deliveries_ && ledger_.in_flight() == 0) {
       awaiting_deliveries_ = false;
       deliveries_done_ = true;
@@ -195,19 +195,23 @@ class SubscriptionLoop::Core {
     beat_timer_->ArmIn(kWatchdogBeat);
   }
 
+  // The gauge beat (runtime/gauges.h): one batch at a time, Apply once for each.
   void RefreshGauges() {
+    if (gauging_) return;
     if (!command_.ready()) {
       gauge_timer_->ArmIn(Millis(500));  // soon after the connection is up
       return;
     }
-    gauge_timer_->ArmIn(Gauges::kInterval);
-    if (gauging_) return;
     auto commands = gauges_.Commands(clock_.Now());
-    if (commands.empty()) return;
+    if (commands.empty()) {
+      gauge_timer_->ArmAt(gauges_.NextDue());
+      return;
+    }
     gauging_ = true;
     command_.SendBatch(commands, deps_.redis.command_timeout, [this](redis::BatchResult result) {
       gauging_ = false;
-      if (result.failure.ok()) gauges_.Apply(result.replies, clock_.Now());
+      gauges_.Apply(result.replies, clock_.Now());
+      gauge_timer_->ArmAt(gauges_.NextDue());
     });
   }
 
@@ -218,12 +222,7 @@ class SubscriptionLoop::Core {
     undoing_ = true;
     finish_timer_->Cancel();
     settle_timer_->Cancel();
-    if (!settlement_.Idle()) {
-      LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
-              {{"subscription", sub_.name},
-               {"acks", static_cast<int64_t>(settlement_.queued_acks())},
-               {"dead_letters", static_cast<int64_t>(settlement_.queued_dead_letters())}});
-    }
+    settlement_.LogUnsettled();
     auto plan = settlement_.UndoPlan();
     if (!plan) {
       stages_.settled();
