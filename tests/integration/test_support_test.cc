@@ -1,10 +1,14 @@
 // The test harness's own promises (tests/support): a test process that crashes leaves no server
-// behind and no descriptor of the test runner's pipe open.
+// behind and no descriptor of the test runner's pipe open, and a test handler binds any port
+// FreePort() hands out.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +22,7 @@
 
 #include "tests/support/redis_server.h"
 #include "tests/support/sidecar_process.h"
+#include "tests/support/test_handler.h"
 
 namespace streamcar::testing {
 namespace {
@@ -93,6 +98,39 @@ TEST(TestSupportTest, ARedisServerDiesWithATestProcessThatAborts) {
   std::filesystem::remove_all(dir, ignored);
   EXPECT_TRUE(eof) << "the pipe stayed open after the test process died";
   EXPECT_TRUE(gone) << "redis-server " << server << " outlived the test process that started it";
+}
+
+// A port with a connection in TIME_WAIT, left by a server that bound with SO_REUSEADDR alone (as
+// redis-server and the sidecar do) and closed first: FreePort() counts it free, and the handler
+// must bind it. httplib's default (SO_REUSEPORT alone) could not: "test handler cannot bind".
+TEST(TestSupportTest, AHandlerBindsAPortWithAConnectionInTimeWait) {
+  const int port = FreePort();
+  {
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ASSERT_EQ(::listen(listener, 1), 0);
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    const int accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(accepted, 0);
+    ::close(accepted);  // the server's side closes first: its end goes to TIME_WAIT
+    char byte;
+    EXPECT_EQ(::recv(client, &byte, 1, 0), 0);  // the FIN arrived
+    ::close(client);
+    ::close(listener);
+  }
+  TestHandler handler(port);
+  EXPECT_EQ(handler.port(), port);
+  httplib::Client client("127.0.0.1", port);
+  auto result = client.Post("/", "{}", "application/json");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
 }
 
 }  // namespace
