@@ -247,8 +247,9 @@ class LossyProxy {
     int one = 1;
     ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     sockaddr_in address = Loopback(port_);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::listen(listener_, 64);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+        << "proxy port " << port_;
+    EXPECT_EQ(::listen(listener_, 64), 0);
     acceptor_ = std::thread([this] { Accept(); });
   }
   ~LossyProxy() {
