@@ -1,7 +1,6 @@
 // `produce`, `read` and `tail` (SPEC 1 and 10) against the binary, a real redis-server and a real
 // SQLite archive.
 
-#include <fcntl.h>
 #include <rapidjson/document.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +13,7 @@
 #include "sidecar/log/entry_id.h"
 #include "sidecar/redis/stream_ops.h"
 #include "tests/e2e/e2e_fixture.h"
+#include "tests/support/child_process.h"
 
 namespace streamcar::testing {
 namespace {
@@ -44,20 +44,9 @@ class TailProcess {
  public:
   explicit TailProcess(const std::vector<std::string>& args)
       : dir_(MakeTempDir("streamcar-tail-")) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int out = ::open((dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      const int err = ::open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      std::vector<std::string> all = {StreamcarBinary()};
-      all.insert(all.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (auto& a : all) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    std::vector<std::string> argv = {StreamcarBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = SpawnChild({.argv = argv, .stdout_path = dir_ + "/out", .stderr_path = dir_ + "/err"});
   }
   ~TailProcess() {
     if (pid_ > 0) {

@@ -247,8 +247,9 @@ class LossyProxy {
     int one = 1;
     ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     sockaddr_in address = Loopback(port_);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::listen(listener_, 64);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+        << "proxy port " << port_;
+    EXPECT_EQ(::listen(listener_, 64), 0);
     acceptor_ = std::thread([this] { Accept(); });
   }
   ~LossyProxy() {
@@ -368,6 +369,116 @@ TEST_F(SettlementTest, AnAcknowledgementThatTimesOutIsAmbiguousAndLosesNothing) 
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15))) << sidecar->Logs();
   EXPECT_GE(RequestsFor(id).size(), 1u);
   EXPECT_EQ(Len("orders:dlq"), 0);
+}
+
+// SPEC 4.3 "definite" by a full memory: the dead letter's XADD is refused with OOM (maxmemory,
+// noeviction). Nothing was written and nothing acknowledged: the entry stays held and pending,
+// the step is retried with backoff and counted each time, and once memory is back the dead
+// letter is written exactly once, without another POST.
+TEST_F(SettlementTest, ADeadLetterRefusedForMemoryIsRetriedUntilWrittenOnce) {
+  std::atomic<bool> answer{false};
+  std::atomic<bool> arrived{false};
+  handler_.SetBehaviour([&](const ReceivedRequest&) {
+    arrived = true;  // the handler records a request only once this returns
+    const auto give_up = std::chrono::steady_clock::now() + seconds(20);
+    while (!answer && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return HandlerReply{422, "bad"};
+  });
+  auto sidecar = StartSidecar({});
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  std::string id = Add({"k", "v"});
+  ASSERT_TRUE(Eventually([&] { return arrived.load(); }, seconds(10))) << sidecar->Logs();
+  // Memory is full before the answer: the XADD of the dead letter is refused.
+  redis_->Run({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  redis_->Run({"CONFIG", "SET", "maxmemory", "1"});
+  answer = true;
+  // Refused, and tried again while the entry is held: counted each time.
+  ASSERT_TRUE(WaitMetric("streamcar_settle_failures_total", {"class=\"definite\""}, 2, seconds(20)))
+      << sidecar->Logs();
+  EXPECT_EQ(OwnerOf(id).first, "c1");  // still pending: nothing acknowledged
+  EXPECT_EQ(Len("orders:dlq"), 0);
+  EXPECT_EQ(Metric("streamcar_acked_total"), 0);
+  EXPECT_NE(sidecar->Logs().find("\"class\":\"definite\""), std::string::npos) << sidecar->Logs();
+  // Memory is back: the held entry is dead-lettered, once, and leaves the pending list.
+  redis_->Run({"CONFIG", "SET", "maxmemory", "0"});
+  ASSERT_TRUE(
+      Eventually([&] { return Len("orders:dlq") == 1 && PendingCount() == 0; }, seconds(20)))
+      << sidecar->Logs();
+  EXPECT_EQ(RequestsFor(id).size(), 1u);
+  EXPECT_EQ(Metric("streamcar_dead_lettered_total", {"reason=\"rejected\""}), 1);
+  auto letters = DeadLetters();
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_EQ(letters[0].Get("streamcar.id"), id);
+  EXPECT_EQ(letters[0].Get("streamcar.reason"), "rejected");
+  EXPECT_EQ(Len("orders"), 1);  // the entry itself is still in the stream: nothing lost
+}
+
+// SPEC 4.3 "ambiguous" by a crash: redis-server is killed (SIGKILL) while an acknowledgement is
+// on the wire, and restarted on its port from its append-only file (appendfsync always). The
+// kill is made to hit a flush: writes are paused first, so the XACK of the answers given then
+// waits at the server until the kill, and the test sees it waiting (CLIENT LIST) before it
+// kills. The command timeout is long, so the failure is the connection's, not a timeout.
+// Afterwards every entry is acknowledged (none lost), the ones acknowledged before the crash
+// are not delivered again, and the pending list brings back the rest at once (not after
+// claim.min_idle, 60 s here).
+TEST_F(SettlementTest, ARedisKilledMidFlushIsAmbiguousAndLosesNothing) {
+  redis_ = std::make_unique<RedisServer>(RedisServerOptions{.append_only = true});
+  constexpr int kFirst = 40;
+  constexpr int kSecond = 40;
+  std::vector<std::string> first, second;
+  for (int i = 0; i < kFirst; ++i) first.push_back(Add({"first", std::to_string(i)}));
+  for (int i = 0; i < kSecond; ++i) second.push_back(Add({"second", std::to_string(i)}));
+  std::atomic<bool> gate{false};
+  std::atomic<int> waiting{0};
+  handler_.SetBehaviour([&](const ReceivedRequest& r) {
+    if (r.body.find("\"second\"") != std::string::npos) {
+      ++waiting;  // the handler records a request only once this returns
+      const auto give_up = std::chrono::steady_clock::now() + seconds(30);
+      while (!gate && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(milliseconds(10));
+      }
+    }
+    return HandlerReply{};
+  });
+  SidecarConfig c;
+  c.handler_extra = "concurrency: 4";
+  auto sidecar = StartWithYaml(Replace(Yaml(c), "command_timeout: 2s", "command_timeout: 30s"));
+  // The first entries are answered and acknowledged; the second ones wait in the handler.
+  ASSERT_TRUE(WaitMetric("streamcar_acked_total", {}, kFirst, seconds(20))) << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return waiting.load() >= 1; }, seconds(10))) << sidecar->Logs();
+  EXPECT_EQ(Metric("streamcar_acked_total"), kFirst);
+  redis_->Run({"CLIENT", "PAUSE", "60000", "WRITE"});
+  gate = true;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return std::string(redis_->Run({"CLIENT", "LIST"}).view().Str()).find("cmd=xack") !=
+               std::string::npos;
+      },
+      seconds(10)))
+      << "no acknowledgement waiting at the server\n"
+      << sidecar->Logs();
+  redis_->Kill();
+  redis_->Start();
+  ASSERT_TRUE(
+      WaitMetric("streamcar_settle_failures_total", {"class=\"ambiguous\""}, 1, seconds(20)))
+      << sidecar->Logs();
+  EXPECT_NE(sidecar->Logs().find("\"class\":\"ambiguous\""), std::string::npos) << sidecar->Logs();
+  // Nothing lost: every entry answered with a 2xx and acknowledged.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& id : second) {
+          if (RequestsFor(id).empty()) return false;
+        }
+        return PendingCount() == 0;
+      },
+      seconds(30)))
+      << sidecar->Logs();
+  EXPECT_EQ(Len("orders"), kFirst + kSecond);
+  EXPECT_EQ(Len("orders:dlq"), 0);
+  for (const auto& id : first) EXPECT_EQ(RequestsFor(id).size(), 1u) << id;
+  EXPECT_TRUE(sidecar->running()) << sidecar->Logs();
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "tests/support/postgres_server.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/wait.h>
@@ -13,6 +12,7 @@
 #include <functional>
 #include <sstream>
 
+#include "tests/support/child_process.h"
 #include "tests/support/redis_server.h"
 
 namespace streamcar::testing {
@@ -178,21 +178,9 @@ int PostgresServer::Run(const std::vector<std::string>& argv, std::string* outpu
   if (as_postgres_user_) args = {"runuser", "-u", "postgres", "--"};
   args.insert(args.end(), argv.begin(), argv.end());
   const std::string out_path = dir_ + "/command.out";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    // The server's working directory must be readable by the postgres user.
-    if (::chdir(dir_.c_str()) != 0) ::_exit(126);
-    std::vector<char*> c_args;
-    for (auto& a : args) c_args.push_back(const_cast<char*>(a.c_str()));
-    c_args.push_back(nullptr);
-    ::execvp(c_args[0], c_args.data());
-    ::_exit(127);
-  }
+  // The server's working directory must be readable by the postgres user.
+  const pid_t pid =
+      SpawnChild({.argv = args, .stdout_path = out_path, .stderr_path = out_path, .cwd = dir_});
   int status = 0;
   ::waitpid(pid, &status, 0);
   std::ifstream in(out_path);

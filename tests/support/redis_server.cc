@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/support/child_process.h"
+
 namespace streamcar::testing {
 
 namespace {
@@ -132,16 +134,12 @@ void RedisServer::Start() {
     args.insert(args.end(), {"--unixsocket", socket_path(), "--unixsocketperm", "700"});
   args.insert(args.end(), options_.extra.begin(), options_.extra.end());
 
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // Another server binary (e.g. a newer Redis or Valkey) when the environment names one.
-    const char* binary = std::getenv("STREAMCAR_TEST_REDIS_SERVER");
-    ::execvp(binary != nullptr && *binary != '\0' ? binary : "redis-server", argv.data());
-    ::_exit(127);
-  }
+  // Another server binary (e.g. a newer Redis or Valkey) when the environment names one.
+  const char* binary = std::getenv("STREAMCAR_TEST_REDIS_SERVER");
+  if (binary != nullptr && *binary != '\0') args.front() = binary;
+  // Dies with the test process, and holds none of its descriptors (child_process.h).
+  pid_ = SpawnChild(
+      {.argv = args, .stdout_path = dir_ + "/redis.out", .stderr_path = dir_ + "/redis.out"});
   // Ready when it answers (LOADING counts as not yet).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -150,7 +148,9 @@ void RedisServer::Start() {
     if (auto c = redis::Connection::Open(options); c.ok()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  FAIL() << "redis-server did not start on port " << port_;
+  std::ifstream out(dir_ + "/redis.out");
+  const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  FAIL() << "redis-server did not start on port " << port_ << "; it said:\n" << said;
 }
 
 void RedisServer::Kill() {

@@ -1,6 +1,5 @@
 #include "tests/support/sidecar_process.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -12,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/child_process.h"
 #include "tests/support/redis_server.h"
 
 namespace streamcar::testing {
@@ -26,25 +26,10 @@ std::string ReadFile(const std::string& path) {
 
 pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
             const std::string& out_path, const std::string& err_path) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    // Nothing else of the test process: an orphan left by a crashed test must not hold the
-    // test runner's pipes open.
-    ::close_range(3, ~0U, 0);
-    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
-    std::vector<char*> argv;
-    std::string binary = StreamcarBinary();
-    argv.push_back(binary.data());
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  std::vector<std::string> argv = {StreamcarBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  // Dies with the test process, and holds none of its descriptors (child_process.h).
+  return SpawnChild({.argv = argv, .env = env, .stdout_path = out_path, .stderr_path = err_path});
 }
 
 int DecodeStatus(int status) {

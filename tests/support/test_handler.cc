@@ -1,9 +1,11 @@
 #include "tests/support/test_handler.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 #include "tests/support/redis_server.h"
 
@@ -16,7 +18,17 @@ std::string ReceivedRequest::Header(const std::string& lower_name) const {
 
 TestHandler::TestHandler(int port) : port_(port == 0 ? FreePort() : port) {
   behaviour_ = [](const ReceivedRequest&) { return HandlerReply{}; };
-  Listen();
+  // A port of our own choosing that still cannot be bound (a process outside the suite's port
+  // locks took it): another one, a few times, rather than a failed test.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      Listen();
+      return;
+    } catch (const std::runtime_error&) {
+      if (port != 0 || attempt == 5) throw;
+    }
+    port_ = FreePort();
+  }
 }
 
 TestHandler::~TestHandler() { Stop(); }
@@ -32,6 +44,14 @@ void TestHandler::SetBehaviour(Behaviour behaviour) {
 
 void TestHandler::Listen() {
   server_ = std::make_unique<httplib::Server>();
+  // SO_REUSEADDR, as every server of the suite binds and as FreePort() checks. httplib's default
+  // is SO_REUSEPORT alone, which cannot bind a port that still has a connection in TIME_WAIT
+  // from an earlier server without SO_REUSEPORT (a redis-server, a sidecar's admin port, of a
+  // test that has ended): FreePort() found such a port free and the bind then failed.
+  server_->set_socket_options([](int fd) {
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  });
   server_->set_tcp_nodelay(true);
   server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
   auto handle = [this](const httplib::Request& req, httplib::Response& res) {
@@ -64,8 +84,10 @@ void TestHandler::Listen() {
   };
   server_->Post(".*", handle);
   server_->Get(".*", handle);
-  if (!server_->bind_to_port("127.0.0.1", port_))
-    throw std::runtime_error("test handler cannot bind");
+  if (!server_->bind_to_port("127.0.0.1", port_)) {
+    server_.reset();
+    throw std::runtime_error("test handler cannot bind 127.0.0.1:" + std::to_string(port_));
+  }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
