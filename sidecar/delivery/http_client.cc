@@ -17,9 +17,13 @@
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
 #include "sidecar/redis/socket_util.h"
+#include "sidecar/redis/tls_util.h"
 
 namespace streamcar::delivery {
 namespace {
+
+using redis::IsIpAddress;
+using redis::TakeOpenSslError;
 
 using Kind = HandlerResponse::Kind;
 
@@ -37,30 +41,6 @@ Idle PeekIdle(int fd) {
   if (n > 0) return Idle::kUnread;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Idle::kClean;
   return Idle::kClosed;  // the peer's EOF, or an error
-}
-
-// The oldest error on this thread's OpenSSL queue, as text; the queue is cleared.
-std::string TakeOpenSslError() {
-  const unsigned long code = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
-  std::string text;
-  if (code != 0) {
-    const char* reason = ERR_reason_error_string(code);
-    if (reason != nullptr) {
-      text = reason;
-    } else {
-      char buffer[256];
-      ERR_error_string_n(code, buffer, sizeof(buffer));
-      text = buffer;
-    }
-  }
-  ERR_clear_error();
-  return text.empty() ? "unknown TLS error" : text;
-}
-
-bool IsIpAddress(const std::string& host) {
-  in6_addr v6{};
-  in_addr v4{};
-  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
 }
 
 // One read or write that does not wait, on a plain socket or a TLS session over it.

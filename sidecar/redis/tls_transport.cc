@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "sidecar/redis/tls_util.h"
+
 namespace streamcar::redis {
 namespace {
 
@@ -19,26 +21,6 @@ struct SslDeleter {
 };
 using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxDeleter>;
 using SslPtr = std::unique_ptr<SSL, SslDeleter>;
-
-// The oldest error on this thread's OpenSSL queue, as text; the queue is cleared.
-std::string TakeOpenSslError() {
-  unsigned long code = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
-  std::string text;
-  if (code != 0) {
-    char buffer[256];
-    ERR_error_string_n(code, buffer, sizeof(buffer));
-    const char* reason = ERR_reason_error_string(code);
-    text = reason != nullptr ? reason : buffer;
-  }
-  ERR_clear_error();
-  return text.empty() ? "unknown TLS error" : text;
-}
-
-bool IsIpAddress(const std::string& host) {
-  in6_addr v6{};
-  in_addr v4{};
-  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
-}
 
 class TlsTransport final : public Transport {
  public:
