@@ -27,7 +27,9 @@ DeliveryPump::DeliveryPump(const config::Subscription& subscription, EntryLedger
       batch_size_(static_cast<size_t>(subscription.handler.batch_size)) {}
 
 void DeliveryPump::Pump() {
-  while (client_->free_slots() > 0) {
+  // At most the slots free now: a request that fails at once (a refused connect) hands its slot
+  // back before its callback has paused delivery, and must not let one Pump send the whole queue.
+  for (size_t slots = client_->free_slots(); slots > 0; --slots) {
     auto refs = ledger_->TakeReady(batch_size_, clock_.Now());
     if (refs.empty()) return;
     Send(std::move(refs));

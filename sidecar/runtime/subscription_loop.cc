@@ -158,8 +158,12 @@ class SubscriptionLoop::Core {
  private:
   std::string Prefix() const { return "streamcar:" + deps_.consumer_name + ":" + sub_.name; }
 
+  // A settlement plan may go out now: none in flight, the connection up, no gauge batch ahead of
+  // it (a slow lag count must not push a plan past its deadline), not past the finish.
+  bool CanSettle() const { return !settling_ && !gauging_ && !undoing_ && command_.ready(); }
+
   void FlushSettlement() {
-    if (settling_ || undoing_ || !command_.ready()) return;
+    if (!CanSettle()) return;
     auto plan = settlement_.TakeDue(clock_.Now());
     if (!plan) return;
     settling_ = true;
@@ -176,8 +180,10 @@ class SubscriptionLoop::Core {
 
   void ArmTimers() {
     const SteadyTime now = clock_.Now();
+    // Only while a plan could be sent: with the connection down its OnReady kicks again, and a
+    // timer armed at a due time it cannot serve would spin the loop.
     std::optional<SteadyTime> settle_at;
-    if (!settling_) settle_at = settlement_.NextDue(now);
+    if (CanSettle()) settle_at = settlement_.NextDue(now);
     if (settle_at) {
       settle_timer_->ArmAt(std::max(*settle_at, now));
     } else {
@@ -198,8 +204,10 @@ class SubscriptionLoop::Core {
   // The gauge beat (runtime/gauges.h): one batch at a time, Apply once for each.
   void RefreshGauges() {
     if (gauging_) return;
-    if (!command_.ready()) {
-      gauge_timer_->ArmIn(Millis(500));  // soon after the connection is up
+    if (!command_.ready() || settling_) {
+      // Soon after the connection is up, or after the settlement plan in flight: a gauge batch
+      // never shares the connection's deadline with a plan.
+      gauge_timer_->ArmIn(Millis(settling_ ? 50 : 500));
       return;
     }
     auto commands = gauges_.Commands(clock_.Now());
@@ -212,6 +220,7 @@ class SubscriptionLoop::Core {
       gauging_ = false;
       gauges_.Apply(result.replies, clock_.Now());
       gauge_timer_->ArmAt(gauges_.NextDue());
+      Kick();  // a plan may have waited for the gauges
     });
   }
 
@@ -322,12 +331,16 @@ Status SubscriptionLoop::Start() {
 }
 
 void SubscriptionLoop::RunOnLoop(std::function<void()> work) {
-  std::promise<void> done;
-  loop_->Post([&] {
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  loop_->Post([work = std::move(work), done] {
     work();
-    done.set_value();
+    done->set_value();
   });
-  done.get_future().wait();
+  // A loop that ended runs nothing posted to it any more.
+  while (finished.wait_for(Millis(100)) != std::future_status::ready) {
+    if (loop_ended_.load()) return;
+  }
 }
 
 void SubscriptionLoop::RequestStopIntake() {

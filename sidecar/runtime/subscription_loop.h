@@ -91,6 +91,7 @@ class SubscriptionLoop {
   std::shared_future<void> intake_stopped_future_ = intake_stopped_.get_future().share();
   std::shared_future<void> deliveries_done_future_ = deliveries_done_.get_future().share();
   std::shared_future<void> settled_future_ = settled_.get_future().share();
+  std::atomic<bool> loop_ended_{false};  // the loop thread has left Run()
   bool intake_stop_requested_ = false;
   bool deliveries_awaited_ = false;
   bool finished_ = false;

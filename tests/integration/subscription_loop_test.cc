@@ -8,12 +8,15 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sidecar/admin/health.h"
@@ -48,6 +51,32 @@ size_t ThreadsNamed(const std::string& prefix) {
   }
   closedir(dir);
   return n;
+}
+
+// CPU seconds (user + system) of the threads whose name starts with `prefix`.
+double CpuSecondsOfThreadsNamed(const std::string& prefix) {
+  double total = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::ifstream stat(task + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 13; ++i) fields >> field;  // state .. cmajflt
+    long utime = 0, stime = 0;                      // NOLINT(google-runtime-int): /proc's type
+    fields >> utime >> stime;
+    total += static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  closedir(dir);
+  return total;
 }
 
 class SubscriptionLoopTest : public ::testing::Test {
@@ -182,6 +211,28 @@ TEST_F(SubscriptionLoopTest, PastTheDrainDeadlineTheRequestIsGivenUpAndStaysPend
   EXPECT_LT(SteadyClock::now() - waited, seconds(2));
   EXPECT_EQ(loop.held(), 1u);
   EXPECT_EQ(Pending(), 1);
+}
+
+// With Redis away, settlement work that is due (the keepalive, every claim.min_idle / 3) waits for
+// the connection to come back; the loop sleeps meanwhile instead of re-arming a timer for "now".
+TEST_F(SubscriptionLoopTest, WithRedisDownTheLoopSleeps) {
+  sub_.claim.min_idle = Millis(300);  // a keepalive due every 100 ms
+  handler_.SetBehaviour([](const testing::ReceivedRequest&) {
+    HandlerReply reply;
+    reply.delay = milliseconds(5000);  // held: the keepalive has an entry to extend
+    return reply;
+  });
+  SubscriptionLoop loop(sub_, Deps());
+  ASSERT_TRUE(loop.Start().ok());
+  Add("held");
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
+  redis_.Kill();
+  std::this_thread::sleep_for(milliseconds(300));  // the keepalive falls due meanwhile
+  const double before = CpuSecondsOfThreadsNamed("sc:");
+  std::this_thread::sleep_for(milliseconds(1500));
+  const double spent = CpuSecondsOfThreadsNamed("sc:") - before;
+  EXPECT_LT(spent, 0.3) << "the loop thread spun: " << spent << " s of CPU in 1.5 s";
+  redis_.Start();
 }
 
 }  // namespace
