@@ -57,7 +57,7 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
   }
   const SteadyTime started = clock_.Now();
   client_->Send(std::move(request), sub_.handler.timeout,
-                [this, refs = std::move(refs), started](delivery::HandlerResponse response) {
+                [this, refs = std::move(refs), started](const delivery::HandlerResponse& response) {
                   OnAnswer(refs, started, response);
                 });
 }
@@ -78,7 +78,7 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
     if (entry != nullptr) {
       auto decision = delivery::Decide(policy_, response, entry->attempts, now_ms, UnitRandom());
       Count(decision);
-      Settle(refs.front(), std::move(decision));
+      Settle(refs.front(), decision);
     }
     after_results_();
     return;
@@ -101,7 +101,7 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
   }
   for (size_t i = 0; i < live.size(); ++i) {
     Count(decided.decisions[i]);
-    Settle(live[i], std::move(decided.decisions[i]));
+    Settle(live[i], decided.decisions[i]);
   }
   after_results_();
 }

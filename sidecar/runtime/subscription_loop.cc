@@ -45,8 +45,7 @@ class SubscriptionLoop::Core {
 
   Core(EventLoop& loop, const config::Subscription& sub, const SubscriptionDeps& deps,
        std::atomic<size_t>* held, Stages stages, std::unique_ptr<delivery::HandlerClient> client)
-      : loop_(loop),
-        sub_(sub),
+      : sub_(sub),
         deps_(deps),
         clock_(loop.clock()),
         metrics_(deps.metrics->ForSubscription(sub.name)),
@@ -169,7 +168,7 @@ class SubscriptionLoop::Core {
     settling_ = true;
     auto shared = std::make_shared<SettlePlan>(std::move(*plan));
     command_.SendBatch(shared->commands, deps_.redis.command_timeout,
-                       [this, shared](redis::BatchResult result) {
+                       [this, shared](const redis::BatchResult& result) {
                          settling_ = false;
                          settlement_.Apply(*shared, result, clock_.Now());
                          if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
@@ -216,12 +215,13 @@ class SubscriptionLoop::Core {
       return;
     }
     gauging_ = true;
-    command_.SendBatch(commands, deps_.redis.command_timeout, [this](redis::BatchResult result) {
-      gauging_ = false;
-      gauges_.Apply(result.replies, clock_.Now());
-      gauge_timer_->ArmAt(gauges_.NextDue());
-      Kick();  // a plan may have waited for the gauges
-    });
+    command_.SendBatch(commands, deps_.redis.command_timeout,
+                       [this](const redis::BatchResult& result) {
+                         gauging_ = false;
+                         gauges_.Apply(result.replies, clock_.Now());
+                         gauge_timer_->ArmAt(gauges_.NextDue());
+                         Kick();  // a plan may have waited for the gauges
+                       });
   }
 
   // The settlement is idle, or the settle deadline passed: take back the delivery count of
@@ -239,13 +239,12 @@ class SubscriptionLoop::Core {
     }
     auto shared = std::make_shared<SettlePlan>(std::move(*plan));
     command_.SendBatch(shared->commands, deps_.redis.command_timeout,
-                       [this, shared](redis::BatchResult result) {
+                       [this, shared](const redis::BatchResult& result) {
                          settlement_.ApplyUndo(*shared, result);
                          stages_.settled();
                        });
   }
 
-  EventLoop& loop_;
   const config::Subscription& sub_;
   const SubscriptionDeps& deps_;
   const Clock& clock_;
