@@ -723,7 +723,6 @@ TEST_F(SettlementTest, OutcomesMoveTheEntryAndQueueItsSettlement) {
   settlement_.OnOutcome(refs[0], ack, now());
   settlement_.OnOutcome(refs[1], retry, now());
   settlement_.OnOutcome(refs[2], dead, now());
-  settlement_.OnOutcome(refs[2], dead, now());  // stale now: nothing
   EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
   EXPECT_EQ(ledger_.StateOf("2-0"), EntryState::kWaitingRetry);
   EXPECT_EQ(ledger_.NextRetryAt(), now() + Millis(1500));
