@@ -2,10 +2,10 @@
 
 #include <iostream>
 
+#include "sidecar/app/run.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
 #include "sidecar/config/loader.h"
-#include "sidecar/app/run.h"
 
 namespace streamcar::cli {
 

@@ -5,10 +5,10 @@
 
 #include <limits>
 
-#include "sidecar/runtime/retention.h"
 #include "sidecar/log/archive_codec.h"
 #include "sidecar/log/archive_keys.h"
 #include "sidecar/log/stream_keys.h"
+#include "sidecar/runtime/retention.h"
 
 namespace streamcar::log {
 namespace {
