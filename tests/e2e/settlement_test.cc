@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "tests/e2e/e2e_fixture.h"
@@ -451,10 +453,18 @@ TEST_F(SettlementTest, ARedisKilledMidFlushIsAmbiguousAndLosesNothing) {
   EXPECT_EQ(Metric("streamcar_acked_total"), kFirst);
   redis_->Run({"CLIENT", "PAUSE", "60000", "WRITE"});
   gate = true;
+  // Held by the pause: a client blocked (flags=b) on an XACK. `cmd` alone names a client's last
+  // command, which is an XACK of the first entries as soon as they are acknowledged.
   ASSERT_TRUE(Eventually(
       [&] {
-        return std::string(redis_->Run({"CLIENT", "LIST"}).view().Str()).find("cmd=xack") !=
-               std::string::npos;
+        std::istringstream clients(std::string(redis_->Run({"CLIENT", "LIST"}).view().Str()));
+        for (std::string line; std::getline(clients, line);) {
+          if (line.find(" flags=b ") != std::string::npos &&
+              line.find(" cmd=xack") != std::string::npos) {
+            return true;
+          }
+        }
+        return false;
       },
       seconds(10)))
       << "no acknowledgement waiting at the server\n"
