@@ -1,7 +1,6 @@
 #include "sidecar/delivery/http_client.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -12,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "sidecar/common/log.h"
@@ -149,10 +150,9 @@ const std::string& UserAgent() {
 
 }  // namespace
 
-struct Http1Client::Address {
-  int family = AF_UNSPEC;
-  sockaddr_storage storage{};
-  socklen_t length = 0;
+struct Http1Client::ResolverLink {
+  std::mutex mutex;
+  EventLoop* loop = nullptr;  // null once the client is gone: the result is dropped
 };
 
 struct Http1Client::Pool {
@@ -161,16 +161,17 @@ struct Http1Client::Pool {
   size_t limit;
   size_t busy = 0;  // requests outstanding (each holds one connection)
   bool resolved = false;
-  std::vector<Address> addresses;
+  bool resolving = false;  // a resolution thread runs for this pool
+  std::vector<ResolvedAddress> addresses;
   std::vector<std::unique_ptr<Connection>> connections;
   std::vector<Connection*> idle;  // most recently used last
   std::shared_ptr<SSL_CTX> tls;   // https:// only
 };
 
 struct Http1Client::Connection {
-  // kConnecting → [kHandshaking, https] → kWriting → kAwaiting → kIdle → kWriting …; any failure
-  // closes it.
-  enum class State { kConnecting, kHandshaking, kIdle, kWriting, kAwaiting };
+  // [kResolving] → kConnecting → [kHandshaking, https] → kWriting → kAwaiting → kIdle → kWriting
+  // …; any failure closes it.
+  enum class State { kResolving, kConnecting, kHandshaking, kIdle, kWriting, kAwaiting };
 
   explicit Connection(Pool* pool) : pool(pool) {}
 
@@ -193,10 +194,10 @@ struct Http1Client::Connection {
 
 StatusOr<std::unique_ptr<Http1Client>> Http1Client::Create(EventLoop& loop, HttpTarget handler,
                                                            std::optional<HttpTarget> health,
-                                                           size_t concurrency) {
+                                                           size_t concurrency, Resolver resolver) {
   if (concurrency == 0) return Status(StatusCode::kInvalid, "concurrency must be at least 1");
-  std::unique_ptr<Http1Client> client(
-      new Http1Client(loop, std::move(handler), std::move(health), concurrency));
+  std::unique_ptr<Http1Client> client(new Http1Client(loop, std::move(handler), std::move(health),
+                                                      concurrency, std::move(resolver)));
   for (Pool* pool : {client->handler_.get(), client->health_.get()}) {
     if (!pool->target.tls) continue;
     auto ctx = MakeTlsContext(pool->target);
@@ -207,20 +208,31 @@ StatusOr<std::unique_ptr<Http1Client>> Http1Client::Create(EventLoop& loop, Http
 }
 
 Http1Client::Http1Client(EventLoop& loop, HttpTarget handler, std::optional<HttpTarget> health,
-                         size_t concurrency)
-    : loop_(loop), epoch_(std::make_shared<uint64_t>(0)) {
+                         size_t concurrency, Resolver resolver)
+    : loop_(loop),
+      resolver_(std::move(resolver)),
+      link_(std::make_shared<ResolverLink>()),
+      epoch_(std::make_shared<uint64_t>(0)) {
+  link_->loop = &loop;
   health_ = std::make_unique<Pool>(health ? std::move(*health) : handler, 1);
   handler_ = std::make_unique<Pool>(std::move(handler), concurrency);
   in_.resize(kReadChunk);
 }
 
-Http1Client::~Http1Client() { Abandon(); }
+Http1Client::~Http1Client() {
+  {
+    std::lock_guard lock(link_->mutex);
+    link_->loop = nullptr;
+  }
+  Abandon();
+}
 
 void Http1Client::Abandon() {
   for (Pool* pool : {handler_.get(), health_.get()}) {
     pool->idle.clear();
     pool->connections.clear();  // removes watches and timers, closes sockets
     pool->busy = 0;
+    pool->resolving = false;  // a result still coming is dropped (the epoch below)
   }
   probe_waiters_.clear();
   ++*epoch_;  // deferred callbacks posted before now never run
@@ -281,12 +293,23 @@ void Http1Client::Start(Pool& pool, std::string out, Millis timeout, Done done) 
     Connection* fresh = owned.get();
     owned->timer = loop_.CreateTimer([this, fresh] { OnTimer(fresh); });
     std::string why;
-    if (Status s = Resolve(pool); !s.ok()) {
-      why = s.message();
-    } else if (!ConnectNext(fresh, &why)) {
+    if (!pool.resolved && IsIpAddress(pool.target.host)) {
+      // A literal address: getaddrinfo only converts it, no I/O.
+      auto addresses = resolver_(pool.target.host, pool.target.port, pool.target.origin);
+      if (addresses.ok()) {
+        pool.addresses = std::move(*addresses);
+        pool.resolved = true;
+      } else {
+        why = addresses.status().message();
+      }
+    }
+    if (!pool.resolved && why.empty()) {
+      fresh->state = Connection::State::kResolving;  // connects once the name is resolved
+      if (!pool.resolving) StartResolving(pool);
+    } else if (pool.resolved && !ConnectNext(fresh, &why)) {
       pool.resolved = false;  // resolved again for the next attempt
     }
-    if (fresh->watch == nullptr) {
+    if (fresh->state != Connection::State::kResolving && fresh->watch == nullptr) {
       // Refused at once (the caller learns it from the loop, never inside Send).
       Defer(std::move(done), Failure(Kind::kRefused, std::move(why)));
       return;
@@ -301,7 +324,8 @@ void Http1Client::Start(Pool& pool, std::string out, Millis timeout, Done done) 
   connection->timeout = timeout;
   connection->deadline = now + timeout;
   connection->parser.Reset();
-  if (connection->state == Connection::State::kConnecting) {
+  if (connection->state == Connection::State::kConnecting ||
+      connection->state == Connection::State::kResolving) {
     connection->timer->ArmAt(std::min(connection->deadline, now + kMaxConnect));
     return;
   }
@@ -329,30 +353,52 @@ Http1Client::Connection* Http1Client::TakeIdle(Pool& pool) {
   return nullptr;
 }
 
-Status Http1Client::Resolve(Pool& pool) {
-  if (pool.resolved) return Status::Ok();
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(pool.target.port);
-  if (int rc = ::getaddrinfo(pool.target.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return Status(StatusCode::kIo, "cannot resolve " + pool.target.host + " (" +
-                                       pool.target.origin + "): " + gai_strerror(rc));
+void Http1Client::StartResolving(Pool& pool) {
+  pool.resolving = true;
+  std::thread([resolver = resolver_, link = link_, host = pool.target.host, port = pool.target.port,
+               origin = pool.target.origin, pool = &pool, epoch = std::weak_ptr<uint64_t>(epoch_),
+               at = *epoch_, this]() mutable {
+    auto addresses = resolver(host, port, origin);
+    std::lock_guard lock(link->mutex);
+    if (link->loop == nullptr) return;  // the client is gone
+    link->loop->Post(
+        [this, pool, epoch = std::move(epoch), at, addresses = std::move(addresses)]() mutable {
+          const std::shared_ptr<uint64_t> alive = epoch.lock();
+          if (alive == nullptr || *alive != at) return;  // abandoned or destroyed since
+          OnResolved(*pool, std::move(addresses));
+        });
+  }).detach();
+}
+
+void Http1Client::OnResolved(Pool& pool, StatusOr<std::vector<ResolvedAddress>> addresses) {
+  pool.resolving = false;
+  if (addresses.ok()) {
+    pool.addresses = std::move(*addresses);
+    pool.resolved = true;
   }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
-  pool.addresses.clear();
-  for (const addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
-    Address address;
-    address.family = ai->ai_family;
-    std::memcpy(&address.storage, ai->ai_addr, ai->ai_addrlen);
-    address.length = ai->ai_addrlen;
-    pool.addresses.push_back(address);
+  // The requests that waited, as they are now: a callback run by one may send another.
+  std::vector<Connection*> waiting;
+  for (const auto& connection : pool.connections) {
+    if (connection->state == Connection::State::kResolving) waiting.push_back(connection.get());
   }
-  pool.resolved = true;
-  return Status::Ok();
+  for (Connection* connection : waiting) {
+    const bool present =
+        std::any_of(pool.connections.begin(), pool.connections.end(),
+                    [connection](const auto& owned) { return owned.get() == connection; });
+    if (!present || connection->state != Connection::State::kResolving) continue;
+    if (!addresses.ok()) {
+      Fail(connection, Kind::kRefused, addresses.status().message());
+      continue;
+    }
+    ConnectResolved(connection);
+  }
+}
+
+void Http1Client::ConnectResolved(Connection* connection) {
+  std::string why;
+  if (ConnectNext(connection, &why)) return;  // kConnecting; its timer is armed already
+  connection->pool->resolved = false;
+  Fail(connection, Kind::kRefused, std::move(why));
 }
 
 bool Http1Client::ConnectNext(Connection* connection, std::string* why) {
@@ -360,7 +406,7 @@ bool Http1Client::ConnectNext(Connection* connection, std::string* why) {
   const std::string prefix = "cannot connect to " + pool.target.origin + ": ";
   if (pool.addresses.empty()) *why = prefix + "no address";
   while (connection->next_address < pool.addresses.size()) {
-    const Address& address = pool.addresses[connection->next_address++];
+    const ResolvedAddress& address = pool.addresses[connection->next_address++];
     connection->ssl.reset();
     connection->watch.reset();
     connection->fd = redis::UniqueFd();
@@ -391,6 +437,8 @@ bool Http1Client::ConnectNext(Connection* connection, std::string* why) {
 
 void Http1Client::OnEvent(Connection* connection, uint32_t ready) {
   switch (connection->state) {
+    case Connection::State::kResolving:
+      return;  // no socket yet: nothing to watch
     case Connection::State::kConnecting:
       OnConnectEvent(connection);
       return;
@@ -515,6 +563,12 @@ void Http1Client::OnIdleEvent(Connection* connection) {
 }
 
 void Http1Client::OnTimer(Connection* connection) {
+  if (connection->state == Connection::State::kResolving) {
+    Fail(connection, Kind::kRefused,
+         "cannot resolve " + connection->pool->target.host + " (" +
+             connection->pool->target.origin + "): timed out");
+    return;
+  }
   if (connection->state == Connection::State::kConnecting ||
       connection->state == Connection::State::kHandshaking) {
     Fail(connection, Kind::kRefused,

@@ -1,8 +1,9 @@
 #pragma once
 // The HTTP/1.1 handler client on an EventLoop: a keep-alive connection pool with up to
 // `concurrency` requests in flight, each on its own connection, framed by http1_codec. Nothing
-// here blocks the loop once a host name is resolved (a literal address never needs resolving;
-// a name is resolved on the loop at the first connection and again after a refusal).
+// here blocks the loop: a host name is resolved on a transient thread (resolve.h) at the first
+// connection and again after a refusal, the requests that need a connection meanwhile waiting
+// for it within the connect cap below; a literal address is resolved at once, without I/O.
 //
 // Strict matching (SPEC 3.1), the rules of the blocking client kept one for one: an answer is
 // only ever taken for the request just sent on that connection. Bytes or the end of the
@@ -13,9 +14,9 @@
 //
 // Time: one timer per request covers connecting, writing and reading (`timeout` of Send/Probe,
 // counted from the call); a handler that trickles its answer is cut off at the deadline
-// (kTimeout). Connecting alone is also capped at 2 s: a handler in the same pod that does not
-// accept quickly is not listening, so a connection not established in time is kRefused (not an
-// attempt), as is a refused one. A timeout closes only its own connection.
+// (kTimeout). Resolving and connecting together are also capped at 2 s: a handler in the same pod
+// that does not accept quickly is not listening, so a connection not established in time is
+// kRefused (not an attempt), as is a refused one. A timeout closes only its own connection.
 //
 // Transport: plain TCP with TCP_NODELAY (DESIGN.md trap 7), or for https:// TLS (1.2 at least)
 // verified against the system trust store (SSL_CERT_FILE / SSL_CERT_DIR are honoured), the name
@@ -37,6 +38,7 @@
 #include "sidecar/delivery/handler_client.h"
 #include "sidecar/delivery/http1_codec.h"
 #include "sidecar/delivery/http_target.h"
+#include "sidecar/delivery/resolve.h"
 
 namespace streamcar::delivery {
 
@@ -44,9 +46,11 @@ class Http1Client final : public HandlerClient {
  public:
   // `health` is probed by Probe (the handler target when absent). kInvalid for concurrency 0, or
   // when the trust store for an https:// target cannot be loaded.
+  // `resolver` resolves host names off the loop (tests pass a slow or failing one).
   static StatusOr<std::unique_ptr<Http1Client>> Create(EventLoop& loop, HttpTarget handler,
                                                        std::optional<HttpTarget> health,
-                                                       size_t concurrency);
+                                                       size_t concurrency,
+                                                       Resolver resolver = ResolveHost);
   ~Http1Client() override;  // closes everything; pending callbacks never run
   Http1Client(const Http1Client&) = delete;
   Http1Client& operator=(const Http1Client&) = delete;
@@ -60,12 +64,12 @@ class Http1Client final : public HandlerClient {
   int connections_opened() const { return connections_opened_; }
 
  private:
-  struct Address;
   struct Connection;
   struct Pool;
+  struct ResolverLink;
 
   Http1Client(EventLoop& loop, HttpTarget handler, std::optional<HttpTarget> health,
-              size_t concurrency);
+              size_t concurrency, Resolver resolver);
 
   // Sends `out` (a serialized request) on an idle connection of `pool`, or a new one.
   void Start(Pool& pool, std::string out, Millis timeout, Done done);
@@ -74,7 +78,11 @@ class Http1Client final : public HandlerClient {
   // Opens a connection to the next address of `pool` from `connection->next_address` on; false
   // (and *why set) when no address is left.
   bool ConnectNext(Connection* connection, std::string* why);
-  Status Resolve(Pool& pool);
+  // Resolves `pool`'s host on a transient thread; OnResolved runs on the loop.
+  void StartResolving(Pool& pool);
+  void OnResolved(Pool& pool, StatusOr<std::vector<ResolvedAddress>> addresses);
+  // A connection whose addresses are known: connects it, or fails its request (kRefused).
+  void ConnectResolved(Connection* connection);
 
   void OnEvent(Connection* connection, uint32_t ready);
   void OnConnectEvent(Connection* connection);
@@ -96,6 +104,9 @@ class Http1Client final : public HandlerClient {
   void Defer(Done done, HandlerResponse response);
 
   EventLoop& loop_;
+  Resolver resolver_;
+  // Shared with the resolving threads: they post to the loop only while the client lives.
+  std::shared_ptr<ResolverLink> link_;
   std::unique_ptr<Pool> handler_;
   std::unique_ptr<Pool> health_;
   std::vector<std::function<void(bool)>> probe_waiters_;  // Probes sharing the one in flight

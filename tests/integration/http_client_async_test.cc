@@ -74,14 +74,15 @@ bool WaitUntil(const std::function<bool()>& condition) {
 class AsyncClient {
  public:
   AsyncClient(const std::string& url, Millis timeout, size_t concurrency = 1,
-              std::optional<std::string> health_url = std::nullopt)
+              std::optional<std::string> health_url = std::nullopt, Resolver resolver = ResolveHost)
       : timeout_(timeout) {
     auto loop = EventLoop::Create(SystemClock::Instance());
     EXPECT_TRUE(loop.ok()) << loop.status().ToString();
     loop_ = std::move(*loop);
     std::optional<HttpTarget> health = SplitUrl(url);
     if (health_url) health = SplitUrl(*health_url);
-    auto client = Http1Client::Create(*loop_, SplitUrl(url), health, concurrency);
+    auto client =
+        Http1Client::Create(*loop_, SplitUrl(url), health, concurrency, std::move(resolver));
     EXPECT_TRUE(client.ok()) << client.status().ToString();
     client_ = std::move(*client);
   }
@@ -133,6 +134,7 @@ class AsyncClient {
 
   // Does whatever is ready now, without waiting.
   void RunOnce() { loop_->RunOnce(Millis(0)); }
+  EventLoop& loop() { return *loop_; }
 
   int connections_opened() const { return client_->connections_opened(); }
   Http1Client& client() { return *client_; }
@@ -370,6 +372,87 @@ TEST(HttpClientAsyncTest, RefusedConnectionIsRefused) {
   EXPECT_NE(response.error.find("http://127.0.0.1:" + std::to_string(port)), std::string::npos)
       << response.error;
   EXPECT_FALSE(client.Get());
+}
+
+// A resolver standing in for a slow DNS: the name resolves to 127.0.0.1 after `delay`; counts
+// its calls.
+struct SlowResolver {
+  Millis delay;
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  Resolver Get() const {
+    return [delay = delay, calls = calls](const std::string&, int port, const std::string& origin) {
+      ++*calls;
+      std::this_thread::sleep_for(delay);
+      return ResolveHost("127.0.0.1", port, origin);
+    };
+  }
+};
+
+// getaddrinfo blocks; the loop must not: its timers fire while a name resolves, and the
+// requests that need a connection meanwhile share one resolution.
+TEST(HttpClientAsyncTest, ANameIsResolvedOffTheLoop) {
+  RawServer server(Always(200));
+  SlowResolver resolver{Millis(600)};
+  AsyncClient client("http://handler.test:" + std::to_string(server.port()) + "/",
+                     milliseconds(5000), /*concurrency=*/2, std::nullopt, resolver.Get());
+  std::optional<HandlerResponse> first;
+  std::optional<HandlerResponse> second;
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client.Start(Request(), &first));
+  ASSERT_TRUE(client.Start(Request(), &second));
+  std::optional<std::chrono::steady_clock::duration> timer_fired;
+  auto timer =
+      client.loop().CreateTimer([&] { timer_fired = std::chrono::steady_clock::now() - started; });
+  timer->ArmIn(Millis(50));
+  client.RunUntil([&] { return first.has_value() && second.has_value(); });
+  ASSERT_TRUE(timer_fired.has_value());
+  EXPECT_LT(*timer_fired, milliseconds(500)) << "the loop waited for the resolver";
+  EXPECT_EQ(first->kind, Kind::kAnswered) << first->error;
+  EXPECT_EQ(second->kind, Kind::kAnswered) << second->error;
+  EXPECT_EQ(resolver.calls->load(), 1);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(600));
+}
+
+TEST(HttpClientAsyncTest, AFailedResolutionRefusesEveryWaitingRequest) {
+  Resolver failing = [](const std::string& host, int, const std::string& origin) {
+    return StatusOr<std::vector<ResolvedAddress>>(
+        Status(StatusCode::kIo, "cannot resolve " + host + " (" + origin + "): no such host"));
+  };
+  AsyncClient client("http://handler.test:8080/", milliseconds(5000), 2, std::nullopt, failing);
+  std::optional<HandlerResponse> first;
+  std::optional<HandlerResponse> second;
+  ASSERT_TRUE(client.Start(Request(), &first));
+  ASSERT_TRUE(client.Start(Request(), &second));
+  client.RunUntil([&] { return first.has_value() && second.has_value(); });
+  for (const auto& response : {*first, *second}) {
+    EXPECT_EQ(response.kind, Kind::kRefused) << response.error;
+    EXPECT_EQ(response.error,
+              "cannot resolve handler.test (http://handler.test:8080): no such host");
+  }
+}
+
+// The system resolver on a name that cannot exist (RFC 6761 .invalid).
+TEST(HttpClientAsyncTest, AnUnknownNameIsRefusedClearly) {
+  AsyncClient client("http://no-such-host.invalid:8080/", milliseconds(5000));
+  auto response = client.Post(Request());
+  EXPECT_EQ(response.kind, Kind::kRefused) << response.error;
+  EXPECT_NE(response.error.find("cannot resolve no-such-host.invalid"), std::string::npos)
+      << response.error;
+}
+
+// Resolving counts against the 2 s connect cap: a name that takes longer is refused.
+TEST(HttpClientAsyncTest, AResolutionPastTheConnectCapIsRefused) {
+  RawServer server(Always(200));
+  SlowResolver resolver{Millis(3000)};
+  AsyncClient client("http://handler.test:" + std::to_string(server.port()) + "/",
+                     milliseconds(10000), 1, std::nullopt, resolver.Get());
+  const auto started = std::chrono::steady_clock::now();
+  auto response = client.Post(Request());
+  EXPECT_EQ(response.kind, Kind::kRefused) << response.error;
+  EXPECT_NE(response.error.find("cannot resolve handler.test"), std::string::npos)
+      << response.error;
+  EXPECT_NE(response.error.find("timed out"), std::string::npos) << response.error;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(2900));
 }
 
 TEST(HttpClientAsyncTest, ConnectionCloseIsHonoured) {

@@ -1,0 +1,31 @@
+#pragma once
+// Name resolution of a handler URL's host. getaddrinfo blocks (DNS, /etc/hosts, nsswitch), so the
+// handler client never calls it on its event loop: it runs a Resolver on a transient thread
+// (http_client.cc) unless the host is an IP literal, which resolves without any I/O.
+
+#include <sys/socket.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sidecar/common/status.h"
+
+namespace streamcar::delivery {
+
+struct ResolvedAddress {
+  int family = AF_UNSPEC;
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+};
+
+// The addresses of `host`:`port`, in getaddrinfo's order; kIo "cannot resolve <host> (<origin>):
+// <reason>" when there are none. Any thread; may block.
+using Resolver = std::function<StatusOr<std::vector<ResolvedAddress>>(
+    const std::string& host, int port, const std::string& origin)>;
+
+// The system's resolver (getaddrinfo, TCP addresses of any family).
+StatusOr<std::vector<ResolvedAddress>> ResolveHost(const std::string& host, int port,
+                                                   const std::string& origin);
+
+}  // namespace streamcar::delivery
