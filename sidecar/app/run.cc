@@ -59,7 +59,7 @@ void RaiseOpenFileLimit() {
 
 }  // namespace
 
-int Run(const config::Config& config) {
+int Run(const config::Config& config, const runtime::Tuning& tuning) {
   // Signals are taken synchronously by this thread only; every thread created below inherits
   // the mask, so no loop is ever interrupted in the middle of a request.
   sigset_t signals;
@@ -150,6 +150,7 @@ int Run(const config::Config& config) {
   deps.metrics = &metrics;
   deps.watchdog = &watchdog;
   deps.consumer_name = config.consumer_name;
+  deps.tuning = tuning;
   deps.group_ready = [&] {
     if (++groups_ready == config.subscriptions.size()) readiness.SetGroupsReady(true);
   };

@@ -5,10 +5,11 @@
 // credentials) ends the process with exit 1 after the same settling.
 
 #include "sidecar/config/config.h"
+#include "sidecar/runtime/tuning.h"
 
 namespace streamcar::app {
 
 // Runs until SIGTERM/SIGINT or a fatal error; returns the process exit code.
-int Run(const config::Config& config);
+int Run(const config::Config& config, const runtime::Tuning& tuning);
 
 }  // namespace streamcar::app

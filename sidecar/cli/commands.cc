@@ -54,7 +54,12 @@ int RunCommand(const Arguments& args) {
     std::cerr << "streamcar: " << config.status().message() << "\n";
     return 2;
   }
-  return app::Run(*config);
+  auto tuning = runtime::TuningFromEnvironment();
+  if (!tuning.ok()) {
+    std::cerr << "streamcar: " << tuning.status().message() << "\n";
+    return 2;
+  }
+  return app::Run(*config, *tuning);
 }
 
 int VersionCommand() {

@@ -54,6 +54,7 @@ PlainIntake::PlainIntake(EventLoop& loop, const config::Subscription& sub,
     if (block_read_) Unblock();
   });
   reclaim_timer_ = loop_.CreateTimer([this] { ReclaimBeat(); });
+  linger_timer_ = loop_.CreateTimer([this] { Pump(); });
   read_->OnReady(Guard([this] { OnReadConnectionReady(); }));
   read_->OnFatal(Guard([this](const Status& status) { Fatal(status); }));
 }
@@ -109,6 +110,7 @@ void PlainIntake::Stop(std::function<void()> stopped) {
   backoff_timer_->Cancel();
   pause_timer_->Cancel();
   reclaim_timer_->Cancel();
+  linger_timer_->Cancel();
   if (block_read_) Unblock();
   MaybeFinishStop();
 }
@@ -197,6 +199,7 @@ void PlainIntake::Fatal(const Status& status) {
   backoff_timer_->Cancel();
   pause_timer_->Cancel();
   reclaim_timer_->Cancel();
+  linger_timer_->Cancel();
   if (callbacks_.fatal) callbacks_.fatal(status);
   // A stop already asked for still completes once nothing is outstanding.
   MaybeFinishStop();
@@ -353,8 +356,16 @@ void PlainIntake::DrainDone() {
 // --- new entries ----------------------------------------------------------------------------
 
 void PlainIntake::ReadNext() {
+  if (lingering_until_) {
+    if (loop_.clock().Now() < *lingering_until_) {
+      linger_timer_->ArmAt(*lingering_until_);
+      return;
+    }
+    lingering_until_.reset();
+  }
   const size_t count = ReadCount();
   if (count == 0) return;
+  read_asked_ = count;
   read_busy_ = true;
   block_read_ = true;
   block_generation_ = read_->generation();
@@ -372,6 +383,9 @@ void PlainIntake::OnReadNew(StatusOr<Reply> reply) {
   if (!entries.ok()) {
     read_busy_ = false;
     return ReadFailed(entries.status());
+  }
+  if (read_linger_.count() > 0 && !entries->empty() && entries->size() < read_asked_) {
+    lingering_until_ = loop_.clock().Now() + read_linger_;
   }
   Route(std::move(*entries), IntakeSource::kNew);
   read_busy_ = false;

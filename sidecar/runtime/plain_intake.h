@@ -77,6 +77,12 @@ class PlainIntake {
   PlainIntake(const PlainIntake&) = delete;
   PlainIntake& operator=(const PlainIntake&) = delete;
 
+  // After a '>' read that brought entries but fewer than it asked for, the next one waits until
+  // `linger` has passed since it returned, so that it brings several entries at once (fewer
+  // wake-ups at moderate rates, up to `linger` more latency; runtime/tuning.h). 0: read at once.
+  // A read that brought nothing (the stream is idle) or all it asked for never lingers.
+  void SetReadLinger(Millis linger) { read_linger_ = linger; }
+
   // Setup (group, dead-letter key type, ack mode), then the own-PEL drain, then '>' reads; the
   // reclaim beat (every claim.interval) only once the drain is done. Waits for the read
   // connection when it is not ready yet.
@@ -180,6 +186,11 @@ class PlainIntake {
   std::unique_ptr<EventLoop::Timer> backoff_timer_;  // a step waits before it is tried again
   std::unique_ptr<EventLoop::Timer> pause_timer_;    // the refusal pause ends
   std::unique_ptr<EventLoop::Timer> unblock_timer_;  // UNBLOCK again: it came before the read
+  std::unique_ptr<EventLoop::Timer> linger_timer_;   // the read linger ends
+
+  Millis read_linger_{0};
+  size_t read_asked_ = 0;                      // the COUNT of the '>' read outstanding
+  std::optional<SteadyTime> lingering_until_;  // no '>' read before this
 
   SetupStep setup_step_ = SetupStep::kEnsureGroup;
   int setup_failures_ = 0;

@@ -91,8 +91,9 @@ std::optional<SteadyTime> Settlement::AcksDueAt() const {
   if (acks_.empty() && gone_acks_.empty()) return std::nullopt;
   const SteadyTime since = acks_since_.value_or(SteadyTime{});
   // The entries being acknowledged keep their room until the XACK lands (entry_ledger.h): past a
-  // quarter of the capacity, or a whole command's worth of ids, lingering would starve intake.
-  const bool early = ack_linger_.count() <= 0 || queued_acks() >= kAckFlushIds ||
+  // quarter of the capacity, or a whole command's worth of ids, lingering would starve intake; a
+  // draining subscription has nothing left to wait for.
+  const bool early = ack_linger_.count() <= 0 || draining_ || queued_acks() >= kAckFlushIds ||
                      ledger_->acking() >= ledger_->capacity() / 4;
   return early ? since : since + ack_linger_;
 }

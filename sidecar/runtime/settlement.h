@@ -82,7 +82,7 @@ class Settlement {
   void BeginDraining() { draining_ = true; }
   // Acknowledgements wait up to `linger` to share a command (default 0: the next plan carries
   // them), but never while the ledger holds a quarter of its capacity or more only for them, nor
-  // once kAckFlushIds are queued: their room must not starve intake.
+  // once kAckFlushIds are queued (their room must not starve intake), nor while draining.
   void SetAckLinger(Millis linger) { ack_linger_ = linger; }
   // The connection is (back) up: work that could not be sent goes in the next plan.
   void OnConnectionReady() { unsent_backoff_.Succeeded(); }

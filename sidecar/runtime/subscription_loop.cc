@@ -94,6 +94,8 @@ class SubscriptionLoop::Core {
       Kick();
     });
     command_.OnFatal([this](const Status& status) { deps_.fatal(status); });
+    settlement_.SetAckLinger(deps.tuning.ack_linger);
+    intake_.SetReadLinger(deps.tuning.read_linger);
   }
 
   ~Core() { watchdog_->Retire(); }

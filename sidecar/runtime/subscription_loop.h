@@ -31,6 +31,7 @@
 #include "sidecar/config/config.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/redis/session.h"
+#include "sidecar/runtime/tuning.h"
 
 namespace streamcar::runtime {
 
@@ -40,6 +41,7 @@ struct SubscriptionDeps {
   admin::Metrics* metrics = nullptr;
   admin::Watchdog* watchdog = nullptr;
   std::string consumer_name;
+  Tuning tuning;                             // the lingers (runtime/tuning.h)
   std::function<void()> group_ready;         // the group exists (readiness); any thread
   std::function<void(const Status&)> fatal;  // retrying cannot fix it: exit 1; any thread
   const Clock* clock = &SystemClock::Instance();

@@ -201,6 +201,45 @@ TEST(PlainIntake, ReadsNoMoreThanThereIsRoomAndGoesOnWhenPoked) {
       << "every entry was read";
 }
 
+// The read linger (runtime/tuning.h): a read that brought fewer entries than it asked for makes
+// the next one wait, so that it brings what arrived meanwhile in one reply.
+TEST(PlainIntake, AShortReadMakesTheNextReadLinger) {
+  RedisServer server;
+  server.Run({"XGROUP", "CREATE", "orders", "g", "$", "MKSTREAM"});
+  Harness h(server);
+  h.plain().SetReadLinger(Millis(400));
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
+  Add(server, "a");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 1; }));
+  const SteadyTime first = SteadyClock::now();
+  EXPECT_EQ(h.admitted_, 1);
+  Add(server, "b");
+  Add(server, "c");
+  h.RunFor(Millis(150));
+  if (SteadyClock::now() - first < Millis(350)) {  // a loaded machine may have slept past it
+    EXPECT_EQ(h.ledger().held(), 1u) << "read again before the linger ended";
+    EXPECT_FALSE(h.plain().reading());
+  }
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 3; }));
+  EXPECT_GE(SteadyClock::now() - first, Millis(400));
+  EXPECT_EQ(h.admitted_, 2) << "b and c came in one read";
+}
+
+// A read that brought all it asked for does not linger: more is waiting in the stream.
+TEST(PlainIntake, AFullReadDoesNotLinger) {
+  RedisServer server;
+  for (int i = 0; i < 10; ++i) Add(server, std::to_string(i));
+  Harness h(server, /*capacity=*/4);
+  h.plain().SetReadLinger(Millis(60000));
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
+  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }));
+  h.Settle(server, 4);
+  h.plain().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }, Millis(10000)));
+}
+
 TEST(PlainIntake, APendingEntryWhosePayloadIsGoneIsAcknowledgedNotAdmitted) {
   RedisServer server;
   server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});

@@ -510,6 +510,18 @@ TEST_F(SettlementTest, AcksHoldingAQuarterOfTheRoomFlushAtOnce) {
   EXPECT_EQ(IdsOf(plan, Step::kAck).size(), 25u);
 }
 
+// At shutdown nothing is worth waiting for: the drain deadline is better spent settling.
+TEST_F(SettlementTest, ADrainingSubscriptionDoesNotLinger) {
+  settlement_.SetAckLinger(Millis(1000));
+  Accepted("1-0");
+  settlement_.QueueAck("1-0", true);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  settlement_.BeginDraining();
+  EXPECT_EQ(settlement_.NextDue(now()), now());
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(IdsOf(plan, Step::kAck), (std::vector<std::string>{"1-0"}));
+}
+
 TEST_F(SettlementTest, AThousandQueuedAcksFlushAtOnce) {
   EntryLedger big(100'000, "");
   Settlement settlement(sub_, ops_, &big, &metrics_, clock_);

@@ -1,0 +1,42 @@
+#include "sidecar/runtime/tuning.h"
+
+#include <cstdlib>
+
+#include "sidecar/common/duration.h"
+
+namespace streamcar::runtime {
+namespace {
+
+constexpr const char* kAckLingerVariable = "STREAMCAR_ACK_LINGER";
+constexpr const char* kReadLingerVariable = "STREAMCAR_READ_LINGER";
+
+// Unset or empty keeps `value`; anything else must be a duration within [0, kMaxLinger].
+Status Override(const char* variable, const char* text, Millis* value) {
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  std::string error;
+  const std::optional<Millis> parsed = ParseDuration(text, &error);
+  if (!parsed) {
+    return Status(StatusCode::kInvalid, std::string(variable) + "=\"" + text + "\": " + error);
+  }
+  if (*parsed > Tuning::kMaxLinger) {
+    return Status(StatusCode::kInvalid, std::string(variable) + "=\"" + text + "\": at most " +
+                                            FormatDuration(Tuning::kMaxLinger));
+  }
+  *value = *parsed;
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Tuning> ParseTuning(const char* ack_linger, const char* read_linger) {
+  Tuning tuning;
+  if (Status s = Override(kAckLingerVariable, ack_linger, &tuning.ack_linger); !s.ok()) return s;
+  if (Status s = Override(kReadLingerVariable, read_linger, &tuning.read_linger); !s.ok()) return s;
+  return tuning;
+}
+
+StatusOr<Tuning> TuningFromEnvironment() {
+  return ParseTuning(std::getenv(kAckLingerVariable), std::getenv(kReadLingerVariable));
+}
+
+}  // namespace streamcar::runtime

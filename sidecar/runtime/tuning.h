@@ -1,0 +1,35 @@
+#pragma once
+// Two latency-for-CPU trades of the event loop that no configuration key exposes: they are
+// chosen by bench/run (docs/benchmarks.md "Lingers"), and the environment overrides them for a
+// measurement or an unusual load.
+//
+//   STREAMCAR_ACK_LINGER   how long an acknowledgement may wait for others to share its XACK
+//   STREAMCAR_READ_LINGER  how long after a read that brought fewer entries than it asked for the
+//                          next XREADGROUP waits, so that it brings several at once
+//
+// Each takes a duration as the configuration does ("2ms", "0s"), at most kMaxLinger.
+
+#include <string>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+
+namespace streamcar::runtime {
+
+struct Tuning {
+  // What the benchmark chose (docs/benchmarks.md "Lingers").
+  static constexpr Millis kDefaultAckLinger{0};
+  static constexpr Millis kDefaultReadLinger{0};
+  // A linger longer than this is a mistake (an entry would wait in memory instead of a handler).
+  static constexpr Millis kMaxLinger{100};
+
+  Millis ack_linger = kDefaultAckLinger;
+  Millis read_linger = kDefaultReadLinger;
+};
+
+// The defaults with the environment's overrides; an error names the variable and what is wrong.
+StatusOr<Tuning> TuningFromEnvironment();
+// The same from explicit values (null: unset), for tests.
+StatusOr<Tuning> ParseTuning(const char* ack_linger, const char* read_linger);
+
+}  // namespace streamcar::runtime
