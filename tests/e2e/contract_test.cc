@@ -211,6 +211,21 @@ TEST_F(ContractTest, NonZeroExitsSayWhatAndWhereInOneLine) {
   EXPECT_NE(errors[0].find("orders"), std::string::npos) << errors[0];
 }
 
+// The lingers' environment overrides (runtime/tuning.h) are checked like the configuration: a
+// malformed one is exit 2 with one line naming the variable, before anything connects.
+TEST_F(ContractTest, AMalformedLingerOverrideExitsTwoNamingTheVariable) {
+  const std::string path = WriteConfig(SidecarConfig{});
+  auto bare = RunStreamcar({"run", "-c", path}, {"STREAMCAR_ACK_LINGER=5"});
+  EXPECT_EQ(bare.exit_code, 2);
+  auto lines = Lines(bare.err);
+  ASSERT_EQ(lines.size(), 1u) << bare.err;
+  EXPECT_NE(lines[0].find("STREAMCAR_ACK_LINGER=\"5\""), std::string::npos) << lines[0];
+
+  auto too_long = RunStreamcar({"run", "-c", path}, {"STREAMCAR_READ_LINGER=2s"});
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_EQ(too_long.err, "streamcar: STREAMCAR_READ_LINGER=\"2s\": at most 100ms\n");
+}
+
 // The listening TCP sockets of process `pid` (inodes from /proc/<pid>/fd matched against
 // /proc/net/tcp entries in state LISTEN).
 std::vector<std::string> ListeningPorts(pid_t pid) {
