@@ -160,6 +160,14 @@ size_t EntryLedger::Admit(std::vector<StreamEntry> entries) {
     if (key) {
       held->key = std::move(key);
       auto [lane, inserted] = lanes_.try_emplace(*held->key);
+      if (!inserted && lane->second.kept_for == held->entry.id) {
+        // Back after an ambiguous settlement: the lane kept for it is its own again, and it
+        // goes before what arrived since.
+        lane->second.kept_for.clear();
+        --kept_lanes_;
+        MakeReady(held, true);
+        continue;
+      }
       if (!inserted) {
         held->state = EntryState::kBlocked;
         lane->second.waiting.push_back(held);
@@ -234,7 +242,7 @@ void EntryLedger::FreeLane(Held* entry) {
     return;
   }
   if (waiting.empty()) {
-    lanes_.erase(lane);
+    if (lane->second.kept_for.empty()) lanes_.erase(lane);
     return;
   }
   Held* next = waiting.front();
@@ -445,6 +453,46 @@ EntryLedger::LostResult EntryLedger::MarkLost(std::string_view id) {
       return LostResult::kDropped;
   }
   return LostResult::kIgnored;
+}
+
+bool EntryLedger::ReleaseKeepingLane(std::string_view id) {
+  Held* entry = Lookup(id);
+  if (entry == nullptr) return false;
+  if (!SC_DCHECK(
+          entry->state == EntryState::kClaiming || entry->state == EntryState::kDeadLettering,
+          Met("ReleaseKeepingLane", id, entry->state))) {
+    return false;
+  }
+  if (entry->key) {
+    if (auto lane = lanes_.find(*entry->key); lane != lanes_.end()) {
+      lane->second.kept_for = entry->entry.id;
+      ++kept_lanes_;
+      entry->key.reset();  // Erase leaves the lane as it is
+    }
+  }
+  Erase(entry);
+  return true;
+}
+
+void EntryLedger::ReleaseKeptLanes() {
+  if (kept_lanes_ == 0) return;
+  for (auto lane = lanes_.begin(); lane != lanes_.end();) {
+    if (lane->second.kept_for.empty()) {
+      ++lane;
+      continue;
+    }
+    lane->second.kept_for.clear();
+    --kept_lanes_;
+    auto& waiting = lane->second.waiting;
+    if (waiting.empty()) {
+      lane = lanes_.erase(lane);
+      continue;
+    }
+    Held* next = waiting.front();
+    waiting.pop_front();
+    MakeReady(next, false);
+    ++lane;
+  }
 }
 
 bool EntryLedger::Release(std::string_view id) {

@@ -33,6 +33,8 @@
 //   kAcking          AckConfirmed             gone
 //   kClaiming, kDeadLettering, kAcking
 //                    Release                  gone   (written, lost lease, or ambiguous)
+//   kClaiming, kDeadLettering
+//                    ReleaseKeepingLane       gone   (ambiguous; its lane stays taken, below)
 //   kQueued, kBlocked, kWaitingRetry
 //                    MarkLost                 gone
 //   kInFlight        MarkLost                 kInFlight, lost  (only a 2xx still counts)
@@ -42,7 +44,11 @@
 // are done, as a later entry with the key must not overtake them. Accept (a 2xx) frees the
 // payload bytes and the lane at once, but the entry keeps its ROOM until the acknowledgement is
 // confirmed (kAcking): the consumer's pending list never holds more than there is room for
-// (SPEC 4.2), even for the moment between a 2xx and its XACK.
+// (SPEC 4.2), even for the moment between a 2xx and its XACK. An ambiguous settlement of a retry
+// claim or a dead letter lets the entry go, but it may well still be pending, and then comes
+// back with the recovery re-read: its lane stays taken meanwhile (ReleaseKeepingLane), so that
+// no later entry with its key overtakes it; the entry takes the lane back when it is admitted
+// again, and the recovery frees the lanes of entries it did not find (ReleaseKeptLanes).
 //
 // The byte budget (unchanged from the dispatcher it replaces). Room is counted in entries
 // (`capacity`) and in payload bytes (`max_held_bytes`, SPEC 4.2: the field names and values of
@@ -184,6 +190,13 @@ class EntryLedger {
   // Done with an entry being claimed, dead-lettered or acknowledged: dead letter written, lost
   // lease, or an ambiguous settlement. Frees its room (and its lane).
   bool Release(std::string_view id);
+  // An ambiguous settlement of an entry claiming or dead-lettering: let go as Release does, but
+  // its ordering lane stays taken for it (see above). The same as Release without a key.
+  bool ReleaseKeepingLane(std::string_view id);
+  // The recovery re-read the own pending list (or the stop no longer needs the lanes): the lanes
+  // kept for entries not admitted again go to the next entry with their key.
+  void ReleaseKeptLanes();
+  bool has_kept_lanes() const { return kept_lanes_ > 0; }
 
   // --- Stop and queries ---
   // Nothing is handed out and nothing read from now on; outcomes are still settled.
@@ -226,6 +239,7 @@ class EntryLedger {
   };
   struct KeyLane {
     std::deque<Held*> waiting;  // blocked behind the one entry of this key that is out
+    std::string kept_for;       // the id of a released entry that still holds it, or ""
   };
 
   Held* Lookup(std::string_view id) const;
@@ -261,6 +275,7 @@ class EntryLedger {
   bool intake_stopped_ = false;
   size_t in_flight_ = 0;
   size_t acking_ = 0;
+  size_t kept_lanes_ = 0;  // lanes whose kept_for is set
 };
 
 }  // namespace streamcar::runtime

@@ -560,6 +560,8 @@ void PlainIntake::RecoverFailed(const Status& status) {
   // rest after claim.min_idle.
   LogWarn("cannot read own pending entries",
           {{"subscription", sub_.name}, {"error", status.message()}});
+  // Lanes kept for entries it was to bring back block their keys until it succeeds: again.
+  if (ledger_->has_kept_lanes()) recovery_requested_ = true;
   if (stopping_) return MaybeFinishStop();
   if (status.code() == StatusCode::kFatal) return Fatal(status);
   if (!IsServerSide(status) && read_->ready()) {
@@ -571,6 +573,8 @@ void PlainIntake::RecoverFailed(const Status& status) {
 
 void PlainIntake::RecoverDone() {
   recovering_ = false;
+  // What the re-read did not bring back was settled after all: its key's lane goes on.
+  ledger_->ReleaseKeptLanes();
   if (recovered_ > 0) {
     LogInfo("recovered own pending entries nothing here held",
             {{"subscription", sub_.name}, {"count", static_cast<int64_t>(recovered_)}});

@@ -343,15 +343,21 @@ void Settlement::ApplyAmbiguous(const SettleResult& r) {
   // SPEC 4.3 "ambiguous": the commands may or may not have been applied. The entries are let go
   // without another write; what was not applied is still pending, and the intake reads this
   // consumer's pending list again to deliver it.
+  // A retry or a dead letter still holds its ordering lane: kept until the recovery brings the
+  // entry back or finds it settled (SPEC 3.5, entry_ledger.h).
   size_t released = 0;
   auto release = [&](const std::string& id) {
     ledger_->Release(id);
     ++released;
   };
+  auto release_keeping_lane = [&](const std::string& id) {
+    ledger_->ReleaseKeepingLane(id);
+    ++released;
+  };
   for (const auto& id : r.ambiguous.acks) release(id);
   for (const auto& id : r.ambiguous.gone_acks) release(id);
-  for (const auto& item : r.ambiguous.dead_letters) release(item.id);
-  for (const auto& id : r.ambiguous.retry_claims) release(id);
+  for (const auto& item : r.ambiguous.dead_letters) release_keeping_lane(item.id);
+  for (const auto& id : r.ambiguous.retry_claims) release_keeping_lane(id);
   CountFailure(SettleClass::kAmbiguous, released);
   if (released == 0) return;
   recovery_requested_ = true;

@@ -43,7 +43,9 @@ class Harness {
  public:
   explicit Harness(const RedisServer& server, size_t capacity = 100,
                    config::Subscription sub = Sub())
-      : sub_(std::move(sub)), ops_(sub_.stream, sub_.group, "c1"), ledger_(capacity, "") {
+      : sub_(std::move(sub)),
+        ops_(sub_.stream, sub_.group, "c1"),
+        ledger_(capacity, sub_.ordering.key_field) {
     auto loop = EventLoop::Create(SystemClock::Instance());
     EXPECT_TRUE(loop.ok()) << loop.status().ToString();
     loop_ = std::move(*loop);
@@ -434,6 +436,44 @@ TEST(PlainIntake, AnAmbiguousSettlementReReadsOnlyWhatNothingHolds) {
   EXPECT_GT(h.admitted_, admitted);
   EXPECT_EQ(Pending(server, a).count, 1);
   EXPECT_EQ(Pending(server, b).count, 1);
+}
+
+// SPEC 3.5 across an ambiguous retry claim: the lanes kept for entries released ambiguously are
+// given back by the recovery re-read, to the entry itself when it is still pending for this
+// consumer, else to the next entry with its key.
+TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
+  RedisServer server;
+  config::Subscription sub = Sub();
+  sub.ordering.key_field = "n";
+  Harness h(server, 100, sub);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  const std::string a1 = Add(server, "a");
+  const std::string a2 = Add(server, "a");
+  const std::string b1 = Add(server, "b");
+  const std::string b2 = Add(server, "b");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
+  const SteadyTime now = h.loop_->clock().Now();
+  auto out = h.ledger().TakeReady(10, now);
+  ASSERT_EQ(out.size(), 2u);  // a1 and b1; a2 and b2 wait behind them
+  for (const EntryRef& ref : out) {
+    ASSERT_EQ(h.ledger().ScheduleRetry(ref, now), EntryLedger::Applied::kApplied);
+  }
+  ASSERT_EQ(h.ledger().TakeDueRetries(now).size(), 2u);
+  // Both claims were ambiguous; b1's was in fact applied by a peer that then settled it.
+  ASSERT_TRUE(h.ledger().ReleaseKeepingLane(a1));
+  ASSERT_TRUE(h.ledger().ReleaseKeepingLane(b1));
+  server.Run({"XACK", "orders", "g", b1});
+  EXPECT_TRUE(h.ledger().TakeReady(10, now).empty());
+  h.plain().RequestRecovery();
+  ASSERT_TRUE(h.RunUntil([&] { return !h.ledger().has_kept_lanes(); }));
+  EXPECT_TRUE(h.ledger().Holds(a1)) << "a1 is still pending for this consumer: read again";
+  EXPECT_FALSE(h.ledger().Holds(b1));
+  std::vector<std::string> ready;
+  for (const EntryRef& ref : h.ledger().TakeReady(10, h.loop_->clock().Now())) {
+    ready.push_back(ref.id);
+  }
+  EXPECT_EQ(ready, (std::vector<std::string>{a1, b2})) << "a2 overtook a1, or b2 stayed blocked";
 }
 
 TEST(PlainIntake, AStreamKeyOfAnotherTypeIsFatal) {

@@ -534,6 +534,61 @@ TEST(EntryLedgerTransitions, ScheduleRetryWaitsAndHoldsTheLane) {
   EXPECT_EQ(d.StateOf("2-0"), EntryState::kBlocked);
 }
 
+// SPEC 3.5: a retry holds back later entries with its key, also when its claim was ambiguous
+// (sent, no answer): the entry is let go, but its lane waits for the recovery re-read.
+TEST(EntryLedgerTransitions, AnAmbiguouslyReleasedRetryKeepsItsLaneUntilItComesBack) {
+  ManualClock clock;
+  EntryLedger d(10, "account");
+  d.Admit({Entry("1-0", "A"), Entry("2-0", "A"), Entry("3-0", "B")});
+  auto out = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(out), (std::vector<std::string>{"1-0", "3-0"}));
+  ASSERT_EQ(d.ScheduleRetry(out[0], clock.Now()), Applied::kApplied);
+  ASSERT_EQ(d.TakeDueRetries(clock.Now()), (std::vector<std::string>{"1-0"}));
+  ASSERT_TRUE(d.ReleaseKeepingLane("1-0"));
+  EXPECT_FALSE(d.Holds("1-0"));
+  EXPECT_EQ(d.held(), 2u) << "its room is free";
+  EXPECT_TRUE(d.has_kept_lanes());
+  EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty()) << "2-0 overtook the retry of 1-0";
+  EXPECT_EQ(d.StateOf("2-0"), EntryState::kBlocked);
+  d.Admit({Entry("4-0", "A")});
+  EXPECT_EQ(d.StateOf("4-0"), EntryState::kBlocked);
+
+  // The recovery brings it back: it takes its lane and goes first; the others follow in order.
+  ASSERT_EQ(d.Admit({Entry("1-0", "A")}), 1u);
+  EXPECT_FALSE(d.has_kept_lanes());
+  auto again = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(again), (std::vector<std::string>{"1-0"}));
+  Settle(d, again[0]);
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}));
+}
+
+// The recovery did not find it (the claim was applied after all and a peer took it, or the dead
+// letter was written): the lane goes on.
+TEST(EntryLedgerTransitions, KeptLanesGoOnWhenTheRecoveryDoesNotBringTheEntryBack) {
+  ManualClock clock;
+  EntryLedger d(10, "account");
+  d.Admit({Entry("1-0", "A"), Entry("2-0", "A"), Entry("5-0", "C")});
+  auto out = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(d.DeadLetter(out[0]), Applied::kApplied);
+  ASSERT_EQ(d.DeadLetter(out[1]), Applied::kApplied);
+  ASSERT_TRUE(d.ReleaseKeepingLane("1-0"));
+  ASSERT_TRUE(d.ReleaseKeepingLane("5-0"));
+  EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty());
+  d.ReleaseKeptLanes();
+  EXPECT_FALSE(d.has_kept_lanes());
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}));
+  // Key C had nothing waiting: its lane is gone, a new entry with it is ready at once.
+  d.Admit({Entry("6-0", "C")});
+  EXPECT_EQ(d.StateOf("6-0"), EntryState::kQueued);
+  // An entry without a key: the same as Release.
+  EntryLedger plain(10, "");
+  plain.Admit({Entry("7-0")});
+  auto p = plain.TakeReady(10, clock.Now());
+  ASSERT_EQ(plain.DeadLetter(p[0]), Applied::kApplied);
+  ASSERT_TRUE(plain.ReleaseKeepingLane("7-0"));
+  EXPECT_FALSE(plain.has_kept_lanes());
+}
+
 TEST(EntryLedgerTransitions, DueRetriesAreClaimedInDueOrder) {
   ManualClock clock;
   EntryLedger d(10, "");

@@ -573,6 +573,34 @@ TEST_F(SettlementTest, AnAmbiguousResultReleasesAndAsksForRecovery) {
   EXPECT_TRUE(settlement_.Idle());
 }
 
+// SPEC 3.5 through an ambiguous retry claim: the entry is released, but a later entry with its
+// ordering key stays blocked until the recovery brings the retried one back.
+TEST_F(SettlementTest, AnAmbiguousRetryClaimKeepsItsKeyBlocked) {
+  EntryLedger keyed(100, "account");
+  Settlement settlement(sub_, ops_, &keyed, &metrics_, clock_);
+  StreamEntry first = Entry("1-0");
+  first.fields.push_back({"account", "A"});
+  StreamEntry second = Entry("2-0");
+  second.fields.push_back({"account", "A"});
+  ASSERT_EQ(keyed.Admit({first, second}), 2u);
+  auto out = keyed.TakeReady(10, now());
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(keyed.ScheduleRetry(out[0], now()), EntryLedger::Applied::kApplied);
+  auto plan = settlement.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  ASSERT_EQ(IdsOf(*plan, Step::kRetryClaim), (std::vector<std::string>{"1-0"}));
+  redis::BatchResult result;
+  result.failure = Status(StatusCode::kTimeout, "redis command timed out");
+  settlement.Apply(*plan, result, now());
+  EXPECT_FALSE(keyed.Holds("1-0"));
+  EXPECT_TRUE(settlement.TakeRecoveryRequest());
+  EXPECT_TRUE(keyed.TakeReady(10, now()).empty()) << "2-0 overtook the retry of 1-0";
+  ASSERT_EQ(keyed.Admit({first}), 1u);  // the recovery re-read
+  auto again = keyed.TakeReady(10, now());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, "1-0");
+}
+
 // Nothing reached Redis (the connection was down): nothing is released or counted; the work is
 // sent again once the connection is back, not in a busy loop meanwhile.
 TEST_F(SettlementTest, APlanNeverWrittenIsKeptUnclassed) {
