@@ -233,6 +233,22 @@ TEST(SlotMapTest, TlsUsesTheTlsPortAndSaysWhenThereIsNone) {
       << missing.status().message();
 }
 
+TEST(SlotMapTest, SlotsMayBeStringsAndHealthMayBeAbsent) {
+  const std::string resp =
+      Arr({Arr({Bulk("slots"), Arr({Bulk("0"), Bulk("16383")}), Bulk("nodes"),
+                Arr({Arr({Bulk("id"), Bulk("m"), Bulk("port"), Int(7000), Bulk("endpoint"),
+                          Bulk("h"), Bulk("role"), Bulk("master")})})})});
+  Reply reply = ReplyOf(resp);
+  auto map = SlotMap::FromShards(reply.view(), kAsked, false);
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ASSERT_NE(map->ShardOf(16383), nullptr);
+  EXPECT_EQ(map->ShardOf(16383)->master.address, (NodeAddress{"h", 7000}));
+  EXPECT_TRUE(map->Serves(kUsed));
+  Reply bad =
+      ReplyOf(Arr({Arr({Bulk("slots"), Arr({Bulk("0"), Bulk("1x")}), Bulk("nodes"), Arr({})})}));
+  EXPECT_FALSE(SlotMap::FromShards(bad.view(), kAsked, false).ok());
+}
+
 TEST(SlotMapTest, AShardWithEmptySlotsServesNothingSoSlotsIsAskedNext) {
   // redis/redis#13414 (7.2 with shard ids): the failed old master first, then the promoted one,
   // and no slots. The map must not serve 0..16383 from it.

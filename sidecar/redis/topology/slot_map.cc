@@ -47,10 +47,13 @@ StatusOr<std::vector<SlotRange>> ParseRanges(const ReplyView& slots) {
       const ReplyView bound = slots[i + j];
       if (bound.IsInteger()) {
         bounds[j] = bound.Integer();
-      } else if (bound.IsString() && !bound.Str().empty() && bound.Str().size() <= 5 &&
-                 std::all_of(bound.Str().begin(), bound.Str().end(),
-                             [](char c) { return c >= '0' && c <= '9'; })) {
-        bounds[j] = std::stoll(std::string(bound.Str()));
+      } else if (bound.IsString() && !bound.Str().empty() && bound.Str().size() <= 5) {
+        int64_t value = 0;
+        for (char c : bound.Str()) {
+          value = (c >= '0' && c <= '9') ? value * 10 + (c - '0') : -1;
+          if (value < 0) break;
+        }
+        bounds[j] = value;
       }
     }
     if (bounds[0] < 0 || bounds[1] < bounds[0] || bounds[1] >= kClusterSlots) {
@@ -119,7 +122,9 @@ StatusOr<SlotMap> SlotMap::FromShards(const ReplyView& reply, const NodeAddress&
       node.address.port = static_cast<int>(port.Integer());
       const auto host = HostOf(Field(node_reply, "endpoint"), Field(node_reply, "ip").Str(), asked);
       node.address.host = host.value_or("?");
-      node.healthy = host.has_value() && Field(node_reply, "health").Str() == "online";
+      // 7.0 always says; should a server not, only the endpoint decides.
+      const ReplyView health = Field(node_reply, "health");
+      node.healthy = host.has_value() && (health.IsNil() || health.Str() == "online");
       if (Field(node_reply, "role").Str() == "master") {
         masters.push_back(std::move(node));
       } else {

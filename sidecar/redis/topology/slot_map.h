@@ -24,7 +24,8 @@ struct SlotRange {
 struct ClusterNode {
   std::string id;  // the 40-hex node id; empty when learned from a -MOVED
   NodeAddress address;
-  // SHARDS: health "online" and a usable address; SLOTS lists no health (true).
+  // A usable address and, in SHARDS, health "online" (7.0.15 says "fail" for a failed node);
+  // SLOTS lists no health.
   bool healthy = true;
 };
 
