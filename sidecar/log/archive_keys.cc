@@ -1,12 +1,12 @@
 #include "sidecar/log/archive_keys.h"
 
-#include "sidecar/log/stream_keys.h"
+#include "sidecar/redis/topology/key_slot.h"
 
 namespace streamcar::log {
 
 ArchiveKeys ArchiveKeysOf(std::string_view stream) {
-  return {StreamSlotKey(stream, "archive:lease"), StreamSlotKey(stream, "archive:token"),
-          StreamSlotKey(stream, "archive:watermark")};
+  return {redis::SameSlotKey(stream, "archive:lease"), redis::SameSlotKey(stream, "archive:token"),
+          redis::SameSlotKey(stream, "archive:watermark")};
 }
 
 }  // namespace streamcar::log

@@ -7,7 +7,7 @@
 
 #include "sidecar/log/archive_codec.h"
 #include "sidecar/log/archive_keys.h"
-#include "sidecar/log/stream_keys.h"
+#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/runtime/retention.h"
 
 namespace streamcar::log {
@@ -77,7 +77,8 @@ TEST(ArchiveKeysTest, KeysShareTheStreamsSlot) {
   for (const std::string stream : {"orders", "{tenant1}.orders", "a{b", "{}x", "a}b"}) {
     const auto keys = ArchiveKeysOf(stream);
     for (const auto& key : {keys.lease, keys.token, keys.watermark}) {
-      EXPECT_EQ(KeySlot(key), KeySlot(stream)) << key << " is not in the slot of " << stream;
+      EXPECT_EQ(redis::KeySlot(key), redis::KeySlot(stream))
+          << key << " is not in the slot of " << stream;
     }
   }
 }

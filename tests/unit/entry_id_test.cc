@@ -4,9 +4,13 @@
 
 #include "sidecar/log/log_reader.h"
 #include "sidecar/log/stream_keys.h"
+#include "sidecar/redis/topology/key_slot.h"
 
 namespace streamcar::log {
 namespace {
+
+using redis::HasHashTag;
+using redis::KeySlot;
 
 TEST(EntryIdTest, ParsesOnlyMsDashSeq) {
   auto id = ParseId("1764513000000-3");

@@ -1,0 +1,38 @@
+#pragma once
+// Redis Cluster key slots: which of the 16384 slots a key hashes to, and how to name a key that
+// must share a slot with another (a stream and its dead-letter stream, idempotency and archive
+// keys). The one place that spells these rules; Redis's own is src/cluster.c keyHashSlot.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace streamcar::redis {
+
+inline constexpr int kClusterSlots = 16384;
+
+// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), the hash of Redis Cluster slots.
+// Crc16Xmodem("123456789") == 0x31C3.
+uint16_t Crc16Xmodem(std::string_view bytes);
+
+// The bytes Redis hashes for `key`: between the first '{' and the first '}' after it when that is
+// not empty ("{user1000}.x" -> "user1000", "foo{{bar}}" -> "{bar"), else the whole key
+// ("foo{}{bar}" hashes whole).
+std::string_view HashedPart(std::string_view key);
+
+// The slot of `key`, 0..16383: CLUSTER KEYSLOT's answer.
+int KeySlot(std::string_view key);
+
+// Whether `key` has a hash tag (HashedPart is not the whole key).
+bool HasHashTag(std::string_view key);
+
+// The key "<suffix>" of `key`, in the slot of `key`:
+//   - `key` has a hash tag ("{orders}", "app:{feed}"):   "<key>:<suffix>"
+//   - otherwise, not empty and without a '}':             "{<key>}:<suffix>"
+//   - otherwise ("a}b": "{a}b}" would tag only "a"; "" would make the empty "{}", no tag):
+//     "{<tag>}:<key>:<suffix>" with a short decimal tag chosen to hash to the slot of `key`
+//     (the same tag for every key of that slot).
+// The suffix never changes the slot: the tag comes first.
+std::string SameSlotKey(std::string_view key, std::string_view suffix);
+
+}  // namespace streamcar::redis

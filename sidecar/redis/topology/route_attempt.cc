@@ -1,0 +1,96 @@
+#include "sidecar/redis/topology/route_attempt.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace streamcar::redis {
+
+RouteAttempt::RouteAttempt(int slot, NodeAddress target, SteadyTime deadline, RouteLimits limits)
+    : slot_(slot),
+      target_(target),
+      home_(std::move(target)),
+      deadline_(deadline),
+      limits_(limits) {}
+
+RouteAttempt::Next RouteAttempt::OnReply(const ReplyView& reply, SteadyTime now) {
+  Redirect redirect;
+  last_kind_ = Classify(reply, &redirect);
+  const NodeAddress answered = std::exchange(target_, home_);  // an ASK holds for one send only
+  switch (last_kind_) {
+    case ReplyKind::kMoved:
+    case ReplyKind::kAsk:
+      return Redirected(redirect, last_kind_, answered);
+    case ReplyKind::kTryAgain:
+      // During a migration: a multi-key command whose keys are split between the two nodes.
+      // Retried where the map says (the source ASKs again once the keys have moved).
+      return Backoff(Next::kRetryAfter, now, "TRYAGAIN");
+    case ReplyKind::kClusterDown:
+    case ReplyKind::kLoading:
+    case ReplyKind::kMasterDown:
+      return Backoff(Next::kRetryAfter, now, ReplyKindName(last_kind_));
+    case ReplyKind::kReadOnly:
+      // The node is a replica now (a failover): the write was not applied; ask the map again.
+      return Backoff(Next::kRefreshAndRetry, now, "READONLY");
+    case ReplyKind::kValue:
+    case ReplyKind::kError:
+    case ReplyKind::kUnblocked:
+    case ReplyKind::kNoScript:
+    case ReplyKind::kCrossSlot:
+      return Next::kDone;
+  }
+  return Next::kDone;
+}
+
+RouteAttempt::Next RouteAttempt::Redirected(const Redirect& redirect, ReplyKind kind,
+                                            const NodeAddress& answered) {
+  if (++redirects_ > limits_.max_redirects) {
+    return Fail("more than " + std::to_string(limits_.max_redirects) + " redirects for slot " +
+                std::to_string(slot_) + " (last to " + redirect.to.Describe() + ")");
+  }
+  redirect_ = redirect;
+  // An empty endpoint is the host that answered (unknown-endpoint); "?" names no usable host.
+  if (redirect_.to.host.empty()) redirect_.to.host = answered.host;
+  if (redirect_.to.host == "?") {
+    retry_after_ = Millis(0);
+    return Next::kRefreshAndRetry;
+  }
+  target_ = redirect_.to;
+  if (kind == ReplyKind::kAsk) return Next::kSendAskingTo;
+  home_ = redirect_.to;
+  return Next::kSendTo;
+}
+
+RouteAttempt::Next RouteAttempt::Backoff(Next next, SteadyTime now, std::string_view why) {
+  // 20, 40, 80 ... ms, capped: short blips (a MIGRATE batch) stay invisible to the caller.
+  Millis delay = limits_.backoff_first;
+  for (int i = 0; i < retries_ && delay < limits_.backoff_cap; ++i) delay *= 2;
+  delay = std::min(delay, limits_.backoff_cap);
+  if (now + delay >= deadline_) {
+    return Fail(std::string(why) + " on slot " + std::to_string(slot_) + " until the deadline (" +
+                std::to_string(retries_) + " retries)");
+  }
+  ++retries_;
+  retry_after_ = delay;
+  return next;
+}
+
+RouteAttempt::Next RouteAttempt::OnConnectionLost(bool sent, SteadyTime now) {
+  const NodeAddress lost = std::exchange(target_, home_);
+  if (sent) {
+    maybe_applied_ = true;
+    return Fail("the connection to " + lost.Describe() + " failed after the command was sent");
+  }
+  return Backoff(Next::kRefreshAndRetry, now, "connection lost");
+}
+
+void RouteAttempt::Retarget(NodeAddress target) {
+  target_ = target;
+  home_ = std::move(target);
+}
+
+RouteAttempt::Next RouteAttempt::Fail(std::string why) {
+  failure_ = std::move(why);
+  return Next::kFail;
+}
+
+}  // namespace streamcar::redis
