@@ -114,6 +114,8 @@ TEST_F(ClusterBehaviourTest, AskDuringAMigrationIsOneShotAndMovedFollowsSetslot)
   EXPECT_EQ(Error(cluster_->RunOn(0, {"XLEN", stream})),
             "ASK " + std::to_string(slot) + " " + Endpoint(1));
   EXPECT_EQ(cluster_->RunOn(1, {"XLEN", stream}, /*asking=*/true).view().Integer(), 1);
+  // The harness's own follower gets there through the ASK.
+  EXPECT_EQ(cluster_->Run(stream, {"XLEN", stream}).view().Integer(), 1);
   // On the importing side, a multi-key command with one of its keys missing: TRYAGAIN.
   EXPECT_EQ(
       Error(cluster_->RunOn(1, {"EVAL", "return 1", "2", stream, missing}, true)).substr(0, 9),
@@ -296,6 +298,28 @@ TEST_F(ClusterBehaviourTest, MasterKillMakesEveryNodeAnswerClusterDownUntilPromo
 
   cluster_->Restart(0);
   EXPECT_EQ(Describe(cluster_->RunOn(0, {"ROLE"})[0]), "slave");
+}
+
+// A cluster over TLS (clients, bus and replication) with an ACL user on every node: redirections
+// name the nodes' TLS ports, and the user reaches every node.
+TEST(ClusterTlsTest, RedirectsNameTlsPortsAndTheAclUserReachesEveryNode) {
+  if (UnderSanitizer()) GTEST_SKIP() << "six redis-servers: plain stage only";
+  RedisCluster cluster(
+      {.replicas_per_master = 1, .tls = true, .acl_user = "app", .acl_password = "app-secret"});
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  EXPECT_EQ(cluster.SeedUrl().rfind("rediss://127.0.0.1:", 0), 0u) << cluster.SeedUrl();
+  const std::string key = cluster.KeyOnMaster(1, "tls-");
+  EXPECT_EQ(Error(cluster.RunOn(0, {"XLEN", key})),
+            "MOVED " + std::to_string(cluster.SlotOf(key)) + " " + cluster.node(1).address());
+  for (int i = 0; i < cluster.size(); ++i) {
+    auto connection = cluster.node(i).Connect("app", "app-secret");
+    ASSERT_NE(connection, nullptr) << "node " << i;
+    const auto who = connection->Run(redis::Command("ACL").Arg("WHOAMI"));
+    ASSERT_TRUE(who.ok()) << who.status().message();
+    EXPECT_EQ(who->view().Str(), "app");
+  }
+  EXPECT_FALSE(cluster.Run(key, {"XADD", key, "*", "f", "v"}).IsError());
+  EXPECT_EQ(cluster.RunOn(1, {"WAIT", "1", "5000"}).view().Integer(), 1);
 }
 
 // The key slots of plan section 0, as the server computes them (CRC16/XMODEM of the key or its

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -79,14 +80,28 @@ bool StartsWith(std::string_view text, std::string_view prefix) {
 
 RedisCluster::RedisCluster(RedisClusterOptions options) : options_(std::move(options)) { Form(); }
 
+RedisCluster::~RedisCluster() {
+  nodes_.clear();
+  std::error_code ignored;
+  if (!certificates_dir_.empty()) std::filesystem::remove_all(certificates_dir_, ignored);
+}
+
 void RedisCluster::Form() {
+  if (options_.tls) {
+    certificates_dir_ = MakeTempDir("streamcar-cluster-certs-");
+    certificates_ = MakeTestCertificates(certificates_dir_);
+  }
   const int n = options_.masters * (1 + options_.replicas_per_master);
   for (int i = 0; i < n; ++i) {
     nodes_.push_back(std::make_unique<RedisServer>(
         RedisServerOptions{.password = options_.password,
+                           .tls = options_.tls,
                            .cluster = true,
-                           .cluster_node_timeout_ms = options_.node_timeout_ms}));
+                           .cluster_node_timeout_ms = options_.node_timeout_ms,
+                           .tls_cluster = options_.tls,
+                           .certificates = certificates_}));
     if (::testing::Test::HasFatalFailure()) return;
+    CreateAclUser(i);
   }
   for (int i = 0; i < n; ++i) {
     ids_.emplace_back(RunOn(i, {"CLUSTER", "MYID"}).view().Str());
@@ -119,6 +134,12 @@ void RedisCluster::Form() {
     }
   }
   WaitUntilHealthy(30);
+}
+
+void RedisCluster::CreateAclUser(int i) {
+  if (options_.acl_user.empty()) return;
+  RunOn(i, {"ACL", "SETUSER", options_.acl_user, "reset", "on", ">" + options_.acl_password, "~*",
+            "&*", "+@all"});
 }
 
 int RedisCluster::IndexOfPort(int port) const {
@@ -349,6 +370,7 @@ int RedisCluster::KillMaster(int master) {
 void RedisCluster::Restart(int node) {
   nodes_[node]->Start();
   if (::testing::Test::HasFatalFailure()) return;
+  CreateAclUser(node);
   WaitUntilHealthy();
 }
 

@@ -23,6 +23,11 @@ struct RedisClusterOptions {
   int replicas_per_master = 1;
   std::string password;  // requirepass and masterauth on every node
   int node_timeout_ms = 1000;
+  // Clients, the bus and replication over TLS: every node serves TLS only, on port(), with one
+  // set of certificates (certificates()).
+  bool tls = false;
+  // An ACL user created on every node (all keys, channels and commands), for clients.
+  std::string acl_user, acl_password;
 };
 
 class RedisCluster {
@@ -31,6 +36,7 @@ class RedisCluster {
   // agree on the owner of every slot and every replica's link to its master is up. A cluster
   // that does not form fails the test (check HasFatalFailure()).
   explicit RedisCluster(RedisClusterOptions options = {});
+  ~RedisCluster();
 
   int size() const { return static_cast<int>(nodes_.size()); }
   RedisServer& node(int i) { return *nodes_[i]; }
@@ -39,7 +45,9 @@ class RedisCluster {
   // The node listening on `port`, or -1.
   int IndexOfPort(int port) const;
 
-  // redis://127.0.0.1:<node 0>/0, for a configuration's redis.url.
+  // With tls: the CA every node's certificate is signed by, and a client certificate.
+  const TestCertificates& certificates() const { return certificates_; }
+  // redis://127.0.0.1:<node 0>/0 (rediss:// with tls), for a configuration's redis.url.
   std::string SeedUrl() const;
   // The other nodes as a YAML flow sequence, for redis.nodes: ["127.0.0.1:p1", ...].
   std::string NodesYaml() const;
@@ -94,6 +102,8 @@ class RedisCluster {
   };
   // Starts the nodes and forms the cluster (the constructor's work: ASSERT needs a void function).
   void Form();
+  // Creates the ACL user of the options on node i (again after a restart: no ACL file).
+  void CreateAclUser(int i);
   // The slot owners (node index, -1 for none) as node `viewer` sees them, or empty when the node
   // cannot be asked.
   std::vector<int> OwnersSeenBy(int viewer) const;
@@ -102,6 +112,8 @@ class RedisCluster {
   std::string ClusterInfoField(int node, std::string_view field) const;
 
   RedisClusterOptions options_;
+  std::string certificates_dir_;
+  TestCertificates certificates_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
   std::vector<std::string> ids_;
   std::map<int, Migration> migrations_;

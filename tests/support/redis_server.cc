@@ -103,7 +103,10 @@ RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(option
   dir_ = MakeTempDir("streamcar-redis-");
   port_ = FreePort();
   if (options_.cluster) cluster_port_ = FreePort();
-  if (options_.tls) certificates_ = MakeTestCertificates(dir_);
+  if (options_.tls) {
+    certificates_ =
+        options_.certificates.ca_cert.empty() ? MakeTestCertificates(dir_) : options_.certificates;
+  }
   Start();
 }
 
@@ -125,6 +128,9 @@ void RedisServer::Start() {
                              certificates_.server_cert, "--tls-key-file", certificates_.server_key,
                              "--tls-ca-cert-file", certificates_.ca_cert, "--tls-auth-clients",
                              options_.tls_auth_clients});
+    if (options_.tls_cluster) {
+      args.insert(args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+    }
   } else {
     args.insert(args.end(), {"--port", std::to_string(port_)});
   }

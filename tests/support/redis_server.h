@@ -26,6 +26,11 @@ struct RedisServerOptions {
   // timeout so that failures are detected within a test's patience.
   bool cluster = false;
   int cluster_node_timeout_ms = 1000;
+  // With tls: the cluster bus and replication over TLS too (--tls-cluster, --tls-replication).
+  bool tls_cluster = false;
+  // With tls: these certificates instead of a fresh set in dir() (the nodes of one cluster must
+  // trust each other).
+  TestCertificates certificates;
   // "host:port" of the master this server replicates at start (masterauth = password).
   std::string replica_of;
   // Launched as `redis-server <config_file> ...` (the file stays where it is: a sentinel rewrites
