@@ -88,8 +88,9 @@ class SentinelBehaviourTest : public ::testing::Test {
 };
 
 // SENTINEL FAILOVER: +switch-master carries `<name> <old-ip> <old-port> <new-ip> <new-port>`;
-// the promoted replica's clients are killed at promotion, the old master's when sentinel later
-// turns it into a replica (ROLE then names the new master).
+// the promoted replica's clients are killed at promotion; the old master stays a writable master
+// for several seconds, until sentinel turns it into a replica and kills its clients (ROLE then
+// names the new master).
 TEST_F(SentinelBehaviourTest, FailoverPublishesSwitchMasterAndKillsOurConnections) {
   ASSERT_EQ(set_->MasterIndex(), 0);
   SwitchMasterSubscriber subscriber(set_->sentinel(1), dir_);
@@ -109,6 +110,13 @@ TEST_F(SentinelBehaviourTest, FailoverPublishesSwitchMasterAndKillsOurConnection
       << subscriber.output();
   EXPECT_FALSE(on_replica->Run(redis::Command("PING")).ok())
       << "the promoted replica kept our connection";
+
+  // Until then the old master is still a master that takes our writes (lost when it is turned
+  // into a replica): a client must follow +switch-master, not wait for its connection to die.
+  // Sentinel waits 8 s (4 publish periods) after it first sees the stale role before it acts.
+  EXPECT_EQ(RoleOf(set_->data(0)), "master");
+  const auto stale_write = on_master->Run(redis::Command("SET").Arg("stale").Arg("1"));
+  EXPECT_TRUE(stale_write.ok()) << stale_write.status().message();
 
   // The old master is demoted only when sentinel next looks at it (its INFO period).
   EXPECT_TRUE(Eventually([&] { return RoleOf(set_->data(0)) == "slave"; }, seconds(25)));
