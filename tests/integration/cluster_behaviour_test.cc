@@ -236,6 +236,9 @@ TEST_F(ClusterBehaviourTest, ManualFailoverUnblocksReadersAndLeavesTheScriptCach
   EXPECT_EQ(Error(cluster_->RunOn(replica, {"EVALSHA", sha, "1", stream})).substr(0, 9),
             "NOSCRIPT ");
   EXPECT_EQ(cluster_->RunOn(replica, {"XLEN", stream}).view().Integer(), 0);
+  // The harness's follower, its map from before the failover, gets there through the MOVED.
+  EXPECT_FALSE(cluster_->Run(stream, {"XADD", stream, "*", "f", "v"}).IsError());
+  EXPECT_EQ(cluster_->RunOn(replica, {"XLEN", stream}).view().Integer(), 1);
 }
 
 // kill -9 of a master: with cluster-require-full-coverage (the default) every surviving node,

@@ -251,18 +251,48 @@ std::string RedisCluster::KeyOnMaster(int master, std::string_view prefix) const
   return std::string(prefix);
 }
 
+std::optional<redis::Reply> RedisCluster::RunCached(int i, const std::vector<std::string>& args,
+                                                    bool asking) {
+  if (i < 0 || !nodes_[i]->running()) return std::nullopt;
+  connections_.resize(nodes_.size());
+  auto& connection = connections_[i];
+  if (connection == nullptr) {
+    redis::ConnectionOptions options = nodes_[i]->ClientOptions();
+    options.connect_timeout = Millis(1000);
+    auto opened = redis::Connection::Open(options);
+    if (!opened.ok()) return std::nullopt;
+    connection = std::move(*opened);
+  }
+  std::vector<redis::Command> commands;
+  if (asking) commands.emplace_back("ASKING");
+  redis::Command command(args.front());
+  for (size_t a = 1; a < args.size(); ++a) command.Arg(args[a]);
+  commands.push_back(std::move(command));
+  auto replies = connection->RunPipeline(commands);
+  if (!replies.ok()) {
+    connection.reset();
+    return std::nullopt;
+  }
+  return std::move(replies->back());
+}
+
 redis::Reply RedisCluster::Run(std::string_view key, const std::vector<std::string>& args) {
-  const int slot = SlotOf(key);
-  int target = MasterOfSlot(slot);
+  auto known = slot_of_key_.find(key);
+  if (known == slot_of_key_.end()) known = slot_of_key_.emplace(key, SlotOf(key)).first;
+  const int slot = known->second;
+  const auto refresh = [&] {
+    owners_ = OwnersSeenBy(AnyRunning());
+    return owners_.empty() ? -1 : owners_[slot];
+  };
+  int target = owners_.empty() ? refresh() : owners_[slot];
   bool asking = false;
   redis::Reply last;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (int redirects = 0; std::chrono::steady_clock::now() < deadline && redirects < 16;) {
-    std::optional<redis::Reply> reply;
-    if (target >= 0) reply = TryRun(*nodes_[target], args, asking);
+    auto reply = RunCached(target, args, asking);
     if (!reply) {  // that node is down or going: ask the cluster again after a moment
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      target = MasterOfSlot(slot);
+      target = refresh();
       asking = false;
       continue;
     }
@@ -270,13 +300,14 @@ redis::Reply RedisCluster::Run(std::string_view key, const std::vector<std::stri
     if (StartsWith(error, "MOVED ") || StartsWith(error, "ASK ")) {
       target = IndexOfPort(PortOfRedirect(error));
       asking = StartsWith(error, "ASK ");
+      if (!asking && target >= 0 && !owners_.empty()) owners_[slot] = target;
       ++redirects;
       last = std::move(*reply);
       continue;
     }
     if (StartsWith(error, "TRYAGAIN") || StartsWith(error, "CLUSTERDOWN")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      target = MasterOfSlot(slot);
+      target = refresh();
       asking = false;
       last = std::move(*reply);
       continue;

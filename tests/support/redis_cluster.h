@@ -8,7 +8,10 @@
 // The helpers here talk to the nodes with plain blocking connections and follow redirections
 // themselves: they are independent of the product's routing, which the tests check against them.
 
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,8 +65,11 @@ class RedisCluster {
   // `prefix` followed by the first number that puts the key on `master`.
   std::string KeyOnMaster(int master, std::string_view prefix) const;
 
-  // Runs a command on the node serving `key`, following MOVED and ASK (ASKING first) and waiting
-  // out TRYAGAIN and CLUSTERDOWN for up to 10 s. Returns the final reply, error or not.
+  // Runs a command on the node serving `key`, following MOVED (remembered) and ASK (ASKING first,
+  // once) and waiting out TRYAGAIN, CLUSTERDOWN and unreachable nodes for up to 10 s. Returns
+  // the final reply, error or not. Cheap enough for a producer: key slots and slot owners are
+  // cached and one connection per node is kept. One thread at a time; a command whose
+  // connection fails is sent again (a write may then happen twice).
   redis::Reply Run(std::string_view key, const std::vector<std::string>& args);
   // Runs a command on node `i` on a fresh connection (with ASKING first if asked); an I/O error
   // fails the test, an error reply is returned.
@@ -102,6 +108,9 @@ class RedisCluster {
   };
   // Starts the nodes and forms the cluster (the constructor's work: ASSERT needs a void function).
   void Form();
+  // One command (ASKING first if asked) on Run's connection to node i, opened when missing;
+  // nullopt (and the connection dropped) when the node cannot be reached or the connection fails.
+  std::optional<redis::Reply> RunCached(int i, const std::vector<std::string>& args, bool asking);
   // Creates the ACL user of the options on node i (again after a restart: no ACL file).
   void CreateAclUser(int i);
   // The slot owners (node index, -1 for none) as node `viewer` sees them, or empty when the node
@@ -117,6 +126,10 @@ class RedisCluster {
   std::vector<std::unique_ptr<RedisServer>> nodes_;
   std::vector<std::string> ids_;
   std::map<int, Migration> migrations_;
+  // Run's caches: key -> slot, slot -> owner, and a connection per node.
+  std::map<std::string, int, std::less<>> slot_of_key_;
+  std::vector<int> owners_;
+  std::vector<std::unique_ptr<redis::Connection>> connections_;
 };
 
 }  // namespace streamcar::testing
