@@ -249,6 +249,38 @@ TEST_F(ClusterBehaviourTest, ManualFailoverUnblocksReadersAndLeavesTheScriptCach
   EXPECT_EQ(cluster_->RunOn(replica, {"XLEN", stream}).view().Integer(), 1);
 }
 
+// A master that hangs without closing its connections (SIGSTOP) is failed over after the node
+// timeout, and a reader blocked on it hears nothing at all until it resumes: then it learns it
+// was replaced and wakes the reader (MOVED or UNBLOCKED).
+TEST_F(ClusterBehaviourTest, AHungMasterIsFailedOverAndItsBlockedReaderHearsOnlyWhenItResumes) {
+  const std::string stream = cluster_->KeyOnMaster(0, "hung-");
+  const int slot = cluster_->SlotOf(stream);
+  cluster_->Run(stream, {"XGROUP", "CREATE", stream, "g", "$", "MKSTREAM"});
+  const int replica = cluster_->ReplicaOf(0);
+  ASSERT_GE(replica, 0);
+  const auto slots = cluster_->SlotsOf(0);
+  std::unique_ptr<redis::Connection> connection;
+  auto read = BlockedRead(0, stream, &connection);
+
+  cluster_->Pause(0);
+  EXPECT_EQ(cluster_->WaitForPromotion(0, slots), replica);
+  EXPECT_EQ(cluster_->Run(stream, {"XLEN", stream}).view().Integer(), 0);
+  EXPECT_EQ(read.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+      << "the reader of a hung master heard something";
+
+  cluster_->Resume(0);
+  ASSERT_EQ(read.wait_for(seconds(10)), std::future_status::ready);
+  const auto result = read.get();
+  ASSERT_FALSE(result.ok());
+  const std::string message = result.status().message();
+  std::cout << R"({"fact":"blocked read on a hung master after it resumes","reply":")" << message
+            << "\"}\n";
+  EXPECT_TRUE(message == "MOVED " + std::to_string(slot) + " " + Endpoint(replica) ||
+              message.rfind("UNBLOCKED force unblock from blocking operation", 0) == 0)
+      << message;
+  EXPECT_EQ(Describe(cluster_->RunOn(0, {"ROLE"})[0]), "slave");
+}
+
 // kill -9 of a master: with cluster-require-full-coverage (the default) every surviving node,
 // whatever slots it serves, answers CLUSTERDOWN until a replica is promoted; the killed node
 // comes back as a replica of its successor. CLUSTER SHARDS and SLOTS after the promotion are

@@ -1,6 +1,7 @@
 #include "tests/support/redis_cluster.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -171,7 +172,7 @@ redis::Reply RedisCluster::RunOn(int i, const std::vector<std::string>& args, bo
 
 int RedisCluster::AnyRunning() const {
   for (int i = 0; i < size(); ++i) {
-    if (nodes_[i]->running()) return i;
+    if (Reachable(i)) return i;
   }
   return 0;
 }
@@ -236,7 +237,7 @@ int RedisCluster::ReplicaOf(int master) const {
     if (words[2].find("slave") == std::string::npos || words[2].find("fail") != std::string::npos)
       continue;
     const int replica = IndexOfPort(PortOfNodeAddress(words[1]));
-    if (replica >= 0 && nodes_[replica]->running()) return replica;
+    if (replica >= 0 && Reachable(replica)) return replica;
   }
   return -1;
 }
@@ -253,7 +254,7 @@ std::string RedisCluster::KeyOnMaster(int master, std::string_view prefix) const
 
 std::optional<redis::Reply> RedisCluster::RunCached(int i, const std::vector<std::string>& args,
                                                     bool asking) {
-  if (i < 0 || !nodes_[i]->running()) return std::nullopt;
+  if (i < 0 || !Reachable(i)) return std::nullopt;
   connections_.resize(nodes_.size());
   auto& connection = connections_[i];
   if (connection == nullptr) {
@@ -325,7 +326,7 @@ void RedisCluster::WaitUntilHealthy(int seconds) {
       [&] {
         std::vector<int> agreed;
         for (int i = 0; i < size(); ++i) {
-          if (!nodes_[i]->running()) continue;
+          if (!Reachable(i)) continue;
           if (ClusterInfoField(i, "cluster_state") != "ok") {
             why = "node " + std::to_string(i) + " is not cluster_state:ok";
             return false;
@@ -350,7 +351,7 @@ void RedisCluster::WaitUntilHealthy(int seconds) {
           }
         }
         for (int owner : agreed) {
-          if (owner < 0 || !nodes_[owner]->running()) {
+          if (owner < 0 || !Reachable(owner)) {
             why = "a slot has no running owner";
             return false;
           }
@@ -405,6 +406,18 @@ void RedisCluster::Restart(int node) {
   WaitUntilHealthy();
 }
 
+void RedisCluster::Pause(int node) {
+  paused_.resize(nodes_.size());
+  nodes_[node]->Signal(SIGSTOP);
+  paused_[node] = true;
+}
+
+void RedisCluster::Resume(int node) {
+  nodes_[node]->Signal(SIGCONT);
+  paused_[node] = false;
+  WaitUntilHealthy();
+}
+
 void RedisCluster::BeginMigration(int slot, int from, int to) {
   migrations_[slot] = {from, to};
   RunOn(to, {"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", ids_[from]});
@@ -438,14 +451,14 @@ void RedisCluster::FinishMigration(int slot) {
   RunOn(from, setslot);
   const auto owners = OwnersSeenBy(AnyRunning());
   for (int i = 0; i < size(); ++i) {
-    if (i == from || i == to || !nodes_[i]->running()) continue;
+    if (i == from || i == to || !Reachable(i)) continue;
     const bool is_master = std::find(owners.begin(), owners.end(), i) != owners.end();
     if (is_master) RunOn(i, setslot);
   }
   const bool agreed = WaitFor(
       [&] {
         for (int i = 0; i < size(); ++i) {
-          if (!nodes_[i]->running()) continue;
+          if (!Reachable(i)) continue;
           const auto seen = OwnersSeenBy(i);
           if (seen.empty() || seen[slot] != to) return false;
         }

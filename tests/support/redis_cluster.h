@@ -78,7 +78,10 @@ class RedisCluster {
   // CLUSTER FAILOVER on `replica`; returns once the cluster is healthy with it as a master.
   void ManualFailover(int replica);
   // kill -9 of `node` (no waiting for anything but the process).
-  void Kill(int node) { nodes_[node]->Kill(); }
+  void Kill(int node) {
+    nodes_[node]->Kill();
+    if (node < static_cast<int>(paused_.size())) paused_[node] = false;
+  }
   // Waits until a replica of `old_master` serves its slots and the cluster is healthy again;
   // returns that replica's index.
   int WaitForPromotion(int old_master, const std::vector<int>& slots_of_old_master);
@@ -87,6 +90,15 @@ class RedisCluster {
   // Starts a killed node again (same port, same nodes.conf) and waits until the cluster is
   // healthy; a former master comes back as a replica of its successor.
   void Restart(int node);
+
+  // SIGSTOP of `node`: a host that hangs without closing a connection. The helpers leave it
+  // alone until Resume (SIGCONT), which waits until the cluster is healthy.
+  void Pause(int node);
+  void Resume(int node);
+  // Running and not paused.
+  bool Reachable(int node) const {
+    return nodes_[node]->running() && (node >= static_cast<int>(paused_.size()) || !paused_[node]);
+  }
 
   // Slot migration in steps, so that a test can act between them:
   // SETSLOT IMPORTING on `to`, then MIGRATING on `from`.
@@ -126,6 +138,7 @@ class RedisCluster {
   std::vector<std::unique_ptr<RedisServer>> nodes_;
   std::vector<std::string> ids_;
   std::map<int, Migration> migrations_;
+  std::vector<bool> paused_;
   // Run's caches: key -> slot, slot -> owner, and a connection per node.
   std::map<std::string, int, std::less<>> slot_of_key_;
   std::vector<int> owners_;
