@@ -102,7 +102,11 @@ std::string MakeTempDir(const std::string& prefix) {
 RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
   dir_ = MakeTempDir("streamcar-redis-");
   port_ = FreePort();
-  if (options_.tls) certificates_ = MakeTestCertificates(dir_);
+  if (options_.cluster) cluster_port_ = FreePort();
+  if (options_.tls) {
+    certificates_ =
+        options_.certificates.ca_cert.empty() ? MakeTestCertificates(dir_) : options_.certificates;
+  }
   Start();
 }
 
@@ -113,14 +117,20 @@ RedisServer::~RedisServer() {
 }
 
 void RedisServer::Start() {
-  std::vector<std::string> args = {
-      "redis-server",      "--bind",      "127.0.0.1", "--dir", dir_, "--save", "", "--logfile",
-      dir_ + "/redis.log", "--daemonize", "no"};
+  std::vector<std::string> args = {"redis-server"};
+  // A configuration file must be the first argument; the options below override what it says.
+  if (!options_.config_file.empty()) args.push_back(options_.config_file);
+  if (options_.sentinel) args.emplace_back("--sentinel");
+  args.insert(args.end(), {"--bind", "127.0.0.1", "--dir", dir_, "--save", "", "--logfile",
+                           dir_ + "/redis.log", "--daemonize", "no"});
   if (options_.tls) {
     args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
                              certificates_.server_cert, "--tls-key-file", certificates_.server_key,
                              "--tls-ca-cert-file", certificates_.ca_cert, "--tls-auth-clients",
                              options_.tls_auth_clients});
+    if (options_.tls_cluster) {
+      args.insert(args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+    }
   } else {
     args.insert(args.end(), {"--port", std::to_string(port_)});
   }
@@ -130,6 +140,23 @@ void RedisServer::Start() {
     args.insert(args.end(), {"--appendonly", "no"});
   }
   if (!options_.password.empty()) args.insert(args.end(), {"--requirepass", options_.password});
+  if (options_.cluster) {
+    args.insert(args.end(),
+                {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
+                 "--cluster-port", std::to_string(cluster_port_), "--cluster-node-timeout",
+                 std::to_string(options_.cluster_node_timeout_ms)});
+  }
+  if (!options_.replica_of.empty()) {
+    const auto colon = options_.replica_of.rfind(':');
+    args.insert(args.end(), {"--replicaof", options_.replica_of.substr(0, colon),
+                             options_.replica_of.substr(colon + 1)});
+  }
+  if (options_.cluster || !options_.replica_of.empty()) {
+    // A replica authenticates to its master with the password all nodes share, and a master
+    // serves a new replica at once instead of waiting 5 s for more replicas to join the sync.
+    if (!options_.password.empty()) args.insert(args.end(), {"--masterauth", options_.password});
+    args.insert(args.end(), {"--repl-diskless-sync-delay", "0"});
+  }
   if (options_.unix_socket)
     args.insert(args.end(), {"--unixsocket", socket_path(), "--unixsocketperm", "700"});
   args.insert(args.end(), options_.extra.begin(), options_.extra.end());
@@ -159,6 +186,10 @@ void RedisServer::Kill() {
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+void RedisServer::Signal(int signal) const {
+  if (pid_ > 0) ::kill(pid_, signal);
 }
 
 redis::ConnectionOptions RedisServer::ClientOptions() const {
