@@ -39,6 +39,13 @@ config::Subscription Sub() {
   return sub;
 }
 
+// Sub() with entries ordered by their field "n" (SPEC 3.5).
+config::Subscription KeyedSub() {
+  config::Subscription sub = Sub();
+  sub.ordering.key_field = "n";
+  return sub;
+}
+
 // One subscription's intake on a loop of its own, run by the test thread until what it waits for
 // has happened; a recording settlement stands in for the loop's.
 class Harness {
@@ -447,9 +454,7 @@ TEST(PlainIntake, AnAmbiguousSettlementReReadsOnlyWhatNothingHolds) {
 // consumer, else to the next entry with its key.
 TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
   RedisServer server;
-  config::Subscription sub = Sub();
-  sub.ordering.key_field = "n";
-  Harness h(server, 100, sub);
+  Harness h(server, 100, KeyedSub());
   h.plain().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
   const std::string a1 = Add(server, "a");
@@ -485,9 +490,7 @@ TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
 // no tight loop of failing re-reads.
 TEST(PlainIntake, ARecoveryMeetingNogroupRecreatesTheGroupAndGivesKeptLanesBack) {
   RedisServer server;
-  config::Subscription sub = Sub();
-  sub.ordering.key_field = "n";
-  Harness h(server, 100, sub);
+  Harness h(server, 100, KeyedSub());
   h.plain().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
   const std::string a1 = Add(server, "a");
