@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -355,19 +356,29 @@ Http1Client::Connection* Http1Client::TakeIdle(Pool& pool) {
 
 void Http1Client::StartResolving(Pool& pool) {
   pool.resolving = true;
-  std::thread([resolver = resolver_, link = link_, host = pool.target.host, port = pool.target.port,
-               origin = pool.target.origin, pool = &pool, epoch = std::weak_ptr<uint64_t>(epoch_),
-               at = *epoch_, this]() mutable {
-    auto addresses = resolver(host, port, origin);
-    std::lock_guard lock(link->mutex);
-    if (link->loop == nullptr) return;  // the client is gone
-    link->loop->Post(
-        [this, pool, epoch = std::move(epoch), at, addresses = std::move(addresses)]() mutable {
-          const std::shared_ptr<uint64_t> alive = epoch.lock();
-          if (alive == nullptr || *alive != at) return;  // abandoned or destroyed since
-          OnResolved(*pool, std::move(addresses));
-        });
-  }).detach();
+  // Runs `result` on the loop unless the client was abandoned or destroyed meanwhile.
+  auto post_result = [this, pool = &pool, epoch = std::weak_ptr<uint64_t>(epoch_), at = *epoch_](
+                         EventLoop& loop, StatusOr<std::vector<ResolvedAddress>> result) {
+    loop.Post([this, pool, epoch, at, result = std::move(result)]() mutable {
+      const std::shared_ptr<uint64_t> alive = epoch.lock();
+      if (alive == nullptr || *alive != at) return;
+      OnResolved(*pool, std::move(result));
+    });
+  };
+  try {
+    std::thread([resolver = resolver_, link = link_, host = pool.target.host,
+                 port = pool.target.port, origin = pool.target.origin, post_result] {
+      auto addresses = resolver(host, port, origin);
+      std::lock_guard lock(link->mutex);
+      if (link->loop == nullptr) return;  // the client is gone
+      post_result(*link->loop, std::move(addresses));
+    }).detach();
+  } catch (const std::system_error& error) {
+    // No thread to be had (a container's pids limit): the requests waiting are refused, and the
+    // next one tries again.
+    post_result(loop_, Status(StatusCode::kIo, "cannot resolve " + pool.target.host + " (" +
+                                                   pool.target.origin + "): " + error.what()));
+  }
 }
 
 void Http1Client::OnResolved(Pool& pool, StatusOr<std::vector<ResolvedAddress>> addresses) {

@@ -464,8 +464,10 @@ bool EntryLedger::ReleaseKeepingLane(std::string_view id) {
     return false;
   }
   if (entry->key) {
-    if (auto lane = lanes_.find(*entry->key); lane != lanes_.end()) {
+    auto lane = lanes_.find(*entry->key);
+    if (lane != lanes_.end() && lane->second.kept_for.empty()) {
       lane->second.kept_for = entry->entry.id;
+      lane->second.kept_at = ++kept_sequence_;
       ++kept_lanes_;
       entry->key.reset();  // Erase leaves the lane as it is
     }
@@ -474,10 +476,10 @@ bool EntryLedger::ReleaseKeepingLane(std::string_view id) {
   return true;
 }
 
-void EntryLedger::ReleaseKeptLanes() {
+void EntryLedger::ReleaseKeptLanes(uint64_t up_to) {
   if (kept_lanes_ == 0) return;
   for (auto lane = lanes_.begin(); lane != lanes_.end();) {
-    if (lane->second.kept_for.empty()) {
+    if (lane->second.kept_for.empty() || lane->second.kept_at > up_to) {
       ++lane;
       continue;
     }

@@ -193,10 +193,14 @@ class EntryLedger {
   // An ambiguous settlement of an entry claiming or dead-lettering: let go as Release does, but
   // its ordering lane stays taken for it (see above). The same as Release without a key.
   bool ReleaseKeepingLane(std::string_view id);
-  // The recovery re-read the own pending list (or the stop no longer needs the lanes): the lanes
-  // kept for entries not admitted again go to the next entry with their key.
-  void ReleaseKeptLanes();
+  // A recovery re-read of the own pending list ended: the lanes kept up to `up_to` (the
+  // kept_sequence() when that re-read began; a lane kept later may name an entry it had already
+  // passed) for entries not admitted again go to the next entry with their key.
+  void ReleaseKeptLanes(uint64_t up_to);
   bool has_kept_lanes() const { return kept_lanes_ > 0; }
+  size_t kept_lanes() const { return kept_lanes_; }
+  // Grows by one with each lane kept.
+  uint64_t kept_sequence() const { return kept_sequence_; }
 
   // --- Stop and queries ---
   // Nothing is handed out and nothing read from now on; outcomes are still settled.
@@ -240,6 +244,7 @@ class EntryLedger {
   struct KeyLane {
     std::deque<Held*> waiting;  // blocked behind the one entry of this key that is out
     std::string kept_for;       // the id of a released entry that still holds it, or ""
+    uint64_t kept_at = 0;       // kept_sequence() when it was kept
   };
 
   Held* Lookup(std::string_view id) const;
@@ -276,6 +281,7 @@ class EntryLedger {
   size_t in_flight_ = 0;
   size_t acking_ = 0;
   size_t kept_lanes_ = 0;  // lanes whose kept_for is set
+  uint64_t kept_sequence_ = 0;
 };
 
 }  // namespace streamcar::runtime

@@ -455,9 +455,12 @@ void PlainIntake::RecoverNext() {
     recovery_requested_ = false;
     recover_start_ = "-";
     recovered_ = 0;
+    recover_kept_up_to_ = ledger_->kept_sequence();
   }
-  // Fetched entries take room like a read's: never more than there is room for.
-  if (ReadCount() == 0) return;
+  // Fetched entries take room like a read's: never more than there is room for; except the
+  // entries whose ordering lanes are kept for them (they had room until their release), or their
+  // keys, filling the room behind them, could block for good.
+  if (ReadCount() == 0 && !ledger_->has_kept_lanes()) return;
   read_busy_ = true;
   SendRaw(read_, ops_.OwnPendingIds(recover_start_, kRecoveryPage),
           Guard([this](StatusOr<Reply> reply) {
@@ -469,8 +472,9 @@ void PlainIntake::RecoverNext() {
               read_busy_ = false;
               return RecoverDone();
             }
-            // One read's worth at most.
-            const size_t room = std::min(ledger_->ReadRoom(), kMaxReadCount);
+            // One read's worth at most (and the kept lanes' entries, see above).
+            const size_t room =
+                std::max(std::min(ledger_->ReadRoom(), kMaxReadCount), ledger_->kept_lanes());
             if (room == 0) {  // this page again once there is room
               read_busy_ = false;
               return Pump();
@@ -560,11 +564,17 @@ void PlainIntake::RecoverFailed(const Status& status) {
   // rest after claim.min_idle.
   LogWarn("cannot read own pending entries",
           {{"subscription", sub_.name}, {"error", status.message()}});
-  // Lanes kept for entries it was to bring back block their keys until it succeeds: again.
-  if (ledger_->has_kept_lanes()) recovery_requested_ = true;
+  // Lanes kept for entries it was to bring back block their keys until it succeeds: again, after
+  // the group is re-created or a pause (never in a tight loop on an error reply).
+  const bool again = ledger_->has_kept_lanes();
+  if (again) recovery_requested_ = true;
   if (stopping_) return MaybeFinishStop();
   if (status.code() == StatusCode::kFatal) return Fatal(status);
-  if (!IsServerSide(status) && read_->ready()) {
+  if (status.IsServerError("NOGROUP")) {
+    group_missing_ = true;
+    return Pump();
+  }
+  if ((again && IsServerSide(status)) || (!IsServerSide(status) && read_->ready())) {
     backoff_timer_->ArmIn(kServerErrorPause);  // not a lost connection: do not spin
     return;
   }
@@ -573,8 +583,9 @@ void PlainIntake::RecoverFailed(const Status& status) {
 
 void PlainIntake::RecoverDone() {
   recovering_ = false;
-  // What the re-read did not bring back was settled after all: its key's lane goes on.
-  ledger_->ReleaseKeptLanes();
+  // What the re-read did not bring back was settled after all: its key's lane goes on (a lane
+  // kept since this re-read began waits for the next one, which its release requested).
+  ledger_->ReleaseKeptLanes(recover_kept_up_to_);
   if (recovered_ > 0) {
     LogInfo("recovered own pending entries nothing here held",
             {{"subscription", sub_.name}, {"count", static_cast<int64_t>(recovered_)}});

@@ -207,6 +207,7 @@ class PlainIntake {
   bool recover_last_page_ = false;
   std::map<std::string, int> recover_counts_;  // delivery counts of the page's ids (XPENDING)
   size_t recovered_ = 0;
+  uint64_t recover_kept_up_to_ = 0;  // the ledger's kept_sequence() when this re-read began
 
   std::unique_ptr<EventLoop::Timer> reclaim_timer_;
   bool reclaim_due_ = false;  // a beat is due or under way (its steps between reads)

@@ -15,11 +15,13 @@
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/connector.h"
 #include "sidecar/redis/settle_scripts.h"
+#include "tests/support/redis_monitor.h"
 #include "tests/support/redis_server.h"
 
 namespace streamcar::runtime {
 namespace {
 
+using testing::RedisMonitor;
 using testing::RedisServer;
 
 config::Subscription Sub() {
@@ -34,6 +36,13 @@ config::Subscription Sub() {
   sub.claim.min_idle = Millis(60000);
   sub.claim.interval = Millis(100);
   sub.claim.count = 100;
+  return sub;
+}
+
+// Sub() with entries ordered by their field "n" (SPEC 3.5).
+config::Subscription KeyedSub() {
+  config::Subscription sub = Sub();
+  sub.ordering.key_field = "n";
   return sub;
 }
 
@@ -212,9 +221,11 @@ TEST(PlainIntake, AShortReadMakesTheNextReadLinger) {
   h.plain().SetReadLinger(Millis(400));
   h.plain().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
+  // Before the read that starts the linger: however late this thread runs after it, the next
+  // read cannot come sooner than 400 ms after this.
+  const SteadyTime first = SteadyClock::now();
   Add(server, "a");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 1; }));
-  const SteadyTime first = SteadyClock::now();
   EXPECT_EQ(h.admitted_, 1);
   Add(server, "b");
   Add(server, "c");
@@ -443,9 +454,7 @@ TEST(PlainIntake, AnAmbiguousSettlementReReadsOnlyWhatNothingHolds) {
 // consumer, else to the next entry with its key.
 TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
   RedisServer server;
-  config::Subscription sub = Sub();
-  sub.ordering.key_field = "n";
-  Harness h(server, 100, sub);
+  Harness h(server, 100, KeyedSub());
   h.plain().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
   const std::string a1 = Add(server, "a");
@@ -474,6 +483,35 @@ TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
     ready.push_back(ref.id);
   }
   EXPECT_EQ(ready, (std::vector<std::string>{a1, b2})) << "a2 overtook a1, or b2 stayed blocked";
+}
+
+// The recovery that is to give kept lanes back meets NOGROUP (the stream was deleted with its
+// group): the group is re-created, the re-read runs again, finds nothing, and the lane goes on;
+// no tight loop of failing re-reads.
+TEST(PlainIntake, ARecoveryMeetingNogroupRecreatesTheGroupAndGivesKeptLanesBack) {
+  RedisServer server;
+  Harness h(server, 100, KeyedSub());
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  const std::string a1 = Add(server, "a");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 1; }));
+  auto out = h.ledger().TakeReady(10, h.loop_->clock().Now());
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(h.ledger().DeadLetter(out[0]), EntryLedger::Applied::kApplied);
+  ASSERT_TRUE(h.ledger().ReleaseKeepingLane(a1));
+  server.Run({"DEL", "orders"});
+  RedisMonitor monitor(server.port());
+  h.plain().RequestRecovery();
+  ASSERT_TRUE(h.RunUntil([&] { return !h.ledger().has_kept_lanes(); }));
+  EXPECT_EQ(server.Run({"XINFO", "GROUPS", "orders"}).view().Size(), 1u) << "group not re-created";
+  ASSERT_TRUE(monitor.ok());
+  EXPECT_LT(monitor.Matching("XPENDING").size(), 10u)
+      << "the failing re-read was repeated in a loop";
+  const std::string a2 = Add(server, "a");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(a2); }));
+  auto next = h.ledger().TakeReady(10, h.loop_->clock().Now());
+  ASSERT_EQ(next.size(), 1u) << "the key stayed blocked";
+  EXPECT_EQ(next[0].id, a2);
 }
 
 TEST(PlainIntake, AStreamKeyOfAnotherTypeIsFatal) {

@@ -574,7 +574,7 @@ TEST(EntryLedgerTransitions, KeptLanesGoOnWhenTheRecoveryDoesNotBringTheEntryBac
   ASSERT_TRUE(d.ReleaseKeepingLane("1-0"));
   ASSERT_TRUE(d.ReleaseKeepingLane("5-0"));
   EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty());
-  d.ReleaseKeptLanes();
+  d.ReleaseKeptLanes(d.kept_sequence());
   EXPECT_FALSE(d.has_kept_lanes());
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}));
   // Key C had nothing waiting: its lane is gone, a new entry with it is ready at once.
@@ -587,6 +587,28 @@ TEST(EntryLedgerTransitions, KeptLanesGoOnWhenTheRecoveryDoesNotBringTheEntryBac
   ASSERT_EQ(plain.DeadLetter(p[0]), Applied::kApplied);
   ASSERT_TRUE(plain.ReleaseKeepingLane("7-0"));
   EXPECT_FALSE(plain.has_kept_lanes());
+}
+
+// A recovery re-read that began before a lane was kept may already have passed its entry: it
+// releases only the lanes kept before it began.
+TEST(EntryLedgerTransitions, ARecoveryReleasesOnlyTheLanesKeptBeforeItBegan) {
+  ManualClock clock;
+  EntryLedger d(10, "account");
+  d.Admit({Entry("1-0", "A"), Entry("2-0", "A"), Entry("3-0", "B"), Entry("4-0", "B")});
+  auto out = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(out), (std::vector<std::string>{"1-0", "3-0"}));
+  ASSERT_EQ(d.DeadLetter(out[0]), Applied::kApplied);
+  ASSERT_EQ(d.DeadLetter(out[1]), Applied::kApplied);
+  ASSERT_TRUE(d.ReleaseKeepingLane("1-0"));
+  const uint64_t began = d.kept_sequence();  // a re-read begins here
+  ASSERT_TRUE(d.ReleaseKeepingLane("3-0"));
+  EXPECT_EQ(d.kept_lanes(), 2u);
+  d.ReleaseKeptLanes(began);
+  EXPECT_EQ(d.kept_lanes(), 1u);
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}))
+      << "B's lane was kept after the re-read began: 4-0 must wait for the next one";
+  d.ReleaseKeptLanes(d.kept_sequence());
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"4-0"}));
 }
 
 TEST(EntryLedgerTransitions, DueRetriesAreClaimedInDueOrder) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sidecar/redis/group_info.h"
+#include "sidecar/redis/script.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
 #include "tests/unit/resp_reply.h"
@@ -30,6 +31,12 @@ std::vector<Reply> RepliesOf(const std::vector<std::string>& resps) {
 }
 
 const PlainOps kOps("s", "g", "c1");
+
+// EVALSHA names a script by the SHA1 of its body, as Redis computes it (sha1sum's digests).
+TEST(RedisOpsTest, AScriptIsNamedByTheSha1OfItsBody) {
+  EXPECT_EQ(Script("return 1").sha(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+  EXPECT_EQ(Script("").sha(), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+}
 
 TEST(RedisOpsTest, ReadOfNothingIsNoEntries) {
   auto entries = SubscriptionOps::ParseRead(ReplyOf(NilArray()).view());
