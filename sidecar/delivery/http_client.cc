@@ -376,8 +376,7 @@ void Http1Client::StartResolving(Pool& pool) {
   } catch (const std::system_error& error) {
     // No thread to be had (a container's pids limit): the requests waiting are refused, and the
     // next one tries again.
-    post_result(loop_, Status(StatusCode::kIo, "cannot resolve " + pool.target.host + " (" +
-                                                   pool.target.origin + "): " + error.what()));
+    post_result(loop_, ResolveFailure(pool.target.host, pool.target.origin, error.what()));
   }
 }
 
@@ -575,9 +574,9 @@ void Http1Client::OnIdleEvent(Connection* connection) {
 
 void Http1Client::OnTimer(Connection* connection) {
   if (connection->state == Connection::State::kResolving) {
+    const HttpTarget& target = connection->pool->target;
     Fail(connection, Kind::kRefused,
-         "cannot resolve " + connection->pool->target.host + " (" +
-             connection->pool->target.origin + "): timed out");
+         ResolveFailure(target.host, target.origin, "timed out").message());
     return;
   }
   if (connection->state == Connection::State::kConnecting ||

@@ -7,6 +7,11 @@
 
 namespace streamcar::delivery {
 
+Status ResolveFailure(const std::string& host, const std::string& origin, std::string_view reason) {
+  return Status(StatusCode::kIo,
+                "cannot resolve " + host + " (" + origin + "): " + std::string(reason));
+}
+
 StatusOr<std::vector<ResolvedAddress>> ResolveHost(const std::string& host, int port,
                                                    const std::string& origin) {
   addrinfo hints{};
@@ -16,8 +21,7 @@ StatusOr<std::vector<ResolvedAddress>> ResolveHost(const std::string& host, int 
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return Status(StatusCode::kIo,
-                  "cannot resolve " + host + " (" + origin + "): " + gai_strerror(rc));
+    return ResolveFailure(host, origin, gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
   std::vector<ResolvedAddress> resolved;
@@ -30,7 +34,7 @@ StatusOr<std::vector<ResolvedAddress>> ResolveHost(const std::string& host, int 
     resolved.push_back(address);
   }
   if (resolved.empty()) {
-    return Status(StatusCode::kIo, "cannot resolve " + host + " (" + origin + "): no address");
+    return ResolveFailure(host, origin, "no address");
   }
   return resolved;
 }

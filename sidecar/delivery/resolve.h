@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sidecar/common/status.h"
@@ -23,6 +24,10 @@ struct ResolvedAddress {
 // <reason>" when there are none. Any thread; may block.
 using Resolver = std::function<StatusOr<std::vector<ResolvedAddress>>(
     const std::string& host, int port, const std::string& origin)>;
+
+// The failure every resolution reports, whatever went wrong (getaddrinfo, a timeout, no thread):
+// kIo "cannot resolve <host> (<origin>): <reason>".
+Status ResolveFailure(const std::string& host, const std::string& origin, std::string_view reason);
 
 // The system's resolver (getaddrinfo, TCP addresses of any family).
 StatusOr<std::vector<ResolvedAddress>> ResolveHost(const std::string& host, int port,

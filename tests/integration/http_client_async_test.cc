@@ -415,8 +415,7 @@ TEST(HttpClientAsyncTest, ANameIsResolvedOffTheLoop) {
 
 TEST(HttpClientAsyncTest, AFailedResolutionRefusesEveryWaitingRequest) {
   Resolver failing = [](const std::string& host, int, const std::string& origin) {
-    return StatusOr<std::vector<ResolvedAddress>>(
-        Status(StatusCode::kIo, "cannot resolve " + host + " (" + origin + "): no such host"));
+    return StatusOr<std::vector<ResolvedAddress>>(ResolveFailure(host, origin, "no such host"));
   };
   AsyncClient client("http://handler.test:8080/", milliseconds(5000), 2, std::nullopt, failing);
   std::optional<HandlerResponse> first;
