@@ -24,6 +24,13 @@ const char* FormatName(Format format) {
   return kFormatNames[0].first.data();
 }
 
+const char* RedisModeName(RedisMode mode) {
+  for (const auto& [name, value] : kRedisModeNames) {
+    if (value == mode) return name.data();  // the names are literals: NUL-terminated
+  }
+  return kRedisModeNames[0].first.data();
+}
+
 RedisConfig::RedisConfig() {
   std::string error;
   if (auto parsed = ParseRedisUrl(url, &error)) endpoint = *parsed;

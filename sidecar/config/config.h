@@ -24,6 +24,24 @@ struct TlsConfig {
   bool verify = true;
 };
 
+// How streamcar finds the Redis node for a key (SPEC 8).
+enum class RedisMode { kAuto, kStandalone, kCluster, kSentinel };
+// The names of `redis.mode`, spelled once.
+inline constexpr std::array<std::pair<std::string_view, RedisMode>, 4> kRedisModeNames = {
+    {{"auto", RedisMode::kAuto},
+     {"standalone", RedisMode::kStandalone},
+     {"cluster", RedisMode::kCluster},
+     {"sentinel", RedisMode::kSentinel}}};
+const char* RedisModeName(RedisMode mode);
+
+// `redis.sentinel`: the sentinels that name the master (mode: sentinel only).
+struct SentinelConfig {
+  std::string master;                  // the monitored master's name
+  std::vector<std::string> addresses;  // "host:port" ("[::1]:26379"), asked in this order
+  std::string username;                // the sentinels' own credentials, apart from the data
+  std::string password;                // nodes' (redis.username / redis.password)
+};
+
 struct RedisConfig {
   RedisConfig();  // parses the default url into `endpoint`
   std::string url = "redis://127.0.0.1:6379/0";
@@ -33,6 +51,9 @@ struct RedisConfig {
   Millis connect_timeout{2000};
   Millis command_timeout{5000};
   TlsConfig tls;
+  RedisMode mode = RedisMode::kAuto;
+  std::vector<std::string> nodes;  // cluster seeds besides the url's host, "host:port"
+  SentinelConfig sentinel;
 };
 
 enum class Format { kJson, kRaw, kCloudEvents };
@@ -71,7 +92,11 @@ struct RetryConfig {
 };
 
 struct DeadLetterConfig {
-  std::string stream;  // filled with "<stream>:dlq" when empty
+  // Filled by the loader when empty: "<stream>:dlq", or in cluster mode the same-slot name
+  // (redis/topology/key_slot.h DefaultDeadLetterStream); `stream_defaulted` remembers it, so that
+  // `auto` can settle the name once the server says whether it is a cluster.
+  std::string stream;
+  bool stream_defaulted = false;
   int64_t max_len = 0;
 };
 

@@ -18,6 +18,8 @@ struct redisReader;
 
 namespace streamcar::redis {
 
+class Topology;  // redis/topology/topology.h
+
 struct ConnectionOptions {
   config::RedisEndpoint endpoint;
   std::string username;  // AUTH user (ACL); empty: default user
@@ -26,6 +28,11 @@ struct ConnectionOptions {
   Millis command_timeout{5000};
   std::string client_name;  // CLIENT SETNAME, so operators can see us in CLIENT LIST
   config::TlsConfig tls;    // used when endpoint.kind is kTls
+  // Set in cluster and sentinel modes (and auto): the endpoint above is then only a seed, and
+  // Open connects to topology->MasterFor(slot) instead (no SELECT in a cluster; ROLE must say
+  // master under Sentinel). Empty: the endpoint, as always.
+  std::shared_ptr<Topology> topology;
+  int slot = -1;  // the key slot this connection serves (redis/topology/key_slot.h); -1: any
 };
 
 // The options of a validated configuration: the URL's endpoint, with redis.username/password
