@@ -119,7 +119,33 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                    .Help("1 while every Redis connection of the sidecar is up")
                    .Register(r)
                    .Add({});
+  // SPEC 8: every series exists at 0 in every mode.
+  auto& redirects = prometheus::BuildCounter()
+                        .Name("streamcar_redis_redirects_total")
+                        .Help("Cluster redirects followed, by kind (moved, ask)")
+                        .Register(r);
+  redirects_moved_ = &redirects.Add({{"kind", "moved"}});
+  redirects_ask_ = &redirects.Add({{"kind", "ask"}});
+  failovers_ = &prometheus::BuildCounter()
+                    .Name("streamcar_redis_failovers_total")
+                    .Help("Failovers seen: a used slot's master, or the Sentinel master, changed")
+                    .Register(r)
+                    .Add({});
+  redis_nodes_ = &prometheus::BuildGauge()
+                      .Name("streamcar_redis_nodes")
+                      .Help("Redis masters known (cluster: in the slot map; else 1 once known)")
+                      .Register(r)
+                      .Add({});
 }
+
+void Metrics::OnRedirect(redis::ReplyKind kind) {
+  if (kind == redis::ReplyKind::kMoved) redirects_moved_->Increment();
+  if (kind == redis::ReplyKind::kAsk) redirects_ask_->Increment();
+}
+
+void Metrics::OnFailover() { failovers_->Increment(); }
+
+void Metrics::OnMastersKnown(int masters) { redis_nodes_->Set(masters); }
 
 Metrics::~Metrics() = default;
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sidecar/delivery/outcome.h"
+#include "sidecar/redis/topology/topology.h"
 
 namespace prometheus {
 class Registry;
@@ -49,10 +50,11 @@ struct SubscriptionMetrics {
   prometheus::Counter* SettleFailed(std::string_view failure_class) const;
 };
 
-class Metrics {
+// Also the topology's observer (SPEC 8: redirects, failovers, masters known).
+class Metrics : public redis::TopologyObserver {
  public:
   Metrics();
-  ~Metrics();
+  ~Metrics() override;
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
@@ -68,6 +70,10 @@ class Metrics {
   prometheus::Counter& ApiRequests(const std::string& route, int code);
   prometheus::Counter& Produced(const std::string& stream);
   prometheus::Gauge& Followers(const std::string& stream);
+
+  void OnRedirect(redis::ReplyKind kind) override;
+  void OnFailover() override;
+  void OnMastersKnown(int masters) override;
 
   // The Prometheus text exposition format.
   std::string Serialize() const;
@@ -96,6 +102,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* lag_;
   prometheus::Family<prometheus::Gauge>* handler_up_;
   prometheus::Gauge* redis_up_;
+  prometheus::Counter* redirects_moved_;
+  prometheus::Counter* redirects_ask_;
+  prometheus::Counter* failovers_;
+  prometheus::Gauge* redis_nodes_;
 };
 
 }  // namespace streamcar::admin

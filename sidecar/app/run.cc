@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -13,11 +14,14 @@
 #include "sidecar/admin/admin_server.h"
 #include "sidecar/admin/health.h"
 #include "sidecar/admin/metrics.h"
+#include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/lazy_archive.h"
+#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/redis/topology/topology.h"
 #include "sidecar/runtime/retention.h"
 #include "sidecar/runtime/subscription_loop.h"
 
@@ -57,9 +61,105 @@ void RaiseOpenFileLimit() {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+// The slots of every key this process uses: a cluster map is adopted only when it serves them.
+std::vector<int> UsedSlots(const config::Config& config) {
+  std::vector<int> slots;
+  for (const auto& sub : config.subscriptions) {
+    slots.push_back(redis::KeySlot(sub.stream));
+    slots.push_back(redis::KeySlot(sub.dead_letter.stream));
+  }
+  for (const auto& stream : config.streams) slots.push_back(redis::KeySlot(stream.name));
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  return slots;
+}
+
+// SPEC 8: not ready while no master is known for a subscribed stream ("" when every one has one).
+std::string NoMasterFor(const config::Config& config, const redis::Topology* topology) {
+  if (topology == nullptr) return "";
+  for (const auto& sub : config.subscriptions) {
+    const int slot = redis::KeySlot(sub.stream);
+    if (!topology->KnownMasterFor(slot)) {
+      return "no Redis master known for stream " + sub.stream + " (slot " + std::to_string(slot) +
+             ")";
+    }
+  }
+  return "";
+}
+
+// Learns the deployment's topology before anything connects (SPEC 8). While Redis cannot be
+// reached this retries with backoff, as every connection does (SPEC 4.1), and a SIGTERM ends the
+// wait. Returns the exit code to leave with, or nullopt once resolved.
+std::optional<int> ResolveTopology(redis::Topology& topology, const sigset_t& signals,
+                                   Millis connect_timeout) {
+  for (int failures = 0;; ++failures) {
+    // Long enough for a few sentinels or seeds to be asked in turn.
+    const Status status = topology.Resolve(SteadyClock::now() + connect_timeout * 3);
+    if (status.ok()) return std::nullopt;
+    if (status.code() == StatusCode::kFatal) {
+      LogError("fatal: " + status.message(), {{"exit_code", 1}});
+      return 1;
+    }
+    const Millis retry_in = ReconnectDelay(failures, Millis(100), Millis(5000), UnitRandom());
+    LogWarn("redis topology unknown, retrying",
+            {{"error", status.message()}, {"retry_in_ms", static_cast<int64_t>(retry_in.count())}});
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(retry_in);
+    const timespec wait{static_cast<time_t>(seconds.count()),
+                        static_cast<long>((retry_in - seconds).count() * 1000000)};
+    const int received = sigtimedwait(&signals, nullptr, &wait);
+    if (received == SIGTERM || received == SIGINT) {
+      LogInfo("shutdown complete", {{"left_pending", int64_t{0}}, {"drained", true}});
+      return 0;
+    }
+  }
+}
+
+// SPEC 8: in a cluster, checks each subscription's slots with the server's CLUSTER KEYSLOT (a
+// proxy or a server that hashes otherwise would break every multi-key step) and logs which
+// dead-letter path it takes. Returns the subscriptions whose dead letters take the two-step path;
+// an error when the server disagrees with our hashing.
+StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
+                                              const redis::ConnectionOptions& options) {
+  std::vector<bool> two_step;
+  for (const auto& sub : config.subscriptions) {
+    const int stream_slot = redis::KeySlot(sub.stream);
+    const int dlq_slot = redis::KeySlot(sub.dead_letter.stream);
+    auto at = options;
+    at.slot = stream_slot;
+    at.client_name = "streamcar:" + config.consumer_name + ":start";
+    auto connection = redis::Connection::Open(at);
+    if (connection.ok()) {
+      for (const auto& [key, slot] :
+           {std::pair{sub.stream, stream_slot}, std::pair{sub.dead_letter.stream, dlq_slot}}) {
+        auto reply = (*connection)->Run(redis::Command("CLUSTER").Arg("KEYSLOT").Arg(key));
+        if (reply.ok() && reply->view().IsInteger() && reply->view().Integer() != slot) {
+          return Status(StatusCode::kFatal,
+                        "subscription " + sub.name + ": Redis puts key \"" + key + "\" in slot " +
+                            std::to_string(reply->view().Integer()) + ", streamcar computed " +
+                            std::to_string(slot) + " (a proxy between us and the cluster?)");
+        }
+      }
+    } else {
+      LogWarn("cannot check the slots with CLUSTER KEYSLOT now; using streamcar's own hashing",
+              {{"subscription", sub.name}, {"error", connection.status().message()}});
+    }
+    two_step.push_back(stream_slot != dlq_slot);
+    LogInfo("dead-letter path", {{"subscription", sub.name},
+                                 {"path", stream_slot == dlq_slot ? "atomic" : "two-step"},
+                                 {"stream", sub.stream},
+                                 {"stream_slot", int64_t{stream_slot}},
+                                 {"dead_letter_stream", sub.dead_letter.stream},
+                                 {"dlq_slot", int64_t{dlq_slot}}});
+  }
+  return two_step;
+}
+
 }  // namespace
 
-int Run(const config::Config& config, const runtime::Tuning& tuning) {
+int Run(const config::Config& configured, const runtime::Tuning& tuning) {
+  // A copy: with redis.mode auto, the default dead-letter streams are settled once the server
+  // says whether it is a cluster (SPEC 8).
+  config::Config config = configured;
   // Signals are taken synchronously by this thread only; every thread created below inherits
   // the mask, so no loop is ever interrupted in the middle of a request.
   sigset_t signals;
@@ -71,14 +171,13 @@ int Run(const config::Config& config, const runtime::Tuning& tuning) {
   signal(SIGPIPE, SIG_IGN);
   RaiseOpenFileLimit();
 
-  const auto redis_options = redis::ConnectionOptionsOf(config);
-  if (redis_options.endpoint.kind == config::RedisEndpoint::Kind::kTls &&
-      !config.redis.tls.verify) {
+  const auto url_options = redis::ConnectionOptionsOf(config);
+  if (url_options.endpoint.kind == config::RedisEndpoint::Kind::kTls && !config.redis.tls.verify) {
     LogWarn(
         "TLS certificate verification is OFF (redis.tls.verify: false): the connection to "
         "Redis is encrypted but not authenticated, and anyone on the path can read and "
         "change it",
-        {{"redis", redis_options.endpoint.Describe()}});
+        {{"redis", url_options.endpoint.Describe()}});
   }
 
   admin::Metrics metrics;
@@ -111,9 +210,17 @@ int Run(const config::Config& config, const runtime::Tuning& tuning) {
     archive = std::move(*opened);
   }
 
+  // Declared before the admin server, which reads it (readiness) until it stops.
+  std::shared_ptr<redis::Topology> topology;
+  std::atomic<redis::Topology*> ready_topology{nullptr};
   admin::AdminServer admin_server({
       [&] { return watchdog.FindWedged(); },
-      [&] { return readiness.WhyNotReady(redis_health.up()); },
+      [&] {
+        if (std::string why = NoMasterFor(config, ready_topology.load()); !why.empty()) {
+          return why;
+        }
+        return readiness.WhyNotReady(redis_health.up());
+      },
       [&] {
         metrics.redis_up().Set(redis_health.up() ? 1 : 0);
         return metrics.Serialize();
@@ -125,6 +232,40 @@ int Run(const config::Config& config, const runtime::Tuning& tuning) {
       return 1;
     }
   }
+
+  // SPEC 8: where each key lives. An explicit standalone needs no topology (nor does a server
+  // that `auto` finds standalone): every connection goes to the url, as always.
+  auto redis_options = url_options;
+  std::vector<bool> two_step_dead_letters(config.subscriptions.size(), false);
+  if (config.redis.mode != config::RedisMode::kStandalone) {
+    auto topology_options = redis::TopologyOptionsOf(config);
+    topology_options.used_slots = UsedSlots(config);
+    topology = std::make_shared<redis::Topology>(std::move(topology_options), &metrics);
+    if (auto exit_code = ResolveTopology(*topology, signals, config.redis.connect_timeout)) {
+      admin_server.Stop();
+      return *exit_code;
+    }
+    const redis::ResolvedMode mode = *topology->mode();
+    if (mode == redis::ResolvedMode::kStandalone) {
+      topology.reset();
+    } else {
+      config::SettleDeadLetterDefaults(config, mode == redis::ResolvedMode::kCluster);
+      topology->Start();
+      redis_options.topology = topology;
+      ready_topology.store(topology.get());
+      LogInfo("redis topology", {{"mode", redis::ResolvedModeName(mode)}});
+      if (mode == redis::ResolvedMode::kCluster) {
+        auto two_step = CheckClusterSlots(config, redis_options);
+        if (!two_step.ok()) {
+          LogError("fatal: " + two_step.status().message(), {{"exit_code", 1}});
+          admin_server.Stop();
+          return 1;
+        }
+        two_step_dead_letters = std::move(*two_step);
+      }
+    }
+  }
+  if (topology == nullptr) metrics.OnMastersKnown(1);
 
   // The log API (SPEC 10), on its own Redis sessions. A sidecar with streams and no
   // subscriptions has no groups to ensure: it is ready once Redis is.
@@ -160,8 +301,11 @@ int Run(const config::Config& config, const runtime::Tuning& tuning) {
   // wait for.
   if (config.subscriptions.empty()) readiness.SetGroupsReady(true);
   std::vector<std::unique_ptr<runtime::SubscriptionLoop>> subscriptions;
-  for (const auto& sub : config.subscriptions) {
-    subscriptions.push_back(std::make_unique<runtime::SubscriptionLoop>(sub, deps));
+  for (size_t i = 0; i < config.subscriptions.size(); ++i) {
+    runtime::SubscriptionDeps sub_deps = deps;
+    sub_deps.dead_letter_two_step = two_step_dead_letters[i];
+    subscriptions.push_back(
+        std::make_unique<runtime::SubscriptionLoop>(config.subscriptions[i], sub_deps));
   }
   std::unique_ptr<runtime::RetentionBeat> retention;
   if (auto rules = runtime::TrimRulesOf(config); !rules.empty()) {
@@ -174,7 +318,7 @@ int Run(const config::Config& config, const runtime::Tuning& tuning) {
   }
   LogInfo("streamcar started", {{"version", kVersion},
                                 {"consumer", config.consumer_name},
-                                {"redis", redis_options.endpoint.Describe()},
+                                {"redis", url_options.endpoint.Describe()},
                                 {"subscriptions", static_cast<int64_t>(subscriptions.size())},
                                 {"admin", config.admin.listen},
                                 {"api", config.api.listen}});

@@ -6,6 +6,8 @@
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
+#include "sidecar/redis/topology/reply_kind.h"
+#include "sidecar/redis/topology/topology.h"
 
 namespace streamcar::redis {
 namespace {
@@ -62,6 +64,9 @@ void AsyncConnection::MarkUp() {
 
 void AsyncConnection::Connect() {
   state_ = State::kConnecting;
+  retarget_pending_ = false;
+  // Read before the opening asks the topology: a change while it runs is checked at next send.
+  if (options_.topology != nullptr) topology_version_ = options_.topology->version();
   std::weak_ptr<bool> alive = lifeline_;
   connector_.OpenRedis(options_, [this, alive](StatusOr<OpenedConnection> opened) {
     if (alive.expired()) return;  // destroyed meanwhile: the transport closes with `opened`
@@ -98,6 +103,7 @@ void AsyncConnection::OnOpened(StatusOr<OpenedConnection> opened) {
   }
   transport_ = std::move(opened->transport);
   client_id_ = opened->client_id;
+  node_ = opened->node;
   ++generation_;
   if (failures_ > 0) {
     LogInfo(
@@ -145,12 +151,15 @@ size_t AsyncConnection::outstanding() const {
 
 void AsyncConnection::SendBatch(const std::vector<Command>& commands, Millis timeout,
                                 std::function<void(BatchResult)> done) {
-  if (!connected() || commands.empty()) {
+  CheckTopology();
+  if (!connected() || retarget_pending_ || commands.empty()) {
     BatchResult result;
     if (state_ == State::kClosed) {
       result.failure = Status(StatusCode::kCancelled, "the Redis connection is closed");
     } else if (!connected()) {
       result.failure = Status(StatusCode::kIo, "not connected to Redis");
+    } else if (retarget_pending_ && !commands.empty()) {
+      result.failure = Status(StatusCode::kIo, "moving to the slot's new master");
     }
     result.written = commands.empty();
     // Never inside the call that queued it.
@@ -300,6 +309,7 @@ void AsyncConnection::DeliverReply(Reply reply) {
   if (batches_.empty()) {
     return Break(Status(StatusCode::kProtocol, "Redis sent a reply nobody asked for"), true);
   }
+  if (reply.IsError() && options_.topology != nullptr) NoteTopologyError(reply.view());
   Batch& head = batches_.front();
   head.replies.push_back(std::move(reply));
   if (head.replies.size() < head.expected) return;
@@ -307,7 +317,74 @@ void AsyncConnection::DeliverReply(Reply reply) {
   batches_.pop_front();
   deadlines_.erase(done.deadline);
   ArmDeadline();
+  std::weak_ptr<bool> alive = lifeline_;
   done.done(BatchResult{std::move(done.replies), Status::Ok(), true});
+  if (alive.expired()) return;
+  if (retarget_pending_ && batches_.empty() && transport_ != nullptr) Retarget();
+}
+
+// --- following the topology -----------------------------------------------------------------
+
+void AsyncConnection::CheckTopology() {
+  if (options_.topology == nullptr || !connected() || retarget_pending_) return;
+  const uint64_t version = options_.topology->version();
+  if (version == topology_version_) return;
+  topology_version_ = version;
+  const auto master = options_.topology->KnownMasterFor(options_.slot);
+  if (master && node_ && *master != *node_) RequestRetarget(master->Describe());
+}
+
+void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
+  Redirect redirect;
+  switch (Classify(reply, &redirect)) {
+    case ReplyKind::kMoved:
+      if (node_) options_.topology->OnMoved(redirect, *node_);
+      // A command for another slot was misrouted; this connection's own slot did not move.
+      if (redirect.slot == options_.slot) RequestRetarget(redirect.to.Describe());
+      break;
+    case ReplyKind::kReadOnly:  // a demoted master (Sentinel): find the new one
+      if (node_) options_.topology->OnNodeFailed(*node_, reply.Str());
+      RequestRetarget("a new master");
+      break;
+    case ReplyKind::kUnblocked:
+      // A role change releases blocked clients; a deleted key (a migration's MIGRATE) does too,
+      // and the next MOVED or ASK says where the key went.
+      if (!IsUnblockedByKeyDeletion(reply)) {
+        if (node_) options_.topology->OnNodeFailed(*node_, reply.Str());
+        RequestRetarget("a new master");
+      }
+      break;
+    case ReplyKind::kClusterDown:
+    case ReplyKind::kMasterDown:
+      // The node may still be the master: the map read this asks for decides.
+      if (node_) options_.topology->OnNodeFailed(*node_, reply.Str());
+      break;
+    default:
+      break;
+  }
+}
+
+void AsyncConnection::RequestRetarget(const std::string& to) {
+  if (retarget_pending_) return;
+  retarget_pending_ = true;
+  LogInfo("redis connection follows the slot to another node",
+          {{"role", role_},
+           {"from", node_ ? node_->Describe() : options_.endpoint.Describe()},
+           {"to", to}});
+  if (batches_.empty() && transport_ != nullptr) {
+    // Never inside the call that noticed it: the caller may be sending.
+    std::weak_ptr<bool> alive = lifeline_;
+    loop_.Post([this, alive] {
+      if (!alive.expired() && retarget_pending_ && batches_.empty() && transport_ != nullptr) {
+        Retarget();
+      }
+    });
+  }
+}
+
+void AsyncConnection::Retarget() {
+  // Nothing is outstanding: closing loses no reply, and Connect asks the topology anew.
+  Break(Status(StatusCode::kIo, "following the slot to its new master"), true);
 }
 
 // --- failing --------------------------------------------------------------------------------

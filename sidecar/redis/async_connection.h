@@ -113,6 +113,14 @@ class AsyncConnection {
              std::function<void(BatchResult)> done);
   void MarkDown();
   void MarkUp();
+  // Cluster and Sentinel (options_.topology set): this connection serves options_.slot. A
+  // topology change, -MOVED for that slot, -READONLY or -UNBLOCKED by a role change make it
+  // refuse new commands (not written, a definite failure for the caller), wait for the replies
+  // outstanding, and reconnect: Connect asks the topology for the slot's master again.
+  void CheckTopology();
+  void NoteTopologyError(const ReplyView& reply);
+  void RequestRetarget(const std::string& to);
+  void Retarget();
 
   EventLoop& loop_;
   Connector& connector_;
@@ -143,6 +151,9 @@ class AsyncConnection {
   bool counted_down_ = false;
   uint64_t generation_ = 0;
   std::optional<int64_t> client_id_;
+  std::optional<NodeAddress> node_;  // where the topology sent this connection
+  uint64_t topology_version_ = 0;
+  bool retarget_pending_ = false;
   std::function<void()> on_ready_;
   std::function<void(const Status&)> on_fatal_;
   // Callbacks may destroy this connection: every path that runs one checks the lifeline after.

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "sidecar/redis/topology/sentinel_proto.h"
+#include "sidecar/redis/topology/topology.h"
+
 namespace streamcar::redis {
 namespace {
 
@@ -40,6 +43,34 @@ Connection::Connection(std::unique_ptr<Transport> transport, Millis command_time
 Connection::~Connection() = default;
 
 StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& options) {
+  if (options.topology == nullptr) return OpenAt(options);
+  Topology& topology = *options.topology;
+  auto node = topology.MasterFor(options.slot);
+  if (!node.ok()) return node.status();
+  ConnectionOptions at = topology.OptionsFor(*node);
+  at.client_name = options.client_name;
+  auto connection = OpenAt(at);
+  if (!connection.ok()) {
+    if (connection.status().code() != StatusCode::kFatal) {
+      topology.OnNodeFailed(*node, connection.status().message());
+    }
+    return connection.status();
+  }
+  // Under Sentinel the address may be stale (a failover the sentinels have not announced yet,
+  // or a demoted master that still answers): only a node that says it is the master is used.
+  if (topology.mode() == ResolvedMode::kSentinel) {
+    auto role = (*connection)->Run(Command("ROLE"));
+    if (!role.ok() || !RoleIsMaster(role->view())) {
+      const std::string why = role.ok() ? "ROLE does not say master" : role.status().message();
+      topology.OnNodeFailed(*node, why);
+      return Status(StatusCode::kIo, "Redis at " + node->Describe() + " is not the master: " + why);
+    }
+  }
+  (*connection)->node_ = *node;
+  return connection;
+}
+
+StatusOr<std::unique_ptr<Connection>> Connection::OpenAt(const ConnectionOptions& options) {
   auto transport = ConnectTransport(options.endpoint, options.tls, options.connect_timeout);
   if (!transport.ok()) return transport.status();
   std::unique_ptr<Connection> connection(

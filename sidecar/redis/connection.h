@@ -4,6 +4,7 @@
 // broken (the reply stream is out of step) and must be replaced; see Session.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "sidecar/config/config.h"
 #include "sidecar/config/redis_url.h"
 #include "sidecar/redis/reply.h"
+#include "sidecar/redis/topology/node_address.h"
 #include "sidecar/redis/transport.h"
 
 struct redisReader;
@@ -42,6 +44,7 @@ ConnectionOptions ConnectionOptionsOf(const config::Config& config);
 class Connection {
  public:
   // Connects and authenticates. A refused password or a server that requires one is kFatal.
+  // With a topology: to the master of `options.slot`, told of a node that fails us.
   static StatusOr<std::unique_ptr<Connection>> Open(const ConnectionOptions& options);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -58,6 +61,8 @@ class Connection {
   StatusOr<std::vector<Reply>> RunPipeline(const std::vector<Command>& commands);
 
   bool broken() const { return broken_; }
+  // The node the topology chose; nullopt for a connection opened without one.
+  const std::optional<NodeAddress>& node() const { return node_; }
 
   // Hands the live transport over (to an AsyncConnection, see connector.h), leaving this
   // connection unusable. kProtocol when Redis sent bytes nobody asked for: they would put the
@@ -66,6 +71,7 @@ class Connection {
 
  private:
   Connection(std::unique_ptr<Transport> transport, Millis command_timeout);
+  static StatusOr<std::unique_ptr<Connection>> OpenAt(const ConnectionOptions& options);
   StatusOr<Reply> ReadReply(SteadyTime deadline);
   StatusOr<Reply> RunUntil(const Command& command, SteadyTime deadline);
   Status Fail(Status status);
@@ -75,6 +81,7 @@ class Connection {
   Millis command_timeout_;
   bool broken_ = false;
   std::string write_buffer_;
+  std::optional<NodeAddress> node_;
 };
 
 // kServerError with the reply's text when `reply` is an error reply.

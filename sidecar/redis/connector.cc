@@ -38,6 +38,7 @@ void Connector::OpenRedis(ConnectionOptions options,
       auto connection = Connection::Open(options);
       if (!connection.ok()) return connection.status();
       OpenedConnection opened;
+      opened.node = (*connection)->node();
       // Best effort, like CLIENT SETNAME: an ACL user may lack CLIENT; only I/O failures count.
       auto id = (*connection)->Run(Command("CLIENT").Arg("ID"));
       if (id.ok() && id->view().IsInteger()) {

@@ -13,6 +13,7 @@
 #include "sidecar/redis/connector.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/runtime/delivery_pump.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/gauges.h"
@@ -26,8 +27,12 @@ namespace {
 
 constexpr Millis kWatchdogBeat{1000};
 
-redis::ConnectionOptions WithName(redis::ConnectionOptions options, std::string name) {
+// The options of one of the subscription's connections: named for CLIENT LIST, and (cluster,
+// sentinel) sent to the master of the stream's slot.
+redis::ConnectionOptions ForStream(redis::ConnectionOptions options, const std::string& stream,
+                                   std::string name) {
   options.client_name = std::move(name);
+  options.slot = redis::KeySlot(stream);
   return options;
 }
 
@@ -53,10 +58,10 @@ class SubscriptionLoop::Core {
         stages_(std::move(stages)),
         ops_(redis::MakePlainOps(sub.stream, sub.group, deps.consumer_name)),
         connector_(loop),
-        read_(loop, connector_, WithName(deps.redis, Prefix() + ":read"), sub.name + "/read",
-              deps.redis_health, {}),
-        command_(loop, connector_, WithName(deps.redis, Prefix() + ":settle"), sub.name + "/settle",
-                 deps.redis_health, redis::SettleScripts()),
+        read_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
+              sub.name + "/read", deps.redis_health, {}),
+        command_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":settle"),
+                 sub.name + "/settle", deps.redis_health, redis::SettleScripts()),
         ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
         settlement_(sub, *ops_, &ledger_, &metrics_, clock_),
         router_(

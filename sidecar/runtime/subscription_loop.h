@@ -42,6 +42,8 @@ struct SubscriptionDeps {
   admin::Watchdog* watchdog = nullptr;
   std::string consumer_name;
   Tuning tuning;                             // the lingers (runtime/tuning.h)
+  // Cluster, an explicit dead_letter.stream in another slot: XADD there first, XACK second.
+  bool dead_letter_two_step = false;
   std::function<void()> group_ready;         // the group exists (readiness); any thread
   std::function<void(const Status&)> fatal;  // retrying cannot fix it: exit 1; any thread
   const Clock* clock = &SystemClock::Instance();
