@@ -13,6 +13,11 @@ namespace streamcar::redis {
 namespace {
 
 constexpr size_t kReadChunk = 16384;
+
+const Command& AskingCommand() {
+  static const Command asking("ASKING");
+  return asking;
+}
 // Reads per readiness round before the loop serves others; TLS bytes OpenSSL already holds are
 // picked up by the read-again timer (they raise no fd event).
 constexpr int kReadsPerRound = 16;
@@ -68,7 +73,12 @@ void AsyncConnection::Connect() {
   // Read before the opening asks the topology: a change while it runs is checked at next send.
   if (options_.topology != nullptr) topology_version_ = options_.topology->version();
   std::weak_ptr<bool> alive = lifeline_;
-  connector_.OpenRedis(options_, [this, alive](StatusOr<OpenedConnection> opened) {
+  ConnectionOptions open = options_;
+  if (ask_node_) {
+    open = options_.topology->OptionsFor(*ask_node_);
+    open.client_name = options_.client_name;
+  }
+  connector_.OpenRedis(std::move(open), [this, alive](StatusOr<OpenedConnection> opened) {
     if (alive.expired()) return;  // destroyed meanwhile: the transport closes with `opened`
     OnOpened(std::move(opened));
   });
@@ -91,6 +101,7 @@ void AsyncConnection::OnOpened(StatusOr<OpenedConnection> opened) {
       return;
     }
     state_ = State::kWaitingToRetry;
+    ask_node_.reset();  // the next attempt asks the topology for the slot's master
     const Millis retry_in = ReconnectDelay(failures_, Millis(100), Millis(5000), UnitRandom());
     // One line per backoff step: the steps double up to the cap, so a long outage stays quiet.
     LogWarn("redis unreachable, retrying",
@@ -103,7 +114,7 @@ void AsyncConnection::OnOpened(StatusOr<OpenedConnection> opened) {
   }
   transport_ = std::move(opened->transport);
   client_id_ = opened->client_id;
-  node_ = opened->node;
+  node_ = ask_node_ ? ask_node_ : opened->node;
   ++generation_;
   if (failures_ > 0) {
     LogInfo(
@@ -145,7 +156,7 @@ void AsyncConnection::LoadScripts() {
 
 size_t AsyncConnection::outstanding() const {
   size_t count = 0;
-  for (const Batch& batch : batches_) count += batch.expected - batch.replies.size();
+  for (const Batch& batch : batches_) count += batch.expected - batch.answered;
   return count;
 }
 
@@ -194,12 +205,16 @@ void AsyncConnection::SendBlocking(Command command, Millis server_block,
 void AsyncConnection::Queue(const std::vector<Command>& commands, Millis timeout,
                             std::function<void(BatchResult)> done) {
   Batch batch;
-  batch.expected = commands.size();
+  batch.asking = ask_node_.has_value();
+  batch.expected = commands.size() * (batch.asking ? 2 : 1);
   batch.replies.reserve(commands.size());
   batch.stream_begin = stream_queued_;
   batch.done = std::move(done);
   const size_t before = output_.size();
-  for (const Command& command : commands) command.AppendTo(&output_);
+  for (const Command& command : commands) {
+    if (batch.asking) AskingCommand().AppendTo(&output_);
+    command.AppendTo(&output_);
+  }
   stream_queued_ += output_.size() - before;
   batch.deadline = deadlines_.insert(loop_.clock().Now() + timeout);
   batches_.push_back(std::move(batch));
@@ -309,10 +324,15 @@ void AsyncConnection::DeliverReply(Reply reply) {
   if (batches_.empty()) {
     return Break(Status(StatusCode::kProtocol, "Redis sent a reply nobody asked for"), true);
   }
-  if (reply.IsError() && options_.topology != nullptr) NoteTopologyError(reply.view());
   Batch& head = batches_.front();
-  head.replies.push_back(std::move(reply));
-  if (head.replies.size() < head.expected) return;
+  ++head.answered;
+  // ASKING's own answer (+OK) precedes each command's in an asking batch.
+  const bool asking_answer = head.asking && head.answered % 2 == 1;
+  if (!asking_answer) {
+    if (reply.IsError() && options_.topology != nullptr) NoteTopologyError(reply.view());
+    head.replies.push_back(std::move(reply));
+  }
+  if (head.answered < head.expected) return;
   Batch done = std::move(head);
   batches_.pop_front();
   deadlines_.erase(done.deadline);
@@ -331,7 +351,16 @@ void AsyncConnection::CheckTopology() {
   if (version == topology_version_) return;
   topology_version_ = version;
   const auto master = options_.topology->KnownMasterFor(options_.slot);
-  if (master && node_ && *master != *node_) RequestRetarget(master->Describe());
+  if (!master || !node_) return;
+  if (ask_node_ && *master == *ask_node_) {
+    ask_node_.reset();  // the migration finished: this node owns the slot, ASKING is not needed
+    return;
+  }
+  if (ask_node_ && *master == asked_from_) return;  // still migrating
+  if (*master != *node_) {
+    ask_node_.reset();
+    RequestRetarget(master->Describe());
+  }
 }
 
 void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
@@ -340,7 +369,21 @@ void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
     case ReplyKind::kMoved:
       if (node_) options_.topology->OnMoved(redirect, *node_);
       // A command for another slot was misrouted; this connection's own slot did not move.
-      if (redirect.slot == options_.slot) RequestRetarget(redirect.to.Describe());
+      if (redirect.slot == options_.slot) {
+        ask_node_.reset();
+        RequestRetarget(redirect.to.Describe());
+      }
+      break;
+    case ReplyKind::kAsk:
+      // The slot is migrating and the key has gone: follow it there with ASKING (SPEC 8). The
+      // command that got -ASK fails as an error reply; the caller's retry goes to the new node.
+      if (redirect.slot != options_.slot || !node_ || redirect.to.host == "?") break;
+      if (redirect.to.host.empty()) redirect.to.host = node_->host;
+      if (ask_node_ && *ask_node_ == redirect.to) break;
+      options_.topology->OnAsk();
+      asked_from_ = *node_;
+      ask_node_ = redirect.to;
+      RequestRetarget(redirect.to.Describe() + " (ASKING)");
       break;
     case ReplyKind::kReadOnly:  // a demoted master (Sentinel): find the new one
       if (node_) options_.topology->OnNodeFailed(*node_, reply.Str());

@@ -88,7 +88,9 @@ class AsyncConnection {
  private:
   enum class State { kConnecting, kWaitingToRetry, kLoadingScripts, kReady, kFatal, kClosed };
   struct Batch {
-    size_t expected = 0;
+    size_t expected = 0;  // replies awaited, the ASKING answers included
+    size_t answered = 0;  // replies arrived, the ASKING answers included
+    bool asking = false;  // each command follows an ASKING whose answer is not the caller's
     std::vector<Reply> replies;
     uint64_t stream_begin = 0;  // offset of its first byte in everything queued for writing
     std::multiset<SteadyTime>::iterator deadline;
@@ -152,6 +154,11 @@ class AsyncConnection {
   uint64_t generation_ = 0;
   std::optional<int64_t> client_id_;
   std::optional<NodeAddress> node_;  // where the topology sent this connection
+  // Set after a -ASK for this connection's slot: the slot is migrating and its key already went
+  // to this node. Connections go there and send ASKING before every command, until the topology
+  // names the slot's master (the migration finished, or was undone).
+  std::optional<NodeAddress> ask_node_;
+  NodeAddress asked_from_;  // the slot's master when the -ASK came (the migration's source)
   uint64_t topology_version_ = 0;
   bool retarget_pending_ = false;
   std::function<void()> on_ready_;

@@ -27,6 +27,16 @@ StatusOr<std::string> ParseType(const ReplyView& reply) {
   return std::string(reply.Str());
 }
 
+Status CheckDeadLetterType(std::string_view subscription, std::string_view key,
+                           std::string_view type) {
+  if (type == "stream" || type == "none") return Status::Ok();
+  return Status(StatusCode::kFatal,
+                "subscription " + std::string(subscription) + ": dead_letter.stream key \"" +
+                    std::string(key) + "\" exists and is a " + std::string(type) +
+                    ", not a stream (WRONGTYPE); streamcar leaves it untouched: fix the key or "
+                    "the configuration");
+}
+
 Command HasAckDel() { return std::move(Command("COMMAND").Arg("INFO").Arg("XACKDEL")); }
 
 StatusOr<bool> ParseHasAckDel(const ReplyView& reply) {

@@ -31,6 +31,10 @@ inline constexpr int64_t kStatusLagCountCap = 100'000;
 // TYPE <key>: "stream", "none", "string", ...
 Command TypeOf(std::string_view key);
 StatusOr<std::string> ParseType(const ReplyView& reply);
+// A dead-letter key of another type would make every dead letter fail (SPEC 3.3): kFatal naming
+// the subscription and the key when `type` is neither "stream" nor "none".
+Status CheckDeadLetterType(std::string_view subscription, std::string_view key,
+                           std::string_view type);
 
 // Whether the server has XACKDEL: COMMAND INFO, never the version string (DESIGN.md trap 6).
 Command HasAckDel();

@@ -236,19 +236,23 @@ void PlainIntake::SetupNext() {
                      }));
     case SetupStep::kDeadLetterType:
       // A dead-letter key of another type would make every dead letter fail (SPEC 3.3): say so
-      // now.
+      // now. A key in another slot of a cluster is not on this connection's node: `run`
+      // checked it at start.
+      if (skip_dead_letter_type_) {
+        setup_step_ = SetupStep::kAckDel;
+        if (!sub_.ack.delete_entries) return SetupDone(redis::AckMode::kAckOnly);
+        return Pump();
+      }
       return SendRaw(
           read_, redis::TypeOf(sub_.dead_letter.stream), Guard([this](StatusOr<Reply> reply) {
             read_busy_ = false;
             StatusOr<std::string> type = reply.ok() ? redis::ParseType(reply->view())
                                                     : StatusOr<std::string>(reply.status());
             if (!type.ok()) return SetupFailed(type.status());
-            if (*type != "stream" && *type != "none") {
-              return Fatal(Status(StatusCode::kFatal,
-                                  "subscription " + sub_.name + ": dead_letter.stream key \"" +
-                                      sub_.dead_letter.stream + "\" exists and is a " + *type +
-                                      ", not a stream (WRONGTYPE); streamcar leaves it untouched: "
-                                      "fix the key or the configuration"));
+            if (Status wrong =
+                    redis::CheckDeadLetterType(sub_.name, sub_.dead_letter.stream, *type);
+                !wrong.ok()) {
+              return Fatal(wrong);
             }
             if (!sub_.ack.delete_entries) return SetupDone(redis::AckMode::kAckOnly);
             setup_step_ = SetupStep::kAckDel;

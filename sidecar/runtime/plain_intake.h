@@ -82,6 +82,9 @@ class PlainIntake {
   // wake-ups at moderate rates, up to `linger` more latency; runtime/tuning.h). 0: read at once.
   // A read that brought nothing (the stream is idle) or all it asked for never lingers.
   void SetReadLinger(Millis linger) { read_linger_ = linger; }
+  // The dead-letter key is in another slot of a cluster (the two-step path): its type was
+  // checked at start on its own node, so setup does not ask this connection's node.
+  void SkipDeadLetterTypeCheck() { skip_dead_letter_type_ = true; }
 
   // Setup (group, dead-letter key type, ack mode), then the own-PEL drain, then '>' reads; the
   // reclaim beat (every claim.interval) only once the drain is done. Waits for the read
@@ -188,6 +191,7 @@ class PlainIntake {
   std::unique_ptr<EventLoop::Timer> unblock_timer_;  // UNBLOCK again: it came before the read
   std::unique_ptr<EventLoop::Timer> linger_timer_;   // the read linger ends
 
+  bool skip_dead_letter_type_ = false;
   Millis read_linger_{0};
   size_t read_asked_ = 0;                      // the COUNT of the '>' read outstanding
   std::optional<SteadyTime> lingering_until_;  // no '>' read before this

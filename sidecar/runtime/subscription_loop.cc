@@ -101,6 +101,7 @@ class SubscriptionLoop::Core {
     command_.OnFatal([this](const Status& status) { deps_.fatal(status); });
     settlement_.SetAckLinger(deps.tuning.ack_linger);
     intake_.SetReadLinger(deps.tuning.read_linger);
+    if (deps.dead_letter_two_step) intake_.SkipDeadLetterTypeCheck();
   }
 
   ~Core() { watchdog_->Retire(); }

@@ -41,7 +41,7 @@ struct SubscriptionDeps {
   admin::Metrics* metrics = nullptr;
   admin::Watchdog* watchdog = nullptr;
   std::string consumer_name;
-  Tuning tuning;                             // the lingers (runtime/tuning.h)
+  Tuning tuning;  // the lingers (runtime/tuning.h)
   // Cluster, an explicit dead_letter.stream in another slot: XADD there first, XACK second.
   bool dead_letter_two_step = false;
   std::function<void()> group_ready;         // the group exists (readiness); any thread
