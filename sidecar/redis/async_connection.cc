@@ -14,6 +14,8 @@ namespace {
 
 constexpr size_t kReadChunk = 16384;
 
+constexpr Millis kTopologyRetryCap{1000};
+
 const Command& AskingCommand() {
   static const Command asking("ASKING");
   return asking;
@@ -102,7 +104,10 @@ void AsyncConnection::OnOpened(StatusOr<OpenedConnection> opened) {
     }
     state_ = State::kWaitingToRetry;
     ask_node_.reset();  // the next attempt asks the topology for the slot's master
-    const Millis retry_in = ReconnectDelay(failures_, Millis(100), Millis(5000), UnitRandom());
+    // With a topology, a refused connect is usually a master that died: its replica takes over
+    // within seconds, and a shorter cap bounds the stall after it does (SPEC 8).
+    const Millis cap = options_.topology != nullptr ? kTopologyRetryCap : Millis(5000);
+    const Millis retry_in = ReconnectDelay(failures_, Millis(100), cap, UnitRandom());
     // One line per backoff step: the steps double up to the cap, so a long outage stays quiet.
     LogWarn("redis unreachable, retrying",
             {{"role", role_},
