@@ -69,7 +69,8 @@ class AsyncConnection {
   // A refusal retrying cannot fix; the connection stays down.
   void OnFatal(std::function<void(const Status&)> callback) { on_fatal_ = std::move(callback); }
 
-  bool ready() const { return state_ == State::kReady; }
+  // Not while it is about to follow its slot to another node (it refuses new commands then).
+  bool ready() const { return state_ == State::kReady && !retarget_pending_; }
   bool connected() const { return state_ == State::kLoadingScripts || state_ == State::kReady; }
   // Counts the connections made: per-connection state (loaded scripts, the client id) is stale
   // when it moves.
