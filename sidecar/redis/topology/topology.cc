@@ -149,6 +149,10 @@ class Topology::Impl {
   SlotMap last_read_;
   SlotMap current_;
   bool has_map_ = false;
+  // The replicas last listed for each master. A read during a failure may list a dead master
+  // without its replicas (CLUSTER SLOTS on 7.0.15 after a kill -9): the promotion that follows
+  // is still a failover.
+  std::map<NodeAddress, std::vector<NodeAddress>> replicas_of_;
   std::map<NodeAddress, uint64_t> failed_;  // node -> failure_seq_ when it was reported
   uint64_t failure_seq_ = 0;
   // Nodes reported failed that the background thread watches: the map is read again (100 ms
@@ -442,10 +446,24 @@ void Topology::Impl::AdoptMap(SlotMap map, const NodeAddress& from, uint64_t fai
     std::lock_guard lock(mu_);
     if (has_map_) {
       for (int slot : options_.used_slots) {
-        if (!map.IsFailover(slot, last_read_)) continue;
-        if (const Shard* old = last_read_.ShardOf(slot)) failed_over.insert(old->master.address);
+        const Shard* old = last_read_.ShardOf(slot);
+        const Shard* now = map.ShardOf(slot);
+        if (old == nullptr || now == nullptr || old->master.address == now->master.address) {
+          continue;
+        }
+        const auto& replicas = replicas_of_[old->master.address];
+        if (map.IsFailover(slot, last_read_) ||
+            std::find(replicas.begin(), replicas.end(), now->master.address) != replicas.end()) {
+          failed_over.insert(old->master.address);
+        }
       }
       changed = OwnersDiffer(current_, map);
+    }
+    for (const Shard& shard : map.shards()) {
+      if (shard.replicas.empty()) continue;
+      auto& replicas = replicas_of_[shard.master.address];
+      replicas.clear();
+      for (const ClusterNode& replica : shard.replicas) replicas.push_back(replica.address);
     }
     current_ = map;
     last_read_ = std::move(map);
