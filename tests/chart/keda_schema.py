@@ -37,7 +37,7 @@ STREAM_TRIGGERS = {"redis-streams", "redis-cluster-streams", "redis-sentinel-str
 
 def _load_schemas():
     schemas = {}
-    for name in sorted(os.listdir(os.path.join(_HERE, "keda"))):
+    for name in sorted(n for n in os.listdir(os.path.join(_HERE, "keda")) if n.endswith(".yaml")):
         with open(os.path.join(_HERE, "keda", name)) as f:
             crd = yaml.safe_load(f)
         for version in crd["spec"]["versions"]:
