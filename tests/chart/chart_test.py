@@ -299,7 +299,8 @@ for args, reason, what in [
      "KEDA cannot reach Redis through the pod's unix socket", "chart: KEDA needs keda.address with a unix url"),
 ]:
     result = helm("template", "t", CHART, *args, ok=False)
-    check(result.returncode != 0 and reason in result.stderr, f"{what}: {result.stderr.strip()}")
+    said = next((line.strip() for line in result.stderr.splitlines() if reason in line), result.stderr.strip())
+    check(result.returncode != 0 and reason in result.stderr, f"{what}: {said}")
 check(helm("template", "t", CHART, "--set", "config.redis.mode=sentinel", "--set", "config.redis.sentinel.master=m",
            "--set", "config.redis.sentinel.addresses[0]=[::1]:26379").returncode == 0,
       "schema: mode sentinel with master and an IPv6 sentinel renders")
