@@ -3,7 +3,9 @@
 
 1. helm lint for the default values and each example values file;
 2. helm template in both modes (the chart's own Deployment; a parent chart that includes the
-   streamcar container) and with the native-sidecar option, checking what was rendered;
+   streamcar container) and with the native-sidecar option, checking what was rendered; the
+   Redis topologies (standalone, cluster, sentinel): the config, the sentinels' credentials and
+   the KEDA trigger of each, with every KEDA object checked against KEDA's CRDs (keda_schema.py);
 3. values.schema.json and the chart's own checks refuse bad values;
 4. the rendered streamcar.yaml passes `streamcar check`;
 5. a pod on one machine: the binary runs with exactly the args, env and config the chart renders
@@ -23,6 +25,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from harness import check, eventually, free_port, summary, wait_port  # noqa: E402
+import keda_schema  # noqa: E402  (tests/chart, the script's own folder)
 
 BINARY, ROOT = sys.argv[1], sys.argv[2]
 CHART = os.path.join(ROOT, "charts", "streamcar")
@@ -45,6 +48,10 @@ def render(*args):
 
 def kind(docs, name):
     return [d for d in docs if d["kind"] == name]
+
+
+def streamcar_container(spec):
+    return [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == "streamcar"][0]
 
 
 
@@ -93,10 +100,101 @@ check(trigger["type"] == "redis-streams" and trigger["metadata"]["address"] == "
       and trigger["metadata"]["lagCount"] == "500", "KEDA ScaledObject on the group's lag")
 check("replicas" not in kind(keda, "Deployment")[0]["spec"], "with KEDA the Deployment leaves replicas to it")
 
+# Redis topologies (SPEC 8): config.redis.mode/nodes/sentinel reach streamcar.yaml, the sentinels'
+# credentials come from the Secret through the environment, and the KEDA trigger follows the mode.
+# Every KEDA object rendered here is checked against KEDA's CRDs and the names its scalers read.
+def config_of(docs):
+    return yaml.safe_load(kind(docs, "ConfigMap")[0]["data"]["streamcar.yaml"])
+
+def env_of(docs):
+    return {e["name"]: e for e in streamcar_container(kind(docs, "Deployment")[0]["spec"]["template"]["spec"])["env"]}
+
+def auth_refs(docs):
+    return {r["parameter"]: r for r in kind(docs, "TriggerAuthentication")[0]["spec"]["secretTargetRef"]}
+
+def keda_valid(docs, what):
+    objects = kind(docs, "ScaledObject") + kind(docs, "TriggerAuthentication")
+    problems = [p for d in objects for p in keda_schema.validate(d)]
+    problems += [p for d in kind(docs, "ScaledObject") for t in d["spec"]["triggers"] for p in keda_schema.trigger_problems(t)]
+    problems += [p for d in kind(docs, "TriggerAuthentication") for p in keda_schema.auth_problems(d)]
+    check(objects and not problems, f"{what}: valid against KEDA's CRDs and scalers {problems}")
+
+placeholders = {"username": "${REDIS_SENTINEL_USERNAME:-}", "password": "${REDIS_SENTINEL_PASSWORD:-}"}
+default_redis = config_of(render())["redis"]
+check(default_redis.get("sentinel") == placeholders and default_redis.get("mode") == "auto" and default_redis.get("nodes") == [],
+      "defaults: mode auto; the sentinels' credentials from the environment, empty when unset")
+keda_valid(keda, "keda.yaml (mode auto)")
+check(set(auth_refs(keda)) == {"username", "password"} and "REDIS_SENTINEL_PASSWORD" not in env_of(keda),
+      "no sentinel keys: neither the env nor the TriggerAuthentication names them")
+
+standalone = render("-f", os.path.join(CHART, "examples", "keda.yaml"), "--set", "config.redis.mode=standalone",
+                    "--set", "config.redis.url=redis://:x@redis-master.data/3")
+smeta = kind(standalone, "ScaledObject")[0]["spec"]["triggers"][0]
+check(smeta["type"] == "redis-streams" and smeta["metadata"]["address"] == "redis-master.data:6379"
+      and smeta["metadata"]["databaseIndex"] == "3"
+      and not {"addresses", "sentinelMaster"} & set(smeta["metadata"]),
+      f"standalone: redis-streams on the url's host, default port, database 3: {smeta}")
+check(config_of(standalone)["redis"]["mode"] == "standalone", "standalone: mode in streamcar.yaml")
+keda_valid(standalone, "standalone")
+
+cluster = render("-f", os.path.join(CHART, "examples", "redis-cluster.yaml"))
+ctrigger = kind(cluster, "ScaledObject")[0]["spec"]["triggers"][0]
+check(ctrigger["type"] == "redis-cluster-streams"
+      and ctrigger["metadata"]["addresses"] == "redis-cluster-0.redis-cluster.data:6379,"
+      "redis-cluster-1.redis-cluster.data:6379,redis-cluster-2.redis-cluster.data:6379"
+      and not {"address", "databaseIndex", "sentinelMaster"} & set(ctrigger["metadata"])
+      and ctrigger["metadata"]["stream"] == "orders" and ctrigger["metadata"]["consumerGroup"] == "billing",
+      f"cluster: redis-cluster-streams on the url's node and config.redis.nodes, no database: {ctrigger}")
+cconfig = config_of(cluster)["redis"]
+check(cconfig["mode"] == "cluster" and cconfig["nodes"] == ["redis-cluster-1.redis-cluster.data:6379", "redis-cluster-2.redis-cluster.data:6379"]
+      and cconfig["sentinel"] == placeholders, f"cluster: mode and nodes in streamcar.yaml: {cconfig}")
+keda_valid(cluster, "cluster")
+ctyped = kind(render("-f", os.path.join(CHART, "examples", "redis-cluster.yaml"), "--set", r"keda.address=seed.data:7000\,seed2.data:7000"),
+              "ScaledObject")[0]["spec"]["triggers"][0]["metadata"]
+check(ctyped["addresses"] == "seed.data:7000,seed2.data:7000", "cluster: keda.address replaces the seeds")
+override = kind(render("-f", os.path.join(CHART, "examples", "redis-cluster.yaml"), "--set", "keda.type=redis-streams"),
+                "ScaledObject")[0]["spec"]["triggers"][0]
+check(override["type"] == "redis-streams" and override["metadata"]["address"] == "redis-cluster-0.redis-cluster.data:6379",
+      "keda.type overrides the trigger the mode picks")
+auto_cluster = kind(render("-f", os.path.join(CHART, "examples", "keda.yaml"), "--set", "keda.type=redis-cluster-streams"),
+                    "ScaledObject")[0]["spec"]["triggers"][0]
+check(auto_cluster["type"] == "redis-cluster-streams" and auto_cluster["metadata"]["addresses"] == "redis-master.data:6380",
+      "mode auto with keda.type redis-cluster-streams: the url's node as the seed")
+
+sentinel = render("-f", os.path.join(CHART, "examples", "redis-sentinel.yaml"))
+strigger = kind(sentinel, "ScaledObject")[0]["spec"]["triggers"][0]
+check(strigger["type"] == "redis-sentinel-streams"
+      and strigger["metadata"]["addresses"] == "redis-sentinel-0.redis-sentinel.data:26379,"
+      "redis-sentinel-1.redis-sentinel.data:26379,redis-sentinel-2.redis-sentinel.data:26379"
+      and strigger["metadata"]["sentinelMaster"] == "mymaster" and strigger["metadata"]["databaseIndex"] == "2"
+      and "address" not in strigger["metadata"] and "redis-master" not in strigger["metadata"]["addresses"],
+      f"sentinel: redis-sentinel-streams on the sentinels (not the url's host), the master's name, database 2: {strigger}")
+sconfig_redis = config_of(sentinel)["redis"]
+check(sconfig_redis["mode"] == "sentinel" and sconfig_redis["sentinel"] == {
+          **placeholders, "master": "mymaster",
+          "addresses": [f"redis-sentinel-{i}.redis-sentinel.data:26379" for i in range(3)]},
+      f"sentinel: master, addresses and the credentials' placeholders in streamcar.yaml: {sconfig_redis}")
+senv_s = env_of(sentinel)
+check(senv_s["REDIS_SENTINEL_USERNAME"]["valueFrom"]["secretKeyRef"] == {"name": "redis-credentials", "key": "sentinel-username", "optional": True}
+      and senv_s["REDIS_SENTINEL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "redis-credentials", "key": "sentinel-password"},
+      "sentinel: REDIS_SENTINEL_USERNAME / REDIS_SENTINEL_PASSWORD from the Secret's keys")
+sauth = auth_refs(sentinel)
+check(sauth["sentinelUsername"]["key"] == "sentinel-username" and sauth["sentinelPassword"]["key"] == "sentinel-password"
+      and sauth["sentinelPassword"]["name"] == "redis-credentials" and sauth["password"]["key"] == "password",
+      f"sentinel: the TriggerAuthentication passes the sentinels' credentials to KEDA: {sauth}")
+keda_valid(sentinel, "sentinel")
+made_sentinel = render("-f", os.path.join(CHART, "examples", "redis-sentinel.yaml"), "--set", "redisAuth.existingSecret=",
+                       "--set", "redisAuth.sentinelUsernameKey=", "--set", "redisAuth.sentinelPasswordKey=",
+                       "--set", "redisAuth.sentinelUsername=watcher", "--set", "redisAuth.sentinelPassword=s3cret")
+msecret = kind(made_sentinel, "Secret")[0]
+check(msecret["stringData"]["sentinel-username"] == "watcher" and msecret["stringData"]["sentinel-password"] == "s3cret"
+      and env_of(made_sentinel)["REDIS_SENTINEL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": msecret["metadata"]["name"], "key": "sentinel-password"}
+      and auth_refs(made_sentinel)["sentinelPassword"]["name"] == msecret["metadata"]["name"],
+      "sentinel: redisAuth.sentinelUsername/sentinelPassword go into the chart's Secret (no data-node password needed)")
+keda_valid(made_sentinel, "sentinel with the chart's Secret")
+
 # The log API and the archive (SPEC 10): rendered into the config, the token and the archive's
 # storage mounted where the config points.
-def streamcar_container(spec):
-    return [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == "streamcar"][0]
 
 log_api = render("-f", os.path.join(CHART, "examples", "log-api.yaml"))
 lconfig = yaml.safe_load(kind(log_api, "ConfigMap")[0]["data"]["streamcar.yaml"])
@@ -180,6 +278,33 @@ for args, what in [
 ]:
     check(helm("template", "t", CHART, *args, ok=False).returncode != 0, what)
 
+# Redis topologies: refused, each for its own reason.
+for args, reason, what in [
+    (["--set", "config.redis.mode=replicas"], "/config/redis/mode", "schema: redis.mode is auto|standalone|cluster|sentinel"),
+    (["--set", "config.redis.mode=sentinel"], "missing properties 'master', 'addresses'",
+     "schema: mode sentinel needs sentinel.master and addresses"),
+    (["--set", "config.redis.mode=sentinel", "--set", "config.redis.sentinel.master=m"], "missing property 'addresses'",
+     "schema: mode sentinel needs sentinel.addresses"),
+    (["--set", "config.redis.mode=sentinel", "--set", "config.redis.sentinel.addresses[0]=s:26379"],
+     "missing property 'master'", "schema: mode sentinel needs sentinel.master"),
+    (["--set", "config.redis.nodes[0]=redis-1"], "/config/redis/nodes/0", "schema: a cluster node is host:port"),
+    (["--set", "config.redis.sentinel.addresses[0]=redis://s:26379"], "/config/redis/sentinel/addresses/0",
+     "schema: a sentinel is host:port"),
+    (["--set", "keda.type=redis"], "/keda/type", "schema: keda.type is a Redis Streams trigger"),
+    (["--set", "redisAuth.existingSecret=creds", "--set", "redisAuth.sentinelUsernameKey=u"],
+     "the sentinels' user needs its password", "chart: the sentinels' user needs its password key"),
+    (["-f", os.path.join(CHART, "examples", "keda.yaml"), "--set", "keda.type=redis-sentinel-streams"],
+     "needs the sentinels' addresses", "chart: the sentinel trigger needs the sentinels"),
+    (["-f", os.path.join(CHART, "examples", "keda.yaml"), "--set", "config.redis.url=unix:///run/redis.sock"],
+     "KEDA cannot reach Redis through the pod's unix socket", "chart: KEDA needs keda.address with a unix url"),
+]:
+    result = helm("template", "t", CHART, *args, ok=False)
+    said = next((line.strip() for line in result.stderr.splitlines() if reason in line), result.stderr.strip())
+    check(result.returncode != 0 and reason in result.stderr, f"{what}: {said}")
+check(helm("template", "t", CHART, "--set", "config.redis.mode=sentinel", "--set", "config.redis.sentinel.master=m",
+           "--set", "config.redis.sentinel.addresses[0]=[::1]:26379").returncode == 0,
+      "schema: mode sentinel with master and an IPv6 sentinel renders")
+
 for args, what in [
     (["--set", "app.replicas=2"], "app.replicas is 2"),
     (["--set", "keda.enabled=true", "--set", "keda.stream=feed", "--set", "keda.consumerGroup=g"],
@@ -194,12 +319,17 @@ work = tempfile.mkdtemp(prefix="streamcar-chart-")
 try:
     for values in [None, *examples]:
         args = ["-f", values] if values else []
-        cm = kind(render(*args), "ConfigMap")[0]
+        rendered = render(*args)
+        cm = kind(rendered, "ConfigMap")[0]
         path = os.path.join(work, "check.yaml")
         with open(path, "w") as f:
             f.write(cm["data"]["streamcar.yaml"])
+        pod_env = {"POD_NAME": "pod-0", "REDIS_PASSWORD": "x"}
+        for d in kind(rendered, "Deployment"):  # the sentinels' credentials, where the pod gets them
+            pod_env.update({e["name"]: "x" for e in streamcar_container(d["spec"]["template"]["spec"])["env"]
+                            if e["name"].startswith("REDIS_SENTINEL_")})
         result = subprocess.run([BINARY, "check", "-c", path], capture_output=True, text=True,
-                                env={**os.environ, "POD_NAME": "pod-0", "REDIS_PASSWORD": "x"})
+                                env={**os.environ, **pod_env})
         check(result.returncode == 0, f"streamcar check on the rendered config ({os.path.basename(values) if values else 'defaults'}): {result.stderr.strip()}")
 
 # 5. a pod on one machine

@@ -24,6 +24,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if not (or .Values.config.subscriptions .Values.config.streams) -}}
 {{- fail "config.subscriptions: at least one subscription is required (or config.streams, for a sidecar that only serves the log API)" -}}
 {{- end -}}
+{{- if and (include "streamcar.sentinelUsernameKey" .) (not (include "streamcar.sentinelPasswordKey" .)) -}}
+{{- fail "redisAuth: the sentinels' user needs its password (the sentinels' AUTH takes both): set redisAuth.sentinelPasswordKey, or sentinelPassword for the chart's Secret" -}}
+{{- end -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.api.enabled -}}
 {{- $api := dict "listen" .Values.api.listen "max_body" .Values.api.max_body "idempotency_ttl" .Values.api.idempotency_ttl -}}
@@ -85,8 +88,56 @@ it where it can see the replicas (app mode). PostgreSQL needs the Secret with it
 {{- define "streamcar.secretName" -}}
 {{- if .Values.redisAuth.existingSecret -}}
 {{- .Values.redisAuth.existingSecret -}}
-{{- else if .Values.redisAuth.password -}}
+{{- else if or .Values.redisAuth.password .Values.redisAuth.sentinelPassword -}}
 {{- printf "%s-redis" (include "streamcar.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Secret's keys holding the sentinels' ACL user and password, or "" when there is none: the
+key named in the values, else (the chart's own Secret) a default key when the value is set.
+*/}}
+{{- define "streamcar.sentinelUsernameKey" -}}
+{{- $auth := .Values.redisAuth -}}
+{{- if $auth.sentinelUsernameKey -}}
+{{- $auth.sentinelUsernameKey -}}
+{{- else if and (not $auth.existingSecret) $auth.sentinelUsername -}}
+sentinel-username
+{{- end -}}
+{{- end -}}
+{{- define "streamcar.sentinelPasswordKey" -}}
+{{- $auth := .Values.redisAuth -}}
+{{- if $auth.sentinelPasswordKey -}}
+{{- $auth.sentinelPasswordKey -}}
+{{- else if and (not $auth.existingSecret) $auth.sentinelPassword -}}
+sentinel-password
+{{- end -}}
+{{- end -}}
+
+{{/* config.redis.mode, "auto" when unset. */}}
+{{- define "streamcar.redisMode" -}}
+{{- (.Values.config.redis).mode | default "auto" -}}
+{{- end -}}
+
+{{/* host:port of config.redis.url (the port 6379 when the url names none). */}}
+{{- define "streamcar.urlAddress" -}}
+{{- $hostPort := regexReplaceAll "^rediss?://([^/]*@)?([^@/]+).*$" .Values.config.redis.url "${2}" -}}
+{{- if regexMatch ":[0-9]+$" $hostPort -}}
+{{- $hostPort -}}
+{{- else -}}
+{{- printf "%s:6379" $hostPort -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The database index of config.redis.url (redis://host:port/N), "0" when it names none. */}}
+{{- define "streamcar.urlDatabase" -}}
+{{- $url := .Values.config.redis.url -}}
+{{- if regexMatch "^rediss?://[^/]*/[0-9]+$" $url -}}
+{{- regexReplaceAll "^.*/([0-9]+)$" $url "${1}" -}}
+{{- else if regexMatch "^unix://[^?]*\\?db=[0-9]+$" $url -}}
+{{- regexReplaceAll "^.*=([0-9]+)$" $url "${1}" -}}
+{{- else -}}
+0
 {{- end -}}
 {{- end -}}
 
@@ -195,6 +246,21 @@ with the volume from "streamcar.volume".
         secretKeyRef:
           name: {{ $secret }}
           key: {{ .Values.redisAuth.passwordKey }}
+    {{- with include "streamcar.sentinelUsernameKey" . }}
+    - name: REDIS_SENTINEL_USERNAME
+      valueFrom:
+        secretKeyRef:
+          name: {{ $secret }}
+          key: {{ . }}
+          optional: true
+    {{- end }}
+    {{- with include "streamcar.sentinelPasswordKey" . }}
+    - name: REDIS_SENTINEL_PASSWORD
+      valueFrom:
+        secretKeyRef:
+          name: {{ $secret }}
+          key: {{ . }}
+    {{- end }}
     {{- end }}
     {{- if and .Values.archive.enabled (eq .Values.archive.backend "postgres") }}
     - name: STREAMCAR_ARCHIVE_URL
