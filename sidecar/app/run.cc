@@ -98,6 +98,10 @@ std::optional<int> ResolveTopology(redis::Topology& topology, const sigset_t& si
     // Long enough for a few sentinels or seeds to be asked in turn.
     const Status status = topology.Resolve(SteadyClock::now() + connect_timeout * 3);
     if (status.ok()) return std::nullopt;
+    if (status.code() == StatusCode::kInvalid) {  // auto met a cluster the config cannot use
+      LogError("configuration error: " + status.message(), {{"exit_code", 2}});
+      return 2;
+    }
     if (status.code() == StatusCode::kFatal) {
       LogError("fatal: " + status.message(), {{"exit_code", 1}});
       return 1;

@@ -237,7 +237,7 @@ Status Topology::Impl::Retrying(SteadyTime deadline, const std::function<Status(
   while (true) {
     Status status = attempt();
     if (status.ok() || status.code() == StatusCode::kFatal ||
-        status.code() == StatusCode::kCancelled) {
+        status.code() == StatusCode::kInvalid || status.code() == StatusCode::kCancelled) {
       return status;
     }
     if (options_.clock->Now() + backoff >= deadline) return status;
@@ -263,9 +263,14 @@ Status Topology::Impl::ProbeMode(ResolvedMode* mode) {
   auto info = (*connection)->Run(Command("INFO").Arg("cluster"));
   if (!info.ok()) {
     if (info.status().IsServerError("NOPERM")) {
-      return Status(StatusCode::kFatal,
-                    "set redis.mode explicitly: the ACL user may not run INFO (" +
-                        info.status().message() + ")");
+      // A deployment that ran before redis.mode existed (auto is the default) may use an ACL
+      // user without INFO: it keeps working as it did, standalone, and is told how to be sure.
+      LogWarn(
+          "redis.mode auto: the ACL user may not run INFO; assuming standalone (set "
+          "redis.mode explicitly, or allow +info)",
+          {{"error", info.status().message()}});
+      *mode = ResolvedMode::kStandalone;
+      return Status::Ok();
     }
     return info.status();
   }
@@ -298,9 +303,10 @@ Status Topology::Impl::ResolveOnce() {
         break;
     }
     if (mode == ResolvedMode::kCluster && options_.data.endpoint.db != 0) {
-      return Status(StatusCode::kFatal, "redis.url: database " +
-                                            std::to_string(options_.data.endpoint.db) +
-                                            ": a cluster has only database 0");
+      // A configuration error (exit 2), found only now when `auto` meets a cluster.
+      return Status(StatusCode::kInvalid, "redis.url: database " +
+                                              std::to_string(options_.data.endpoint.db) +
+                                              ": a cluster has only database 0");
     }
     std::lock_guard lock(mu_);
     decided_ = mode;
