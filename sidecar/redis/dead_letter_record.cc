@@ -32,6 +32,16 @@ void AppendDeadLetterFields(std::string_view stream, std::string_view group,
   command->Arg("streamcar.time").Arg(meta.time_ms);
 }
 
+Command DeadLetterAdd(const DeadLetterTarget& dlq, std::string_view stream, std::string_view group,
+                      const StreamEntry& entry, const DeadLetterMeta& meta) {
+  Command command("XADD");
+  command.Arg(dlq.stream);
+  if (dlq.max_len != 0) command.Arg("MAXLEN").Arg("~").Arg(dlq.max_len);
+  command.Arg("*");
+  AppendDeadLetterFields(stream, group, entry, meta, &command);
+  return command;
+}
+
 DeadLetterRecord::DeadLetterRecord(StreamEntry entry) : entry_(std::move(entry)) {
   // The trailing run of metadata names, each at most once: a second "streamcar.reason" further
   // up is an original field.

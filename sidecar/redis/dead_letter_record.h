@@ -49,6 +49,12 @@ inline constexpr size_t kDeadLetterErrorBytes = 1024;
 void AppendDeadLetterFields(std::string_view stream, std::string_view group,
                             const StreamEntry& entry, const DeadLetterMeta& meta, Command* command);
 
+// The dead letter's XADD on its own, for the two-step path (SPEC 8: the dead-letter stream in
+// another slot than the stream): `XADD <dlq> [MAXLEN ~ <max_len>] * <the record's fields>`, the
+// command the one-step script runs (settle_scripts.cc). The reply is the new id.
+Command DeadLetterAdd(const DeadLetterTarget& dlq, std::string_view stream, std::string_view group,
+                      const StreamEntry& entry, const DeadLetterMeta& meta);
+
 // A dead letter read back from the dead-letter stream.
 class DeadLetterRecord {
  public:

@@ -60,6 +60,24 @@ end
 return 1
 )lua");
 
+// Step 3 of the two-step dead letter (SPEC 8: a dead-letter stream in another slot than the
+// stream, where kDeadLetterScript would be refused with CROSSSLOT): the record was XADDed on the
+// dead-letter stream's node; acknowledge the entry only if it is still pending for this consumer.
+// Reply 1 acknowledged now, 0 not ours (a peer reclaimed it, or it is no longer pending).
+const Script kOwnedAckScript(R"lua(
+-- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
+-- ARGV[4] ack mode (ack | ackdel | ackxdel), as kDeadLetterScript acknowledges.
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
+if ARGV[4] == 'ackdel' then
+  redis.call('XACKDEL', KEYS[1], ARGV[1], 'ACKED', 'IDS', 1, ARGV[3])
+else
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+  if ARGV[4] == 'ackxdel' then redis.call('XDEL', KEYS[1], ARGV[3]) end
+end
+return 1
+)lua");
+
 const Script kUndoReadsScript(R"lua(
 -- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids read but never delivered.
 -- Takes back the delivery the read counted and keeps the idle time, for ids still ours.
@@ -88,14 +106,15 @@ redis.call('XDEL', KEYS[2], ARGV[1])
 return id
 )lua");
 
-const std::array<const Script*, 4> kSettleScripts = {&kRetryClaimScript, &kKeepAliveScript,
-                                                     &kDeadLetterScript, &kUndoReadsScript};
+const std::array<const Script*, 5> kSettleScripts = {
+    &kRetryClaimScript, &kKeepAliveScript, &kDeadLetterScript, &kOwnedAckScript, &kUndoReadsScript};
 
 }  // namespace
 
 const Script& RetryClaimScript() { return kRetryClaimScript; }
 const Script& KeepAliveScript() { return kKeepAliveScript; }
 const Script& DeadLetterScript() { return kDeadLetterScript; }
+const Script& OwnedAckScript() { return kOwnedAckScript; }
 const Script& UndoReadsScript() { return kUndoReadsScript; }
 const Script& ReplayScript() { return kReplayScript; }
 

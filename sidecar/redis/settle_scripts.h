@@ -19,6 +19,10 @@ const Script& KeepAliveScript();
 // fields. Reply 1 written then acknowledged, 0 not ours (nothing written), or the error of the
 // command that failed (nothing acknowledged).
 const Script& DeadLetterScript();
+// KEYS[1] stream; ARGV group, consumer, id, ack mode. The last step of the two-step dead letter
+// (its record already XADDed elsewhere): acknowledges the entry only if it is still pending for
+// this consumer. Reply 1 acknowledged, 0 not ours.
+const Script& OwnedAckScript();
 // KEYS[1] stream; ARGV group, consumer, ids read but never POSTed. Reply: how many were undone.
 const Script& UndoReadsScript();
 // KEYS[1] source stream, KEYS[2] dead-letter stream; ARGV dead-letter id, then the original

@@ -175,6 +175,21 @@ StatusOr<int64_t> SubscriptionOps::ParseCount(const ReplyView& reply) {
   return reply.Integer();
 }
 
+StatusOr<bool> SubscriptionOps::ParseOwnedAck(const ReplyView& reply) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (reply.IsInteger() && (reply.Integer() == 0 || reply.Integer() == 1)) {
+    return reply.Integer() == 1;
+  }
+  return Unexpected("the owned-ack script");
+}
+
+StatusOr<bool> SubscriptionOps::ParseStillOurs(const ReplyView& reply, std::string_view id) {
+  if (reply.IsError()) return ErrorOf(reply);
+  if (!reply.IsArray()) return Unexpected("XPENDING");
+  // [[id, consumer, idle, count]] when pending for the consumer asked about, else [].
+  return reply.Size() > 0 && reply[0][0].Str() == id;
+}
+
 // --- PlainOps builders -----------------------------------------------------------------------
 
 Command PlainOps::EnsureGroup(std::string_view start_id) const {
@@ -301,6 +316,12 @@ Command PlainOps::DeadLetter(const DeadLetterTarget& dlq, const StreamEntry& ent
   Command command = DeadLetterScript().Call({stream_, dlq.stream});
   command.Arg(group_).Arg(consumer_).Arg(entry.id).Arg(AckModeArg(mode)).Arg(dlq.max_len);
   AppendDeadLetterFields(stream_, group_, entry, meta, &command);
+  return command;
+}
+
+Command PlainOps::OwnedAck(std::string_view id, AckMode mode) const {
+  Command command = OwnedAckScript().Call({stream_});
+  command.Arg(group_).Arg(consumer_).Arg(id).Arg(AckModeArg(mode));
   return command;
 }
 

@@ -99,6 +99,10 @@ class SubscriptionOps {
   // succeeded, acknowledge the entry as `mode` says. ParseDeadLetter.
   virtual Command DeadLetter(const DeadLetterTarget& dlq, const StreamEntry& entry,
                              const DeadLetterMeta& meta, AckMode mode) const = 0;
+  // The last step of the two-step dead letter (SPEC 8: the dead-letter stream in another slot,
+  // its record already XADDed there): acknowledges `id` as `mode` says only if it is still
+  // pending for this consumer. ParseOwnedAck.
+  virtual Command OwnedAck(std::string_view id, AckMode mode) const = 0;
   // Reading is not delivering (SPEC 3.2): for entries read but never POSTed, puts back the
   // delivery count they had before the read, keeping their idle time. ParseCount.
   virtual Command UndoReads(std::span<const std::string> ids) const = 0;
@@ -122,6 +126,10 @@ class SubscriptionOps {
   static StatusOr<std::vector<std::string>> ParseIds(const ReplyView& reply);
   static StatusOr<DeadLetterResult> ParseDeadLetter(const ReplyView& reply);
   static StatusOr<int64_t> ParseCount(const ReplyView& reply);
+  // OwnedAck: true acknowledged now, false not ours (nothing done).
+  static StatusOr<bool> ParseOwnedAck(const ReplyView& reply);
+  // One reply of DeliveryCounts: whether `id` is still pending for this consumer.
+  static StatusOr<bool> ParseStillOurs(const ReplyView& reply, std::string_view id);
   // Entries of an XCLAIM / XRANGE-like list: [[id, [f, v, ...]] | [id, nil] | nil, ...]. A nil
   // element (Redis 6.2 XCLAIM of a deleted id) is skipped. Never fails: any shape is read.
   static std::vector<StreamEntry> ParseEntries(const ReplyView& list);
@@ -150,6 +158,7 @@ class PlainOps final : public SubscriptionOps {
   Command KeepAlive(std::span<const std::string> ids) const override;
   Command DeadLetter(const DeadLetterTarget& dlq, const StreamEntry& entry,
                      const DeadLetterMeta& meta, AckMode mode) const override;
+  Command OwnedAck(std::string_view id, AckMode mode) const override;
   Command UndoReads(std::span<const std::string> ids) const override;
 
  private:

@@ -35,6 +35,8 @@ std::string_view Name(EntryState state) {
       return "claiming";
     case EntryState::kDeadLettering:
       return "dead_lettering";
+    case EntryState::kDeadLetterWritten:
+      return "dead_letter_written";
     case EntryState::kAcking:
       return "acking";
   }
@@ -283,6 +285,7 @@ void EntryLedger::Erase(Held* entry) {
     case EntryState::kBlocked:
     case EntryState::kClaiming:
     case EntryState::kDeadLettering:
+    case EntryState::kDeadLetterWritten:
       break;
   }
   FreeLane(entry);
@@ -444,6 +447,7 @@ EntryLedger::LostResult EntryLedger::MarkLost(std::string_view id) {
       return LostResult::kDropped;
     case EntryState::kClaiming:
     case EntryState::kDeadLettering:
+    case EntryState::kDeadLetterWritten:
     case EntryState::kAcking:
       return LostResult::kIgnored;  // its own owner-checked step decides
     case EntryState::kQueued:
@@ -455,12 +459,24 @@ EntryLedger::LostResult EntryLedger::MarkLost(std::string_view id) {
   return LostResult::kIgnored;
 }
 
+bool EntryLedger::DeadLetterWritten(std::string_view id) {
+  Held* entry = Lookup(id);
+  if (entry == nullptr) return false;
+  if (!SC_DCHECK(entry->state == EntryState::kDeadLettering,
+                 Met("DeadLetterWritten", id, entry->state))) {
+    return false;
+  }
+  entry->state = EntryState::kDeadLetterWritten;
+  return true;
+}
+
 bool EntryLedger::ReleaseKeepingLane(std::string_view id) {
   Held* entry = Lookup(id);
   if (entry == nullptr) return false;
-  if (!SC_DCHECK(
-          entry->state == EntryState::kClaiming || entry->state == EntryState::kDeadLettering,
-          Met("ReleaseKeepingLane", id, entry->state))) {
+  if (!SC_DCHECK(entry->state == EntryState::kClaiming ||
+                     entry->state == EntryState::kDeadLettering ||
+                     entry->state == EntryState::kDeadLetterWritten,
+                 Met("ReleaseKeepingLane", id, entry->state))) {
     return false;
   }
   if (entry->key) {
@@ -500,10 +516,10 @@ void EntryLedger::ReleaseKeptLanes(uint64_t up_to) {
 bool EntryLedger::Release(std::string_view id) {
   Held* entry = Lookup(id);
   if (entry == nullptr) return false;
-  if (!SC_DCHECK(entry->state == EntryState::kClaiming ||
-                     entry->state == EntryState::kDeadLettering ||
-                     entry->state == EntryState::kAcking,
-                 Met("Release", id, entry->state))) {
+  if (!SC_DCHECK(
+          entry->state == EntryState::kClaiming || entry->state == EntryState::kDeadLettering ||
+              entry->state == EntryState::kDeadLetterWritten || entry->state == EntryState::kAcking,
+          Met("Release", id, entry->state))) {
     return false;
   }
   Erase(entry);

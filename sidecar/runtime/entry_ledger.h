@@ -30,10 +30,13 @@
 //   kClaiming        RetryClaimed             kQueued, front   (not posted)
 //   kClaiming        RetryNotClaimed          kWaitingRetry
 //   kClaiming        RetryClaimedGone         kAcking          (payload and lane freed)
+//   kDeadLettering   DeadLetterWritten        kDeadLetterWritten (two-step: the record is XADDed
+//                                                               on the dead-letter stream's node;
+//                                                               only the acknowledgement is left)
 //   kAcking          AckConfirmed             gone
-//   kClaiming, kDeadLettering, kAcking
+//   kClaiming, kDeadLettering, kDeadLetterWritten, kAcking
 //                    Release                  gone   (written, lost lease, or ambiguous)
-//   kClaiming, kDeadLettering
+//   kClaiming, kDeadLettering, kDeadLetterWritten
 //                    ReleaseKeepingLane       gone   (ambiguous; its lane stays taken, below)
 //   kQueued, kBlocked, kWaitingRetry
 //                    MarkLost                 gone
@@ -88,6 +91,7 @@ enum class EntryState {
   kWaitingRetry,
   kClaiming,
   kDeadLettering,
+  kDeadLetterWritten,
   kAcking,
 };
 std::string_view Name(EntryState state);
@@ -181,16 +185,20 @@ class EntryLedger {
   bool RetryNotClaimed(std::string_view id, SteadyTime at);
   // Ours, but its payload is gone (deleted or trimmed while it waited): kAcking.
   bool RetryClaimedGone(std::string_view id);
+  // Two-step dead letter (SPEC 8): the record is written; what is left is the owned
+  // acknowledgement, which is all a retry repeats (never a second XADD). Keeps room and lane.
+  bool DeadLetterWritten(std::string_view id);
   // A keepalive found `id` owned by another consumer (a lost lease, SPEC 3.2). A queued, blocked
   // or waiting entry is let go at once; one in flight is marked lost (kDropped both, once). An
   // entry claiming, dead-lettering or acknowledging is left to its own owner-checked step, and an
   // id no longer held needs nothing (kIgnored).
   enum class LostResult { kDropped, kIgnored };
   LostResult MarkLost(std::string_view id);
-  // Done with an entry being claimed, dead-lettered or acknowledged: dead letter written, lost
-  // lease, or an ambiguous settlement. Frees its room (and its lane).
+  // Done with an entry being claimed, dead-lettered (either sub-state) or acknowledged: dead
+  // letter written, lost lease, or an ambiguous settlement. Frees its room (and its lane).
   bool Release(std::string_view id);
-  // An ambiguous settlement of an entry claiming or dead-lettering: let go as Release does, but
+  // An ambiguous settlement of an entry claiming or dead-lettering (either sub-state): let go as
+  // Release does, but
   // its ordering lane stays taken for it (see above). The same as Release without a key.
   bool ReleaseKeepingLane(std::string_view id);
   // A recovery re-read of the own pending list ended: the lanes kept up to `up_to` (the

@@ -6,6 +6,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "sidecar/redis/connection.h"
+#include "sidecar/redis/replica_wait.h"
 #include "sidecar/redis/settle_scripts.h"
 
 namespace streamcar::runtime {
@@ -33,6 +35,29 @@ void AddChunked(SettlePlan* plan, Step step, const std::vector<std::string>& ids
   }
 }
 
+// One span of one entry's dead-letter step.
+void AddDeadLetterSpan(SettlePlan* plan, Step step, DeadLetterJob job,
+                       std::vector<redis::Command> commands) {
+  Span span;
+  span.step = step;
+  span.begin = plan->commands.size();
+  for (auto& command : commands) plan->commands.push_back(std::move(command));
+  span.end = plan->commands.size();
+  span.ids.push_back(std::move(job.id));
+  span.meta = std::move(job.meta);
+  plan->spans.push_back(std::move(span));
+}
+
+// A span of one command that carries no id.
+void AddSpan(SettlePlan* plan, Step step, redis::Command command) {
+  Span span;
+  span.step = step;
+  span.begin = plan->commands.size();
+  plan->commands.push_back(std::move(command));
+  span.end = plan->commands.size();
+  plan->spans.push_back(std::move(span));
+}
+
 // The first error in a span's replies, inside a transaction's EXEC reply too; "" for none.
 std::string FirstError(std::span<const redis::Reply> replies) {
   Status status = redis::SubscriptionOps::ParseAck(replies);
@@ -47,6 +72,8 @@ bool IsNoScriptReply(std::span<const redis::Reply> replies) {
 void AddUnapplied(const Span& span, Unapplied* out, const std::string& error = {}) {
   switch (span.step) {
     case Step::kLoadScripts:
+    case Step::kReplicaWait:
+    case Step::kReplicaProbe:
       break;
     case Step::kKeepAlive:
       out->keepalive = true;
@@ -59,6 +86,9 @@ void AddUnapplied(const Span& span, Unapplied* out, const std::string& error = {
       out->gone_acks.insert(out->gone_acks.end(), span.ids.begin(), span.ids.end());
       break;
     case Step::kDeadLetter:
+    case Step::kDeadLetterCheck:
+    case Step::kDeadLetterAck:
+    case Step::kDeadLetterWrite:
       out->dead_letters.push_back({span.ids.front(), span.meta, error});
       break;
     case Step::kRetryClaim:
@@ -101,6 +131,51 @@ void ApplyAnswered(const Span& span, std::span<const redis::Reply> replies, Sett
       }
       return;
     }
+    case Step::kDeadLetterCheck: {
+      auto ours = redis::SubscriptionOps::ParseStillOurs(replies.front().view(), span.ids.front());
+      if (!ours.ok()) {
+        AddUnapplied(span, &out->definite, ours.status().message());
+      } else if (*ours) {
+        out->dead_letter_ours.push_back({span.ids.front(), span.meta, {}});
+      } else {
+        // A peer's now: nothing written, as the one-step script.
+        out->dead_letter_lost.push_back(span.ids.front());
+      }
+      return;
+    }
+    case Step::kDeadLetterWrite: {
+      const redis::ReplyView reply = replies.front().view();
+      if (reply.IsError()) {
+        AddUnapplied(span, &out->definite, redis::ErrorOf(reply).message());
+      } else {
+        out->dead_letter_written.push_back({span.ids.front(), span.meta, {}});
+      }
+      return;
+    }
+    case Step::kDeadLetterAck: {
+      auto acked = redis::SubscriptionOps::ParseOwnedAck(replies.front().view());
+      if (!acked.ok()) {
+        AddUnapplied(span, &out->definite, acked.status().message());
+      } else if (*acked) {
+        out->dead_lettered.push_back({span.ids.front(), span.meta, {}});
+      } else {
+        out->dead_letter_written_lost.push_back(span.ids.front());
+      }
+      return;
+    }
+    case Step::kReplicaWait: {
+      auto acked = redis::ParseReplicasAcked(replies.front().view());
+      if (acked.ok()) {
+        out->replicas_acked = *acked;
+      } else {
+        out->wait_error = acked.status().message();
+      }
+      return;
+    }
+    case Step::kReplicaProbe:
+      out->probe_answered = true;
+      out->replicas = redis::ParseReplicaCount(replies.front().view());
+      return;
     case Step::kRetryClaim: {
       auto parsed = redis::SubscriptionOps::ParseRetryClaim(replies.front().view());
       if (!parsed.ok()) {
@@ -175,7 +250,14 @@ std::string_view Name(SettlePlan::Step step) {
     case Step::kGoneAck:
       return "ack";
     case Step::kDeadLetter:
+    case Step::kDeadLetterCheck:
+    case Step::kDeadLetterAck:
+    case Step::kDeadLetterWrite:
       return "dead_letter";
+    case Step::kReplicaWait:
+      return "replica_wait";
+    case Step::kReplicaProbe:
+      return "replica_probe";
     case Step::kRetryClaim:
       return "retry_claim";
     case Step::kUndoReads:
@@ -188,7 +270,8 @@ SettlePlan SettleBatch(const redis::SubscriptionOps& ops, redis::AckMode mode,
                        const redis::DeadLetterTarget& dlq, SettleWork work) {
   SettlePlan plan;
   const bool uses_scripts = !work.keepalive.empty() || !work.dead_letters.empty() ||
-                            !work.retry_claims.empty() || !work.undo_reads.empty();
+                            !work.dead_letter_acks.empty() || !work.retry_claims.empty() ||
+                            !work.undo_reads.empty();
   if (work.load_scripts && uses_scripts) {
     Span span;
     span.step = Step::kLoadScripts;
@@ -216,12 +299,40 @@ SettlePlan SettleBatch(const redis::SubscriptionOps& ops, redis::AckMode mode,
     span.meta = std::move(job.meta);
     plan.spans.push_back(std::move(span));
   }
+  for (auto& job : work.dead_letter_checks) {
+    if (job.entry == nullptr) continue;
+    auto commands = ops.DeliveryCounts(std::span<const StreamEntry>(job.entry, 1));
+    AddDeadLetterSpan(&plan, Step::kDeadLetterCheck, std::move(job), std::move(commands));
+  }
+  for (auto& job : work.dead_letter_acks) {
+    if (job.entry == nullptr) continue;
+    std::vector<redis::Command> commands;
+    commands.push_back(ops.OwnedAck(job.id, mode));
+    AddDeadLetterSpan(&plan, Step::kDeadLetterAck, std::move(job), std::move(commands));
+  }
   AddChunked(&plan, Step::kRetryClaim, work.retry_claims, [&](std::span<const std::string> ids) {
     return std::vector<redis::Command>{ops.RetryClaim(ids)};
   });
   AddChunked(&plan, Step::kUndoReads, work.undo_reads, [&](std::span<const std::string> ids) {
     return std::vector<redis::Command>{ops.UndoReads(ids)};
   });
+  return plan;
+}
+
+SettlePlan DeadLetterWriteBatch(const redis::SubscriptionOps& ops,
+                                const redis::DeadLetterTarget& dlq, DeadLetterWriteWork work) {
+  SettlePlan plan;
+  for (auto& job : work.writes) {
+    if (job.entry == nullptr) continue;
+    std::vector<redis::Command> commands;
+    commands.push_back(redis::DeadLetterAdd(dlq, ops.stream(), ops.group(), *job.entry, job.meta));
+    AddDeadLetterSpan(&plan, Step::kDeadLetterWrite, std::move(job), std::move(commands));
+  }
+  if (!plan.empty() && work.wait_replicas > 0) {
+    AddSpan(&plan, Step::kReplicaWait,
+            redis::WaitForReplicas(work.wait_replicas, work.wait_timeout));
+  }
+  if (work.probe) AddSpan(&plan, Step::kReplicaProbe, redis::RoleProbe());
   return plan;
 }
 
@@ -256,7 +367,7 @@ size_t SettleResult::Count(SettleClass c) const {
   switch (c) {
     case SettleClass::kLostLease:
       // The keepalive's lost ids count only for entries the ledger still held (settlement.cc).
-      return dead_letter_lost.size() + claim_lost.size();
+      return dead_letter_lost.size() + dead_letter_written_lost.size() + claim_lost.size();
     case SettleClass::kDefinite:
       return definite.acks.size() + definite.gone_acks.size() + definite.dead_letters.size() +
              definite.retry_claims.size() + definite.keepalive_ids;

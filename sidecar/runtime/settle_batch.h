@@ -7,9 +7,18 @@
 // A plan is one pipeline of steps, in this order: the SCRIPT LOADs (after a NOSCRIPT), the lease
 // keepalive (first, so that a slow rest of the pipeline never costs a lease), the
 // acknowledgements of delivered entries, those of entries whose payload is gone, the dead
-// letters (one script call each), the retry claims, and the shutdown's undo of reads. Ids are
+// letters (one script call each; for the two-step path their ownership checks and their owned
+// acknowledgements, below), the retry claims, and the shutdown's undo of reads. Ids are
 // chunked at kIdsPerCommand per command, so one call never stalls Redis. Each command (or
 // MULTI ... EXEC group) is one span: the ids it carries, of which step.
+//
+// The two-step dead letter (SPEC 8: the dead-letter stream in another slot than the stream, so
+// that the one-step script would be refused with CROSSSLOT) takes three steps on two
+// connections: (1) on the stream's connection, XPENDING checks the entry is still pending for
+// this consumer (a cheap round trip, in the plan that goes anyway: a lost lease then writes no
+// letter, exactly as the one-step script); (2) on the dead-letter stream's connection, the XADD
+// of the record (DeadLetterWriteBatch), followed by WAIT when that master has replicas; (3) on
+// the stream's connection, the owned acknowledgement (a script: only if still pending for us).
 //
 // How replies are classed, span by span:
 //   - answered: every reply of the span arrived. An error reply (NOSCRIPT aside) is `definite`:
@@ -25,10 +34,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/entry.h"
@@ -61,6 +73,8 @@ struct SettleWork {
   std::vector<std::string> acks;       // delivered entries (2xx)
   std::vector<std::string> gone_acks;  // payload gone: acknowledged, never delivered
   std::vector<DeadLetterJob> dead_letters;
+  std::vector<DeadLetterJob> dead_letter_checks;  // two-step (1)
+  std::vector<DeadLetterJob> dead_letter_acks;    // two-step (3): the record is written
   std::vector<std::string> retry_claims;
   std::vector<std::string> keepalive;
   std::vector<std::string> undo_reads;
@@ -74,14 +88,19 @@ struct SettlePlan {
     kAck,
     kGoneAck,
     kDeadLetter,
+    kDeadLetterCheck,  // two-step (1): still pending for us?
+    kDeadLetterAck,    // two-step (3): acknowledged only if still ours
     kRetryClaim,
-    kUndoReads
+    kUndoReads,
+    kDeadLetterWrite,  // two-step (2), on the dead-letter stream's connection
+    kReplicaWait,      // WAIT after the writes
+    kReplicaProbe,     // ROLE: how many replicas that master has
   };
   struct Span {
     Step step = Step::kAck;
     size_t begin = 0, end = 0;  // [begin, end) in `commands`
     std::vector<std::string> ids;
-    redis::DeadLetterMeta meta;  // kDeadLetter only
+    redis::DeadLetterMeta meta;  // the dead-letter steps only
   };
   std::vector<redis::Command> commands;
   std::vector<Span> spans;
@@ -93,6 +112,16 @@ std::string_view Name(SettlePlan::Step step);
 
 SettlePlan SettleBatch(const redis::SubscriptionOps& ops, redis::AckMode mode,
                        const redis::DeadLetterTarget& dlq, SettleWork work);
+
+// Two-step (2): what goes on the dead-letter stream's connection.
+struct DeadLetterWriteWork {
+  std::vector<DeadLetterJob> writes;
+  int wait_replicas = 0;  // WAIT for this many replicas after the writes (0: no WAIT)
+  Millis wait_timeout{0};
+  bool probe = false;  // ROLE last (alone when there are no writes)
+};
+SettlePlan DeadLetterWriteBatch(const redis::SubscriptionOps& ops,
+                                const redis::DeadLetterTarget& dlq, DeadLetterWriteWork work);
 
 // A dead letter and what its step said (`error`: the error reply, for a refused one).
 struct DeadLetterItem {
@@ -115,19 +144,27 @@ struct Unapplied {
 
 struct SettleResult {
   // Applied.
-  std::vector<std::string> acked;             // delivered entries acknowledged
-  std::vector<std::string> gone_acked;        // payload-gone entries acknowledged
-  std::vector<DeadLetterItem> dead_lettered;  // written, then acknowledged
-  std::vector<std::string> claimed;           // claimed again: one more delivery counted
-  std::vector<std::string> claimed_gone;      // ours, but the payload is gone: to acknowledge
-  int64_t undone = 0;                         // reads taken back
+  std::vector<std::string> acked;                   // delivered entries acknowledged
+  std::vector<std::string> gone_acked;              // payload-gone entries acknowledged
+  std::vector<DeadLetterItem> dead_lettered;        // written, then acknowledged (either path)
+  std::vector<DeadLetterItem> dead_letter_ours;     // two-step (1): still ours, to write
+  std::vector<DeadLetterItem> dead_letter_written;  // two-step (2): XADDed, to acknowledge
+  std::vector<std::string> claimed;                 // claimed again: one more delivery counted
+  std::vector<std::string> claimed_gone;            // ours, but the payload is gone: to acknowledge
+  int64_t undone = 0;                               // reads taken back
   // lost_lease: no longer this consumer's.
-  std::vector<std::string> dead_letter_lost;  // nothing written, nothing acknowledged
-  std::vector<std::string> claim_lost;        // not claimed
-  std::vector<std::string> keepalive_lost;    // the keepalive found another owner
+  std::vector<std::string> dead_letter_lost;          // nothing written, nothing acknowledged
+  std::vector<std::string> dead_letter_written_lost;  // two-step (3): written, a peer's now
+  std::vector<std::string> claim_lost;                // not claimed
+  std::vector<std::string> keepalive_lost;            // the keepalive found another owner
   // definite: an error reply, not applied. The error text of each step (the last one seen).
   Unapplied definite;
   std::string ack_error, claim_error, keepalive_error, undo_error;
+  // Two-step (2): WAIT's answer (how many replicas have the writes) or its error; ROLE's.
+  std::optional<int64_t> replicas_acked;
+  std::string wait_error;
+  bool probe_answered = false;
+  StatusOr<int> replicas = 0;
   // NOSCRIPT: not run; the scripts are loaded and the work tried again (not a failure).
   Unapplied noscript;
   std::string noscript_error;

@@ -121,7 +121,15 @@ std::optional<SettlePlan> Settlement::TakeDue(SteadyTime now) {
     for (auto& queued : std::exchange(dead_, {})) {
       const StreamEntry* entry = ledger_->Find(queued.id);
       if (entry == nullptr) continue;  // let go meanwhile: nothing to write
-      work.dead_letters.push_back({std::move(queued.id), entry, std::move(queued.meta)});
+      const bool written = ledger_->StateOf(queued.id) == EntryState::kDeadLetterWritten;
+      DeadLetterJob job{std::move(queued.id), entry, std::move(queued.meta)};
+      if (!two_step_) {
+        work.dead_letters.push_back(std::move(job));
+      } else if (written) {
+        work.dead_letter_acks.push_back(std::move(job));  // (3) only: never a second XADD
+      } else {
+        work.dead_letter_checks.push_back(std::move(job));
+      }
     }
   }
   // A retry claim counts a delivery; once shutdown has begun none follows, so none is claimed
@@ -131,6 +139,106 @@ std::optional<SettlePlan> Settlement::TakeDue(SteadyTime now) {
   if (plan.empty()) return std::nullopt;
   in_flight_ = true;
   return plan;
+}
+
+void Settlement::OnDeadLetterConnectionReady() {
+  dlq_unsent_backoff_.Succeeded();
+  // Perhaps another master now (a failover): its replicas are asked before the next WAIT.
+  dlq_replicas_.reset();
+  dlq_role_refused_ = false;
+}
+
+std::optional<SettlePlan> Settlement::TakeDeadLetterWrites(SteadyTime now) {
+  if (!two_step_ || dlq_in_flight_ || dead_writes_.empty() || !dlq_unsent_backoff_.Due(now)) {
+    return std::nullopt;
+  }
+  DeadLetterWriteWork work;
+  if (!dlq_replicas_ && !dlq_role_refused_) {
+    // ROLE alone first: whether the writes are followed by WAIT depends on its answer.
+    work.probe = true;
+  } else {
+    for (auto& queued : std::exchange(dead_writes_, {})) {
+      const StreamEntry* entry = ledger_->Find(queued.id);
+      if (entry == nullptr) continue;  // let go meanwhile: nothing to write
+      work.writes.push_back({std::move(queued.id), entry, std::move(queued.meta)});
+    }
+    if (dlq_role_refused_ || *dlq_replicas_ > 0) {
+      work.wait_replicas = 1;
+      work.wait_timeout = kReplicaWait;
+    }
+    work.probe = !dlq_role_refused_;  // what the next plan's WAIT goes by (replicas come and go)
+  }
+  SettlePlan plan = DeadLetterWriteBatch(ops_, dlq_, std::move(work));
+  if (plan.empty()) return std::nullopt;
+  dlq_in_flight_ = true;
+  return plan;
+}
+
+void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::BatchResult& result,
+                                       SteadyTime now) {
+  dlq_in_flight_ = false;
+  const SettleResult r = ApplySettleReplies(plan, result);
+  if (result.written) {
+    dlq_unsent_backoff_.Succeeded();
+  } else {
+    dlq_unsent_backoff_.Failed(now);
+  }
+  ApplyReplicaReplies(r, r.dead_letter_written.size());
+  // (2) done: only the owned acknowledgement is left, on the stream's connection.
+  for (const auto& item : r.dead_letter_written) {
+    if (ledger_->DeadLetterWritten(item.id)) dead_.push_back({item.id, item.meta});
+  }
+  std::vector<QueuedDeadLetter> kept;
+  for (const auto& item : r.definite.dead_letters) {
+    // Nothing written: checked again, then written, after the backoff.
+    LogDeadLetterRefused(item);
+    kept.push_back({item.id, item.meta});
+  }
+  if (!kept.empty()) {
+    dead_backoff_.Failed(now);
+  } else if (!r.dead_letter_written.empty()) {
+    dead_backoff_.Succeeded();
+  }
+  dead_.insert(dead_.begin(), std::make_move_iterator(kept.begin()),
+               std::make_move_iterator(kept.end()));
+  if (!result.written) {
+    std::vector<QueuedDeadLetter> unsent;
+    for (const auto& item : r.unsent.dead_letters) unsent.push_back({item.id, item.meta});
+    dead_writes_.insert(dead_writes_.begin(), std::make_move_iterator(unsent.begin()),
+                        std::make_move_iterator(unsent.end()));
+  }
+  // (2) sent without an answer: perhaps written. Released; the pending list brings the entry
+  // back (a second letter at worst, never none).
+  ApplyAmbiguous(r);
+}
+
+void Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written) {
+  if (r.probe_answered) {
+    if (r.replicas.ok()) {
+      dlq_replicas_ = *r.replicas;
+    } else if (!dlq_role_refused_) {
+      dlq_role_refused_ = true;
+      LogWarn(
+          "cannot ask the dead-letter stream's master for its replicas; every dead letter waits "
+          "for one replica (up to 1 s) before the original is acknowledged",
+          {{"subscription", sub_.name},
+           {"dead_letter_stream", dlq_.stream},
+           {"error", r.replicas.status().message()}});
+    }
+  }
+  if (written == 0) return;
+  if (!r.wait_error.empty()) {
+    LogWarn("dead letter written; waiting for a replica failed, the original is acknowledged",
+            {{"subscription", sub_.name},
+             {"dead_letter_stream", dlq_.stream},
+             {"error", r.wait_error}});
+  } else if (r.replicas_acked && *r.replicas_acked == 0) {
+    // Not held back for it: a replica that is down must not stop dead letters.
+    LogWarn("dead letter written; no replica confirmed it within 1 s, the original is acknowledged",
+            {{"subscription", sub_.name},
+             {"dead_letter_stream", dlq_.stream},
+             {"entries", static_cast<int64_t>(written)}});
+  }
 }
 
 std::optional<SteadyTime> Settlement::NextDue(SteadyTime now) const {
@@ -147,7 +255,8 @@ std::optional<SteadyTime> Settlement::NextDue(SteadyTime now) const {
 }
 
 bool Settlement::Idle() const {
-  return !in_flight_ && acks_.empty() && gone_acks_.empty() && dead_.empty();
+  return !in_flight_ && !dlq_in_flight_ && acks_.empty() && gone_acks_.empty() && dead_.empty() &&
+         dead_writes_.empty();
 }
 
 void Settlement::CountFailure(SettleClass c, size_t n) {
@@ -273,17 +382,27 @@ void Settlement::ApplyDeadLetters(const SettleResult& r, bool sent, bool loaded,
             {{"subscription", sub_.name}, {"id", id}, {"class", "lost_lease"}});
     ledger_->Release(id);
   }
+  // Two-step (1) passed: to the dead-letter stream's connection.
+  for (const auto& item : r.dead_letter_ours) dead_writes_.push_back({item.id, item.meta});
+  for (const auto& id : r.dead_letter_written_lost) {
+    // Two-step (3) found a peer holding it: the letter is written (a peer may write another or
+    // deliver it: a duplicate, never a loss), the entry is not acknowledged here.
+    CountFailure(SettleClass::kLostLease, 1);
+    LogWarn(
+        "dead letter written for an entry a peer now holds; it is not acknowledged here (lost "
+        "lease)",
+        {{"subscription", sub_.name},
+         {"id", id},
+         {"class", "lost_lease"},
+         {"dead_letter_stream", dlq_.stream}});
+    ledger_->Release(id);
+  }
   std::vector<QueuedDeadLetter> kept;
   for (const auto& item : r.definite.dead_letters) {
     // "definite": nothing was written and nothing acknowledged (the script stops at the failing
-    // command). The entry stays held and pending until the step succeeds.
-    CountFailure(SettleClass::kDefinite, 1);
-    LogError("cannot write dead letter; the entry stays pending and is tried again",
-             {{"subscription", sub_.name},
-              {"id", item.id},
-              {"class", "definite"},
-              {"dead_letter_stream", dlq_.stream},
-              {"error", item.error}});
+    // command; two-step: the step refused is tried again, a written record is not written
+    // again). The entry stays held and pending until the step succeeds.
+    LogDeadLetterRefused(item);
     kept.push_back({item.id, item.meta});
   }
   for (const auto& item : r.noscript.dead_letters) kept.push_back({item.id, item.meta});
@@ -292,11 +411,22 @@ void Settlement::ApplyDeadLetters(const SettleResult& r, bool sent, bool loaded,
   }
   if (!r.definite.dead_letters.empty() || (loaded && !r.noscript.dead_letters.empty())) {
     dead_backoff_.Failed(now);
-  } else if (!r.dead_lettered.empty() || !r.dead_letter_lost.empty()) {
+  } else if (!r.dead_lettered.empty() || !r.dead_letter_lost.empty() ||
+             !r.dead_letter_ours.empty() || !r.dead_letter_written_lost.empty()) {
     dead_backoff_.Succeeded();
   }
   dead_.insert(dead_.begin(), std::make_move_iterator(kept.begin()),
                std::make_move_iterator(kept.end()));
+}
+
+void Settlement::LogDeadLetterRefused(const DeadLetterItem& item) {
+  CountFailure(SettleClass::kDefinite, 1);
+  LogError("cannot write dead letter; the entry stays pending and is tried again",
+           {{"subscription", sub_.name},
+            {"id", item.id},
+            {"class", "definite"},
+            {"dead_letter_stream", dlq_.stream},
+            {"error", item.error}});
 }
 
 void Settlement::ApplyRetryClaims(const SettleResult& r, bool sent, bool loaded, SteadyTime now) {
@@ -375,7 +505,7 @@ void Settlement::LogUnsettled() const {
   LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
           {{"subscription", sub_.name},
            {"acks", static_cast<int64_t>(queued_acks())},
-           {"dead_letters", static_cast<int64_t>(dead_.size())}});
+           {"dead_letters", static_cast<int64_t>(queued_dead_letters())}});
 }
 
 std::optional<SettlePlan> Settlement::UndoPlan() {

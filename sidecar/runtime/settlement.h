@@ -11,6 +11,17 @@
 //   - ambiguous (sent, no whole answer): the entries are released without another write and a
 //     recovery is requested: the intake reads this consumer's pending list again, which brings
 //     back whatever was not applied.
+// Two-step dead letters (SPEC 8; settle_batch.h): when the dead-letter stream is in another slot
+// than the stream (a cluster), a dead letter is (1) checked to be still ours and (3) acknowledged
+// by an owner-checked script on the stream's connection, and (2) XADDed on a connection of its own
+// to the dead-letter stream's master in between, followed there by WAIT for a replica when that
+// master has one (ROLE says; a master without replicas would make WAIT block its whole timeout).
+// The ledger's sub-state kDeadLetterWritten records (2): a retry after a failed (3) repeats only
+// (3), never the XADD. Classes: (1) or (3) refused, or (2) refused -> definite (tried again with
+// the dead-letter backoff; a refused XADD is checked again first); (2) or (3) sent without an
+// answer -> ambiguous (released; the pending list brings the entry back: at worst a second
+// letter, never none); (1) not ours -> lost_lease, nothing written, as the one-step script;
+// (3) not ours -> lost_lease, the letter stays written (logged as such).
 // Work that never reached Redis (the connection was down) stays queued, unclassed, and is sent
 // again once the connection is back (after OnConnectionReady, or a capped delay). A NOSCRIPT reply
 // (Redis restarted, SCRIPT FLUSH) is not a failure either: the next plan loads the scripts first.
@@ -58,6 +69,8 @@ class Settlement {
  public:
   // Acknowledgements flush early, whatever the linger, once this many are queued.
   static constexpr size_t kAckFlushIds = kIdsPerCommand;
+  // How long a two-step dead letter waits for a replica to have its record (WAIT's timeout).
+  static constexpr Millis kReplicaWait{1000};
 
   // `ledger`, `ops` and `metrics` (nullable: no counting) outlive the settlement.
   Settlement(const config::Subscription& sub, const redis::SubscriptionOps& ops,
@@ -65,6 +78,10 @@ class Settlement {
 
   // Known after the group setup, before any outcome.
   void SetAckMode(redis::AckMode mode) { ack_mode_ = mode; }
+  // The dead-letter stream is in another slot than the stream (SPEC 8): dead letters take the
+  // two-step path (above). Set once, before any outcome.
+  void UseTwoStepDeadLetters() { two_step_ = true; }
+  bool two_step() const { return two_step_; }
   // Acknowledge `id`, which the ledger holds kAcking (Accept, AdmitForAck, RetryClaimedGone).
   // `delivered`: a 2xx (counted in the end-to-end latency); false: its payload is gone.
   void QueueAck(std::string id, bool delivered);
@@ -86,6 +103,9 @@ class Settlement {
   void SetAckLinger(Millis linger) { ack_linger_ = linger; }
   // The connection is (back) up: work that could not be sent goes in the next plan.
   void OnConnectionReady() { unsent_backoff_.Succeeded(); }
+  // The dead-letter stream's connection (two-step) is (back) up, perhaps to another master: its
+  // replicas are asked again, and writes that could not be sent go in its next plan.
+  void OnDeadLetterConnectionReady();
 
   // The plan to send now, or nullopt: nothing due, or a plan is in flight (at most one). Takes
   // the retries due from the ledger (not while draining) and, when due, the keepalive of every
@@ -93,6 +113,14 @@ class Settlement {
   std::optional<SettlePlan> TakeDue(SteadyTime now);
   // The result of the plan in flight: ledger transitions, metrics, log lines, backoffs.
   void Apply(const SettlePlan& plan, const redis::BatchResult& result, SteadyTime now);
+  // Two-step (2): the plan to send on the dead-letter stream's connection now, or nullopt
+  // (nothing to write, or one in flight: at most one). Its timeout is the command timeout plus
+  // kReplicaWait. Writes become due only through events the loop kicks on (a plan applied, that
+  // connection ready), so NextDue leaves them out: a timer for them could fire while that
+  // connection is down and spin.
+  std::optional<SettlePlan> TakeDeadLetterWrites(SteadyTime now);
+  void ApplyDeadLetterWrites(const SettlePlan& plan, const redis::BatchResult& result,
+                             SteadyTime now);
   // When TakeDue may return a plan next (the loop's timer), `now` at the earliest. The keepalive
   // is always scheduled; the early flush of lingering acks depends on the ledger, so ask again
   // after the ledger changed. nullopt while a plan is in flight (ask again after Apply).
@@ -100,8 +128,9 @@ class Settlement {
   // Nothing queued (acknowledgements, dead letters) and no plan in flight.
   bool Idle() const;
   bool in_flight() const { return in_flight_; }
+  bool dead_letter_writes_in_flight() const { return dlq_in_flight_; }
   size_t queued_acks() const { return acks_.size() + gone_acks_.size(); }
-  size_t queued_dead_letters() const { return dead_.size(); }
+  size_t queued_dead_letters() const { return dead_.size() + dead_writes_.size(); }
   // True once after an ambiguous result released entries: the intake reads this consumer's
   // pending list again.
   bool TakeRecoveryRequest() { return std::exchange(recovery_requested_, false); }
@@ -131,6 +160,8 @@ class Settlement {
   void ApplyRetryClaims(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
   void ApplyKeepAlive(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
   void ApplyAmbiguous(const SettleResult& result);
+  void LogDeadLetterRefused(const DeadLetterItem& item);
+  void ApplyReplicaReplies(const SettleResult& result, size_t written);
   void CountFailure(SettleClass c, size_t n);
   void Requeue(std::vector<std::string> ids, std::vector<std::string>* queue);
 
@@ -149,6 +180,16 @@ class Settlement {
   std::vector<std::string> gone_acks_;    // payload gone
   std::optional<SteadyTime> acks_since_;  // when the oldest queued acknowledgement was queued
   std::vector<QueuedDeadLetter> dead_;
+  // Two-step: checked (still ours), to XADD on the dead-letter stream's connection.
+  std::vector<QueuedDeadLetter> dead_writes_;
+  bool two_step_ = false;
+  bool dlq_in_flight_ = false;
+  // After a write plan that never reached Redis: nothing is sent until its connection is back.
+  StepBackoff dlq_unsent_backoff_;
+  // The replicas of the dead-letter stream's master (ROLE), unknown until asked; ROLE refused
+  // (an ACL without @admin): every write plan WAITs for one replica, as nothing says none.
+  std::optional<int> dlq_replicas_;
+  bool dlq_role_refused_ = false;
 
   StepBackoff ack_backoff_, dead_backoff_, claim_backoff_, keepalive_backoff_;
   // After a plan that never reached Redis: nothing is sent until the connection is back.

@@ -4,6 +4,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <memory>
+#include <span>
 #include <utility>
 
 #include "sidecar/common/log.h"
@@ -58,10 +60,18 @@ class SubscriptionLoop::Core {
         stages_(std::move(stages)),
         ops_(redis::MakePlainOps(sub.stream, sub.group, deps.consumer_name)),
         connector_(loop),
+<<<<<<< HEAD
         read_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
               sub.name + "/read", deps.redis_health, {}),
         command_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":settle"),
                  sub.name + "/settle", deps.redis_health, redis::SettleScripts()),
+=======
+        read_(loop, connector_, WithName(deps.redis, Prefix() + ":read"), sub.name + "/read",
+              deps.redis_health, {}),
+        command_(loop, connector_, WithName(deps.redis, Prefix() + ":settle"), sub.name + "/settle",
+                 deps.redis_health, redis::SettleScripts()),
+        dead_letters_(DeadLetterConnection(loop)),
+>>>>>>> issue-14d
         ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
         settlement_(sub, *ops_, &ledger_, &metrics_, clock_),
         router_(
@@ -99,6 +109,14 @@ class SubscriptionLoop::Core {
       Kick();
     });
     command_.OnFatal([this](const Status& status) { deps_.fatal(status); });
+    if (dead_letters_) {
+      settlement_.UseTwoStepDeadLetters();
+      dead_letters_->OnReady([this] {
+        settlement_.OnDeadLetterConnectionReady();
+        Kick();
+      });
+      dead_letters_->OnFatal([this](const Status& status) { deps_.fatal(status); });
+    }
     settlement_.SetAckLinger(deps.tuning.ack_linger);
     intake_.SetReadLinger(deps.tuning.read_linger);
     if (deps.dead_letter_two_step) intake_.SkipDeadLetterTypeCheck();
@@ -169,7 +187,34 @@ class SubscriptionLoop::Core {
   // it (a slow lag count must not push a plan past its deadline), not past the finish.
   bool CanSettle() const { return !settling_ && !gauging_ && !undoing_ && command_.ready(); }
 
+  // Two-step dead letters only: the connection to the dead-letter stream's slot (SPEC 8).
+  std::unique_ptr<redis::AsyncConnection> DeadLetterConnection(EventLoop& loop) {
+    if (!deps_.dead_letter_two_step) return nullptr;
+    redis::ConnectionOptions options = WithName(deps_.redis, Prefix() + ":dlq");
+    options.slot = redis::KeySlot(sub_.dead_letter.stream);
+    return std::make_unique<redis::AsyncConnection>(loop, connector_, std::move(options),
+                                                    sub_.name + "/dlq", deps_.redis_health,
+                                                    std::span<const redis::Script* const>());
+  }
+
+  // Two-step dead letters: their XADDs go out on their own connection, whatever the stream's
+  // connection is doing (a WAIT there never holds up the acknowledgements).
+  void FlushDeadLetterWrites() {
+    if (!dead_letters_ || !dead_letters_->ready() || undoing_) return;
+    auto plan = settlement_.TakeDeadLetterWrites(clock_.Now());
+    if (!plan) return;
+    auto shared = std::make_shared<SettlePlan>(std::move(*plan));
+    dead_letters_->SendBatch(shared->commands,
+                             deps_.redis.command_timeout + Settlement::kReplicaWait,
+                             [this, shared](const redis::BatchResult& result) {
+                               settlement_.ApplyDeadLetterWrites(*shared, result, clock_.Now());
+                               if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
+                               Kick();
+                             });
+  }
+
   void FlushSettlement() {
+    FlushDeadLetterWrites();
     if (!CanSettle()) return;
     auto plan = settlement_.TakeDue(clock_.Now());
     if (!plan) return;
@@ -263,6 +308,7 @@ class SubscriptionLoop::Core {
   redis::Connector connector_;
   redis::AsyncConnection read_;
   redis::AsyncConnection command_;
+  std::unique_ptr<redis::AsyncConnection> dead_letters_;  // two-step dead letters only
   EntryLedger ledger_;
   Settlement settlement_;
   Intake router_;

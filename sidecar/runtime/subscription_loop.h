@@ -42,7 +42,11 @@ struct SubscriptionDeps {
   admin::Watchdog* watchdog = nullptr;
   std::string consumer_name;
   Tuning tuning;  // the lingers (runtime/tuning.h)
-  // Cluster, an explicit dead_letter.stream in another slot: XADD there first, XACK second.
+  // The dead-letter stream is in another slot than the stream (cluster, an explicit
+  // dead_letter.stream: SPEC 8), so the one-step script would be refused with CROSSSLOT: dead
+  // letters are XADDed first on a connection of their own to the dead-letter stream's slot, and
+  // the original acknowledged second (runtime/settlement.h). Works on any server (tests force it
+  // against a standalone one).
   bool dead_letter_two_step = false;
   std::function<void()> group_ready;         // the group exists (readiness); any thread
   std::function<void(const Status&)> fatal;  // retrying cannot fix it: exit 1; any thread

@@ -132,6 +132,27 @@ TEST_F(SettleScriptsTest, DeadLetterWithDeleteRemovesTheEntryOnlyAfterTheWrite) 
   EXPECT_EQ(PendingOf(entry.id).consumer, "");
 }
 
+// Two-step dead letter, step 3 (SPEC 8): acknowledges only an entry still ours, as the ack mode
+// says; a peer's entry stays the peer's.
+TEST_F(SettleScriptsTest, OwnedAckAcknowledgesOnlyAnEntryStillOurs) {
+  StreamEntry entry = ReadOne();
+  auto reply = session_->Run(mine_.OwnedAck(entry.id, AckMode::kAckThenDelete));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(reply->view().Integer(), 1);
+  EXPECT_EQ(PendingOf(entry.id).consumer, "");
+  EXPECT_EQ(server_.Run({"XLEN", "s"}).view().Integer(), 0) << "ackxdel deletes it";
+  reply = session_->Run(mine_.OwnedAck(entry.id, AckMode::kAckThenDelete));
+  EXPECT_EQ(reply->view().Integer(), 0) << "no longer pending: nothing to do";
+
+  StreamEntry stolen = ReadOne("2");
+  StealAs("peer", stolen.id);
+  reply = session_->Run(mine_.OwnedAck(stolen.id, AckMode::kAckOnly));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(reply->view().Integer(), 0);
+  EXPECT_EQ(PendingOf(stolen.id).consumer, "peer");
+  EXPECT_EQ(server_.Run({"XLEN", "s"}).view().Integer(), 1);
+}
+
 TEST_F(SettleScriptsTest, UndoReadsTakesBackTheReadsCountAndKeepsIdleTime) {
   StreamEntry ours = ReadOne("1");
   StreamEntry stolen = ReadOne("2");

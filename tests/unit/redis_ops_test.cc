@@ -175,7 +175,35 @@ TEST(RedisOpsTest, ScriptsAreCalledWithStreamGroupConsumerAndIds) {
             (Strings{"EVALSHA", DeadLetterScript().sha(), "2", "s", "s:dlq", "g", "c1", "1-1",
                      "ackdel", "1000", "n", "1"}));
   EXPECT_EQ(args[12], "streamcar.stream");
-  EXPECT_EQ(SettleScripts().size(), 4u);
+  EXPECT_EQ(ArgsOf(kOps.OwnedAck("1-1", AckMode::kAckThenDelete)),
+            (Strings{"EVALSHA", OwnedAckScript().sha(), "1", "s", "g", "c1", "1-1", "ackxdel"}));
+  EXPECT_EQ(SettleScripts().size(), 5u);
+}
+
+// The two-step dead letter's XADD writes what the one-step script writes (SPEC 8).
+TEST(RedisOpsTest, DeadLetterAddIsTheScriptsRecord) {
+  StreamEntry entry;
+  entry.id = "1-1";
+  entry.fields = {{"n", "1"}};
+  const DeadLetterMeta meta{"rejected", "422", "bad", 1, 5};
+  auto script = ArgsOf(kOps.DeadLetter({"s:dlq", 1000}, entry, meta, AckMode::kAckOnly));
+  auto add = ArgsOf(DeadLetterAdd({"s:dlq", 1000}, "s", "g", entry, meta));
+  EXPECT_EQ(Strings(add.begin(), add.begin() + 6),
+            (Strings{"XADD", "s:dlq", "MAXLEN", "~", "1000", "*"}));
+  EXPECT_EQ(Strings(add.begin() + 6, add.end()), Strings(script.begin() + 10, script.end()))
+      << "the fields after the script's arguments";
+  EXPECT_EQ(ArgsOf(DeadLetterAdd({"s:dlq", 0}, "s", "g", entry, meta))[2], "*") << "no MAXLEN";
+}
+
+TEST(RedisOpsTest, OwnedAckAndStillOursReplies) {
+  EXPECT_EQ(SubscriptionOps::ParseOwnedAck(ReplyOf(Int(1)).view()).value(), true);
+  EXPECT_EQ(SubscriptionOps::ParseOwnedAck(ReplyOf(Int(0)).view()).value(), false);
+  EXPECT_FALSE(SubscriptionOps::ParseOwnedAck(ReplyOf(Err("NOSCRIPT x")).view()).ok());
+  EXPECT_FALSE(SubscriptionOps::ParseOwnedAck(ReplyOf(Int(2)).view()).ok());
+  const std::string row = Arr({Arr({Bulk("1-1"), Bulk("c1"), Int(5), Int(1)})});
+  EXPECT_EQ(SubscriptionOps::ParseStillOurs(ReplyOf(row).view(), "1-1").value(), true);
+  EXPECT_EQ(SubscriptionOps::ParseStillOurs(ReplyOf(Arr({})).view(), "1-1").value(), false);
+  EXPECT_FALSE(SubscriptionOps::ParseStillOurs(ReplyOf(Err("NOGROUP x")).view(), "1-1").ok());
 }
 
 TEST(RedisOpsTest, ScriptReplies) {

@@ -74,6 +74,16 @@ std::vector<std::string> Success(const SettlePlan::Span& span) {
     }
     case Step::kUndoReads:
       return {Int(static_cast<int64_t>(span.ids.size()))};
+    case Step::kDeadLetterCheck:  // still pending for c1
+      return {Arr({Arr({Bulk(span.ids.front()), Bulk("c1"), Int(5), Int(1)})})};
+    case Step::kDeadLetterAck:
+      return {Int(1)};
+    case Step::kDeadLetterWrite:
+      return {Bulk("1800000000000-0")};
+    case Step::kReplicaWait:
+      return {Int(1)};
+    case Step::kReplicaProbe:  // a master without replicas
+      return {Arr({Bulk("master"), Int(0), Arr({})})};
     case Step::kLoadScripts:
       break;
   }
@@ -831,6 +841,239 @@ TEST_F(SettlementTest, WithoutMetricsNothingIsCounted) {
       Answered(*plan, [](const SettlePlan::Span&) { return std::vector<std::string>{Err("OOM")}; }),
       now());
   EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
+}
+
+// --- Two-step dead letters (SPEC 8: the dead-letter stream in another slot) ---------------------
+
+class TwoStepSettlementTest : public SettlementTest {
+ protected:
+  TwoStepSettlementTest() { settlement_.UseTwoStepDeadLetters(); }
+
+  // Takes the plan for the dead-letter stream's connection, answers it, applies it.
+  SettlePlan WriteRoundTrip(const Answer& answer = Success) {
+    auto plan = settlement_.TakeDeadLetterWrites(now());
+    EXPECT_TRUE(plan.has_value());
+    if (!plan) return {};
+    settlement_.ApplyDeadLetterWrites(*plan, Answered(*plan, answer), now());
+    return *plan;
+  }
+  // An answer that differs from Success in one step.
+  static Answer Except(Step step, std::vector<std::string> replies) {
+    return [step, replies](const SettlePlan::Span& span) {
+      return span.step == step ? replies : Success(span);
+    };
+  }
+  // The entry "7-0" checked (step 1) and the dead-letter master's replicas known (none).
+  void Checked() {
+    DeadLettering("7-0");
+    settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+    ASSERT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterCheck}));
+    ASSERT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaProbe}));
+  }
+};
+
+TEST_F(TwoStepSettlementTest, CheckedThenWrittenThenAcknowledgedCountedAsTheOneStepPath) {
+  DeadLettering("7-0");
+  redis::DeadLetterMeta meta = Meta("rejected");
+  meta.attempts = 2;
+  settlement_.QueueDeadLetter("7-0", meta);
+  // (1) on the stream's connection: is it still ours?
+  SettlePlan check = RoundTrip();
+  ASSERT_EQ(Steps(check), (std::vector<Step>{Step::kDeadLetterCheck}));
+  EXPECT_EQ(ArgsOf(check.commands[0]),
+            (std::vector<std::string>{"XPENDING", "orders", "billing", "7-0", "7-0", "1", "c1"}));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "nothing for the stream's connection";
+  EXPECT_FALSE(settlement_.Idle());
+  // (2) on the dead-letter stream's connection: its replicas first, then the XADD.
+  SettlePlan probe = WriteRoundTrip();
+  ASSERT_EQ(Steps(probe), (std::vector<Step>{Step::kReplicaProbe}));
+  EXPECT_EQ(ArgsOf(probe.commands[0]), (std::vector<std::string>{"ROLE"}));
+  SettlePlan write = WriteRoundTrip();
+  ASSERT_EQ(Steps(write), (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}))
+      << "no WAIT: the master has no replica";
+  StreamEntry entry = Entry("7-0");
+  redis::Command expected("XADD");
+  expected.Arg("orders:dlq").Arg("*");
+  redis::AppendDeadLetterFields("orders", "billing", entry, meta, &expected);
+  EXPECT_EQ(ArgsOf(write.commands[0]), ArgsOf(expected)) << "the one-step script's record";
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  EXPECT_EQ(Rejected(), 0) << "counted once acknowledged";
+  // (3) on the stream's connection: acknowledged only if still ours.
+  SettlePlan ack = RoundTrip();
+  ASSERT_EQ(Steps(ack), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_EQ(ArgsOf(ack.commands[0]),
+            (std::vector<std::string>{"EVALSHA", redis::OwnedAckScript().sha(), "1", "orders",
+                                      "billing", "c1", "7-0", "ack"}));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(Rejected(), 1);
+  EXPECT_EQ(Acked(), 1);
+  EXPECT_EQ(Failures(SettleClass::kDefinite) + Failures(SettleClass::kAmbiguous) +
+                Failures(SettleClass::kLostLease),
+            0);
+  EXPECT_EQ(Logged({"\"msg\":\"entry dead-lettered\"", "\"id\":\"7-0\"", "\"reason\":\"rejected\"",
+                    "\"attempts\":2", "\"status\":\"422\""}),
+            1u);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(TwoStepSettlementTest, TheAckModeShapesTheOwnedAcknowledgement) {
+  settlement_.SetAckMode(redis::AckMode::kAckDel);
+  Checked();
+  WriteRoundTrip();
+  SettlePlan ack = RoundTrip();
+  ASSERT_EQ(Steps(ack), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_EQ(ArgsOf(ack.commands[0]).back(), "ackdel");
+}
+
+TEST_F(TwoStepSettlementTest, ARefusedAcknowledgementRepeatsOnlyTheAcknowledgement) {
+  Checked();
+  WriteRoundTrip();
+  RoundTrip(Except(Step::kDeadLetterAck, {Err("READONLY You can't write against a replica")}));
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 1);
+  EXPECT_EQ(Logged({"cannot write dead letter; the entry stays pending and is tried again",
+                    "\"class\":\"definite\"", "READONLY"}),
+            1u);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "backing off";
+  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value()) << "never a second XADD";
+  clock_.Advance(Millis(100));
+  SettlePlan again = RoundTrip();
+  EXPECT_EQ(Steps(again), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value()) << "never a second XADD";
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(Rejected(), 1);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(TwoStepSettlementTest, AnAcknowledgementNeverWrittenIsSentAgainAlone) {
+  Checked();
+  WriteRoundTrip();
+  auto plan = settlement_.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  redis::BatchResult down;
+  down.written = false;
+  down.failure = Status(StatusCode::kIo, "not connected to Redis");
+  settlement_.Apply(*plan, down, now());
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  settlement_.OnConnectionReady();
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+}
+
+TEST_F(TwoStepSettlementTest, ARefusedWriteIsCheckedAgainThenWritten) {
+  Checked();
+  WriteRoundTrip(Except(Step::kDeadLetterWrite, {Err("OOM command not allowed")}));
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLettering);
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 1);
+  EXPECT_EQ(Logged({"cannot write dead letter; the entry stays pending and is tried again",
+                    "\"class\":\"definite\"", "\"dead_letter_stream\":\"orders:dlq\"", "OOM"}),
+            1u);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "backing off";
+  clock_.Advance(Millis(100));
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterCheck}));
+  EXPECT_EQ(Steps(WriteRoundTrip()),
+            (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_EQ(Rejected(), 1);
+}
+
+// A write sent without an answer may have landed: released (the pending list brings the entry
+// back: a second letter at worst), never held back as if it had not.
+TEST_F(TwoStepSettlementTest, AWriteWithoutAnAnswerIsAmbiguous) {
+  Checked();
+  auto plan = settlement_.TakeDeadLetterWrites(now());
+  ASSERT_TRUE(plan.has_value());
+  redis::BatchResult lost;
+  lost.failure = Status(StatusCode::kIo, "connection reset by peer");
+  settlement_.ApplyDeadLetterWrites(*plan, lost, now());
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(Failures(SettleClass::kAmbiguous), 1);
+  EXPECT_TRUE(settlement_.TakeRecoveryRequest());
+  EXPECT_EQ(Logged({"settlement ambiguous", "\"class\":\"ambiguous\"", "connection reset"}), 1u);
+  EXPECT_EQ(Rejected(), 0);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(TwoStepSettlementTest, AWriteNeverSentIsSentAgainWithoutAnotherCheck) {
+  Checked();
+  auto plan = settlement_.TakeDeadLetterWrites(now());
+  ASSERT_TRUE(plan.has_value());
+  redis::BatchResult down;
+  down.written = false;
+  down.failure = Status(StatusCode::kIo, "not connected to Redis");
+  settlement_.ApplyDeadLetterWrites(*plan, down, now());
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLettering);
+  EXPECT_EQ(Failures(SettleClass::kAmbiguous) + Failures(SettleClass::kDefinite), 0);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  settlement_.OnDeadLetterConnectionReady();
+  EXPECT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaProbe}))
+      << "perhaps another master: its replicas are asked again";
+  EXPECT_EQ(Steps(WriteRoundTrip()),
+            (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
+}
+
+TEST_F(TwoStepSettlementTest, ACheckThatFindsAPeerWritesNothing) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip(Except(Step::kDeadLetterCheck, {Arr({})}));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value());
+  EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
+  EXPECT_EQ(Logged({"dead letter not written: the entry is no longer this consumer's (lost lease)",
+                    "\"class\":\"lost_lease\"", "\"id\":\"7-0\""}),
+            1u);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(TwoStepSettlementTest, AnAcknowledgementThatFindsAPeerIsALostLease) {
+  Checked();
+  WriteRoundTrip();
+  RoundTrip(Except(Step::kDeadLetterAck, {Int(0)}));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
+  EXPECT_EQ(Rejected(), 0);
+  EXPECT_EQ(Acked(), 0);
+  EXPECT_EQ(Logged({"dead letter written for an entry a peer now holds", "\"class\":\"lost_lease\"",
+                    "\"id\":\"7-0\""}),
+            1u);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(TwoStepSettlementTest, WritesWaitForAReplicaOnlyWhenTheMasterHasOne) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip();
+  WriteRoundTrip(Except(
+      Step::kReplicaProbe,
+      {Arr({Bulk("master"), Int(9), Arr({Arr({Bulk("10.0.0.2"), Bulk("6379"), Bulk("9")})})})}));
+  SettlePlan write = WriteRoundTrip(Except(Step::kReplicaWait, {Int(0)}));
+  ASSERT_EQ(Steps(write),
+            (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaWait, Step::kReplicaProbe}));
+  EXPECT_EQ(ArgsOf(write.commands[1]), (std::vector<std::string>{"WAIT", "1", "1000"}));
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten)
+      << "a replica that does not confirm in time does not hold the dead letter back";
+  EXPECT_EQ(Logged({"no replica confirmed it within 1 s", "\"dead_letter_stream\":\"orders:dlq\""}),
+            1u);
+}
+
+TEST_F(TwoStepSettlementTest, WithoutTheRightToAskForReplicasEveryWriteWaitsForOne) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip();
+  WriteRoundTrip(Except(Step::kReplicaProbe, {Err("NOPERM this user has no permissions")}));
+  EXPECT_EQ(Logged({"cannot ask the dead-letter stream's master for its replicas", "NOPERM"}), 1u);
+  SettlePlan write = WriteRoundTrip();
+  EXPECT_EQ(Steps(write), (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaWait}))
+      << "ROLE is not asked again on this connection";
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+}
+
+// The one-step path is untouched by the two-step machinery.
+TEST_F(SettlementTest, WithoutTwoStepADeadLetterIsOneScriptAndNoWrites) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetter}));
+  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value());
 }
 
 }  // namespace

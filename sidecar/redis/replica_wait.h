@@ -1,0 +1,25 @@
+#pragma once
+// How many replicas the master behind a connection has (ROLE), and WAIT for them: the two-step
+// dead letter (SPEC 8) waits until its record reached a replica before the original is
+// acknowledged on another node, so that a failover of the dead-letter stream's master right
+// after the acknowledgement cannot lose the letter (replication is asynchronous).
+//
+// WAIT is sent only when the master has replicas: on Redis 7.0.15 `WAIT 1 1000` on a master
+// without replicas does not answer 0 at once, it blocks for the whole timeout.
+
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+#include "sidecar/redis/reply.h"
+
+namespace streamcar::redis {
+
+// ROLE.
+Command RoleProbe();
+// The replicas a master's ROLE reply lists (0 for a node that is not a master); the error reply
+// (NOPERM: ROLE is an @admin command) as a Status.
+StatusOr<int> ParseReplicaCount(const ReplyView& reply);
+// WAIT <replicas> <timeout ms>. ParseReplicasAcked: how many acknowledged the writes before it.
+Command WaitForReplicas(int replicas, Millis timeout);
+StatusOr<int64_t> ParseReplicasAcked(const ReplyView& reply);
+
+}  // namespace streamcar::redis
