@@ -2,6 +2,7 @@
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
+#include "sidecar/redis/topology/topology_routes.h"
 
 namespace streamcar::redis {
 
@@ -10,6 +11,7 @@ Session::Session(ConnectionOptions options, std::string role, RedisHealth* healt
   // Until it first connects, a session counts as down: /readyz waits for all of them.
   health_->MarkDown();
   counted_down_ = true;
+  if (options_.topology) routes_ = std::make_shared<TopologyRoutes>(options_.topology);
 }
 
 Session::Session(ConnectionOptions options, std::string role, RedisHealth* health,
@@ -80,7 +82,10 @@ Status Session::EnsureConnected(StopSignal& stop) {
 
 template <typename T>
 StatusOr<T> Session::Track(StatusOr<T> result) {
-  if (!result.ok() && result.status().code() != StatusCode::kServerError) Drop();
+  if (!result.ok() && result.status().code() != StatusCode::kServerError) {
+    ++lost_connections_;
+    Drop();
+  }
   return result;
 }
 

@@ -44,6 +44,7 @@ class RedisHealth {
 
 class Session {
  public:
+  // Routed when options.topology is set (by that topology), else to options.endpoint.
   Session(ConnectionOptions options, std::string role, RedisHealth* health);
   // Routed by `routes` (cluster, sentinel): `options` gives the client name only; each node's
   // connection options come from routes->OptionsFor.
@@ -72,6 +73,8 @@ class Session {
   // Counts the connections made: per-connection state (loaded scripts) is stale when it moves.
   uint64_t generation() const { return generation_; }
   const std::string& role() const { return role_; }
+  // Counts the connections lost to an I/O failure or a timeout (a command's answer unknown).
+  uint64_t lost_connections() const { return lost_connections_; }
 
  private:
   template <typename T>
@@ -107,6 +110,7 @@ class Session {
   bool counted_down_ = false;
   int failures_ = 0;
   uint64_t generation_ = 0;
+  uint64_t lost_connections_ = 0;
 
   std::shared_ptr<NodeRoutes> routes_;
   std::map<NodeAddress, std::unique_ptr<Connection>> nodes_;

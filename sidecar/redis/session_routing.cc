@@ -110,6 +110,7 @@ StatusOr<Connection*> Session::ConnectionTo(const NodeAddress& node) {
 }
 
 void Session::DropNode(const NodeAddress& node, std::string_view why) {
+  ++lost_connections_;
   nodes_.erase(node);
   routes_->OnNodeFailed(node, why);
   if (nodes_.empty() && !counted_down_) {
