@@ -66,13 +66,24 @@ std::unique_ptr<CliRedis> RedisOrReport(config::Config* config, int* exit_code) 
   auto redis = std::make_unique<CliRedis>();
   redis::ConnectionOptions options = redis::ConnectionOptionsOf(*config);
   options.client_name = "streamcar-cli";
-  if (config->redis.mode == config::RedisMode::kStandalone ||
-      config->redis.mode == config::RedisMode::kAuto) {
+  config::RedisMode mode = config->redis.mode;
+  if (mode == config::RedisMode::kStandalone || mode == config::RedisMode::kAuto) {
     // The url's node first, as always: its failure is the same one line as before.
-    if (!ConnectOrReport(*config, exit_code)) return nullptr;
+    auto seed = ConnectOrReport(*config, exit_code);
+    if (!seed) return nullptr;
+    if (mode == config::RedisMode::kAuto) {
+      // auto (SPEC 8) asked here, on the connection at hand: a standalone server then takes the
+      // path it always took, with no topology and no extra log line. A server that refuses INFO
+      // (an ACL without it) is taken as standalone, as before this mode existed.
+      auto info = seed->Run(redis::Command("INFO").Arg("cluster"));
+      const bool cluster =
+          info.ok() && info->view().Str().find("cluster_enabled:1") != std::string_view::npos;
+      mode = cluster ? config::RedisMode::kCluster : config::RedisMode::kStandalone;
+    }
   }
-  if (config->redis.mode != config::RedisMode::kStandalone) {
+  if (mode != config::RedisMode::kStandalone) {
     redis::TopologyOptions topology_options = redis::TopologyOptionsOf(*config);
+    topology_options.mode = mode;
     for (const auto& sub : config->subscriptions) {
       topology_options.used_slots.push_back(redis::KeySlot(sub.stream));
       topology_options.used_slots.push_back(redis::KeySlot(sub.dead_letter.stream));
