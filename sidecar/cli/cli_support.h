@@ -9,6 +9,8 @@
 #include "sidecar/cli/args.h"
 #include "sidecar/config/config.h"
 #include "sidecar/redis/connection.h"
+#include "sidecar/redis/session.h"
+#include "sidecar/redis/topology/topology.h"
 
 namespace streamcar::cli {
 
@@ -17,6 +19,22 @@ std::optional<config::Config> LoadOrReport(const Arguments& args, int* exit_code
 
 // Connects once (connect_timeout); on failure prints the error and sets *exit_code to 1.
 std::unique_ptr<redis::Connection> ConnectOrReport(const config::Config& config, int* exit_code);
+
+// Redis for a one-shot command in any mode (SPEC 8): standalone exactly as before (the url's
+// node, one plain session); cluster and sentinel through a Topology resolved within the connect
+// timeout and a session that routes each command by its key.
+struct CliRedis {
+  redis::RedisHealth health;
+  std::shared_ptr<redis::Topology> topology;  // null when standalone
+  std::unique_ptr<redis::Session> session;
+  redis::ResolvedMode mode = redis::ResolvedMode::kStandalone;
+  int masters = 1;  // masters known (cluster: in the slot map)
+};
+
+// Connects in the configured mode; on failure prints the error and sets *exit_code to 1. With
+// `redis.mode: auto` on a cluster, the default dead-letter streams are settled to their
+// same-slot names (SPEC 8) in *config.
+std::unique_ptr<CliRedis> RedisOrReport(config::Config* config, int* exit_code);
 
 // The subscription named `name` (its name, or "<stream>/<group>"); prints the known names and
 // sets *exit_code to 2 when there is none.

@@ -12,6 +12,7 @@
 #include "sidecar/common/text.h"
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/redis/topology/key_slot.h"
 
 namespace streamcar::cli {
 namespace {
@@ -23,7 +24,7 @@ using redis::DeadLetterRecord;
 
 // The dead letters of `sub` (a DLQ stream may be shared by several groups of one stream), oldest
 // first; at most `limit`, and only `ids` when given.
-StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Connection& redis,
+StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Session& redis,
                                                         const config::Subscription& sub,
                                                         size_t limit,
                                                         const std::vector<std::string>& ids) {
@@ -71,6 +72,43 @@ StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Connection& redis
   return found;
 }
 
+StatusOr<std::optional<std::string>> ReplayInOneStep(redis::Session& redis,
+                                                     const config::Subscription& sub,
+                                                     const DeadLetterRecord& letter) {
+  auto ran = redis.Run(redis::Replay(sub.stream, sub.dead_letter.stream, letter));
+  return ran.ok() ? redis::ParseReplay(ran->view())
+                  : StatusOr<std::optional<std::string>>(ran.status());
+}
+
+// The replay as three commands on two nodes: the dead letter must still be there (XRANGE), the
+// original fields go onto the stream (XADD), and only then is the dead letter removed (XDEL). A
+// crash or a lost connection between the XADD and the XDEL leaves the dead letter in place: a
+// later replay then adds the entry a second time (at-least-once, as the handler is idempotent).
+StatusOr<std::optional<std::string>> ReplayInTwoSteps(redis::Session& redis,
+                                                      const config::Subscription& sub,
+                                                      const DeadLetterRecord& letter) {
+  auto still = redis.Run(
+      redis::Command("XRANGE").Arg(sub.dead_letter.stream).Arg(letter.id()).Arg(letter.id()));
+  if (!still.ok()) return still.status();
+  if (redis::SubscriptionOps::ParseEntries(still->view()).empty()) {
+    return std::optional<std::string>();
+  }
+  redis::Command add("XADD");
+  add.Arg(sub.stream).Arg("*");
+  for (const auto& [field, value] : letter.Original()) add.Arg(field).Arg(value);
+  auto added = redis.Run(add);
+  if (!added.ok()) return added.status();
+  if (!added->view().IsString()) return Status(StatusCode::kProtocol, "replay: unexpected reply");
+  std::string id(added->view().Str());
+  auto removed = redis.Run(redis::Command("XDEL").Arg(sub.dead_letter.stream).Arg(letter.id()));
+  if (!removed.ok()) {
+    return Status(removed.status().code(),
+                  "added as " + id + " on " + sub.stream +
+                      " but the dead letter is kept: " + removed.status().message());
+  }
+  return std::optional<std::string>(std::move(id));
+}
+
 std::string OneLine(std::string text, size_t limit) {
   for (auto& c : text) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
@@ -83,7 +121,8 @@ std::string OneLine(std::string text, size_t limit) {
 struct DlqSession {
   config::Config config;
   const config::Subscription* sub = nullptr;
-  std::unique_ptr<redis::Connection> redis;
+  std::unique_ptr<CliRedis> connected;
+  redis::Session* redis = nullptr;
 };
 
 // Nullopt (with *exit_code set and the reason printed) when any of them cannot be had.
@@ -92,10 +131,14 @@ std::optional<DlqSession> OpenDlqSession(const Arguments& args, int* exit_code) 
   auto config = LoadOrReport(args, exit_code);
   if (!config) return std::nullopt;
   session.config = std::move(*config);
+  if (FindSubscriptionOrReport(session.config, args.subscription, exit_code) == nullptr) {
+    return std::nullopt;
+  }
+  // Connecting may settle the dead-letter stream's name (auto turned out a cluster: SPEC 8).
+  session.connected = RedisOrReport(&session.config, exit_code);
+  if (!session.connected) return std::nullopt;
+  session.redis = session.connected->session.get();
   session.sub = FindSubscriptionOrReport(session.config, args.subscription, exit_code);
-  if (session.sub == nullptr) return std::nullopt;
-  session.redis = ConnectOrReport(session.config, exit_code);
-  if (!session.redis) return std::nullopt;
   return session;
 }
 
@@ -190,6 +233,10 @@ int DlqReplayCommand(const Arguments& args) {
   if (args.count && letters->size() > limit) {
     letters->erase(letters->begin() + static_cast<std::ptrdiff_t>(limit), letters->end());
   }
+  // In a cluster a dead-letter stream in another slot than its stream cannot share a script
+  // with it (CROSSSLOT): the replay is then two commands (README "dlq replay in a cluster").
+  const bool two_step = session->connected->mode == redis::ResolvedMode::kCluster &&
+                        redis::KeySlot(sub->stream) != redis::KeySlot(sub->dead_letter.stream);
   size_t replayed = 0;
   for (const auto& letter : *letters) {
     if (args.dry_run) {
@@ -197,9 +244,8 @@ int DlqReplayCommand(const Arguments& args) {
                 << ", " << letter.Meta("streamcar.reason") << ") onto " << sub->stream << "\n";
       continue;
     }
-    auto ran = redis->Run(redis::Replay(sub->stream, sub->dead_letter.stream, letter));
-    auto reply = ran.ok() ? redis::ParseReplay(ran->view())
-                          : StatusOr<std::optional<std::string>>(ran.status());
+    auto reply =
+        two_step ? ReplayInTwoSteps(*redis, *sub, letter) : ReplayInOneStep(*redis, *sub, letter);
     if (!reply.ok()) {
       // A reply error (WRONGTYPE on the source key, OOM, ...) stopped the script before its XDEL:
       // the dead letter is still there. A lost connection may or may not have run it.

@@ -34,10 +34,14 @@ config::LogStream LogStreamOf(const config::Config& config, const std::string& n
 
 std::unique_ptr<redis::Session> SessionOrReport(const config::Config& config,
                                                 redis::RedisHealth* health, int* exit_code) {
-  // A plain connection first: its failure is one clear line, without the session's retry log.
-  if (!ConnectOrReport(config, exit_code)) return nullptr;
+  // A plain connection first (in RedisOrReport): its failure is one clear line, without the
+  // session's retry log. In cluster and sentinel modes the session routes by the topology.
+  config::Config settled = config;
+  auto redis = RedisOrReport(&settled, exit_code);
+  if (!redis) return nullptr;
   redis::ConnectionOptions options = redis::ConnectionOptionsOf(config);
   options.client_name = "streamcar-cli";
+  options.topology = redis->topology;
   auto session = std::make_unique<redis::Session>(options, "cli", health);
   Millis retry_in{0};
   if (Status status = session->ConnectOnce(&retry_in); !status.ok()) {

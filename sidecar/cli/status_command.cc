@@ -52,7 +52,7 @@ int64_t IdAgeMs(const std::string& id, int64_t now_ms) {
   return parsed ? now_ms - static_cast<int64_t>(parsed->ms) : 0;
 }
 
-SubscriptionStatus Inspect(redis::Connection& redis, const config::Subscription& sub) {
+SubscriptionStatus Inspect(redis::Session& redis, const config::Subscription& sub) {
   SubscriptionStatus status;
   status.name = sub.name;
   status.stream = sub.stream;
@@ -112,7 +112,7 @@ SubscriptionStatus Inspect(redis::Connection& redis, const config::Subscription&
   return status;
 }
 
-void WriteJson(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
+void WriteJson(const CliRedis& redis, const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
   rapidjson::StringBuffer buffer;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buffer);
   auto str = [&](const std::string& s) {
@@ -135,6 +135,14 @@ void WriteJson(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
   w.StartObject();
   w.Key("time_ms");
   w.Int64(now_ms);
+  // Added with SPEC 8: which deployment answered (the keys before it are unchanged).
+  w.Key("redis");
+  w.StartObject();
+  w.Key("mode");
+  w.String(redis::ResolvedModeName(redis.mode));
+  w.Key("masters");
+  w.Int(redis.masters);
+  w.EndObject();
   w.Key("subscriptions");
   w.StartArray();
   for (const auto& s : all) {
@@ -214,7 +222,12 @@ void WriteJson(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
   std::cout << buffer.GetString() << "\n";
 }
 
-void WriteTable(const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
+void WriteTable(const CliRedis& redis, const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
+  // Cluster and Sentinel add one header line; a standalone status reads as it always did.
+  if (redis.mode != redis::ResolvedMode::kStandalone) {
+    std::cout << "redis: " << redis::ResolvedModeName(redis.mode) << ", " << redis.masters
+              << (redis.masters == 1 ? " master" : " masters") << "\n\n";
+  }
   for (const auto& s : all) {
     std::cout << s.name << "  (stream " << s.stream << ", group " << s.group << ")\n";
     if (!s.error.empty()) {
@@ -267,19 +280,20 @@ int StatusCommand(const Arguments& args) {
   int exit_code = 0;
   auto config = LoadOrReport(args, &exit_code);
   if (!config) return exit_code;
-  auto redis = ConnectOrReport(*config, &exit_code);
+  auto redis = RedisOrReport(&*config, &exit_code);
   if (!redis) return exit_code;
   std::vector<SubscriptionStatus> all;
-  for (const auto& sub : config->subscriptions) all.push_back(Inspect(*redis, sub));
-  if (redis->broken()) {
+  const uint64_t lost_before = redis->session->lost_connections();
+  for (const auto& sub : config->subscriptions) all.push_back(Inspect(*redis->session, sub));
+  if (redis->session->lost_connections() != lost_before) {
     std::cerr << "streamcar: lost the connection to Redis while reading status\n";
     return 1;
   }
   const int64_t now_ms = SystemClock::Instance().WallMillis();
   if (args.json) {
-    WriteJson(all, now_ms);
+    WriteJson(*redis, all, now_ms);
   } else {
-    WriteTable(all, now_ms);
+    WriteTable(*redis, all, now_ms);
   }
   return 0;
 }
