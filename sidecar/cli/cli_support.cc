@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "sidecar/common/duration.h"
+#include "sidecar/config/dead_letter_default.h"
 #include "sidecar/config/loader.h"
 #include "sidecar/config/redis_url.h"
 #include "sidecar/redis/topology/key_slot.h"
@@ -22,17 +23,6 @@ class MastersSeen : public redis::TopologyObserver {
  private:
   std::atomic<int> masters_{1};
 };
-
-// Once `auto` turned out to be a cluster: a defaulted dead-letter stream takes the name in its
-// stream's slot (SPEC 8). The config library's SettleDeadLetterDefaults does this once it is on
-// this branch; until then the same rule, spelled here.
-void SettleDeadLetterDefaultsForCluster(config::Config* config) {
-  for (auto& sub : config->subscriptions) {
-    if (sub.dead_letter.stream_defaulted) {
-      sub.dead_letter.stream = redis::SameSlotKey(sub.stream, "dlq");
-    }
-  }
-}
 
 }  // namespace
 
@@ -103,7 +93,7 @@ std::unique_ptr<CliRedis> RedisOrReport(config::Config* config, int* exit_code) 
     if (redis->mode != redis::ResolvedMode::kStandalone) {
       if (redis->mode == redis::ResolvedMode::kCluster &&
           config->redis.mode == config::RedisMode::kAuto) {
-        SettleDeadLetterDefaultsForCluster(config);
+        config::SettleDeadLetterDefaults(*config, /*cluster=*/true);
       }
       options.topology = topology;
       redis->topology = std::move(topology);
