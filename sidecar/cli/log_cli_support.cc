@@ -1,10 +1,12 @@
 #include "sidecar/cli/log_cli_support.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/common/text.h"
 #include "sidecar/log/entry_id.h"
+#include "sidecar/redis/topology/topology.h"
 
 namespace streamcar::cli {
 namespace {
@@ -32,12 +34,31 @@ config::LogStream LogStreamOf(const config::Config& config, const std::string& n
   return stream;
 }
 
-std::unique_ptr<redis::Session> SessionOrReport(const config::Config& config,
-                                                redis::RedisHealth* health, int* exit_code) {
-  // A plain connection first: its failure is one clear line, without the session's retry log.
-  if (!ConnectOrReport(config, exit_code)) return nullptr;
+std::optional<redis::ConnectionOptions> LogRedisOptionsOrReport(const config::Config& config,
+                                                                int* exit_code) {
   redis::ConnectionOptions options = redis::ConnectionOptionsOf(config);
   options.client_name = "streamcar-cli";
+  // A plain connection first: its failure is one clear line, without the session's retry log.
+  // Not under Sentinel, where the url's host and port are not used (SPEC 8).
+  if (config.redis.mode != config::RedisMode::kSentinel && !ConnectOrReport(config, exit_code)) {
+    return std::nullopt;
+  }
+  if (config.redis.mode == config::RedisMode::kStandalone) return options;
+  auto topology = std::make_shared<redis::Topology>(redis::TopologyOptionsOf(config), nullptr);
+  // A one-shot command: the first map (or master) is enough; a -MOVED corrects it meanwhile.
+  const Status status =
+      topology->Resolve(SteadyClock::now() + std::max(config.redis.connect_timeout * 3, Millis(1)));
+  if (!status.ok()) {
+    std::cerr << "streamcar: " << status.message() << "\n";
+    *exit_code = status.code() == StatusCode::kFatal ? 2 : 1;
+    return std::nullopt;
+  }
+  if (topology->mode() != redis::ResolvedMode::kStandalone) options.topology = std::move(topology);
+  return options;
+}
+
+std::unique_ptr<redis::Session> SessionOrReport(const redis::ConnectionOptions& options,
+                                                redis::RedisHealth* health, int* exit_code) {
   auto session = std::make_unique<redis::Session>(options, "cli", health);
   Millis retry_in{0};
   if (Status status = session->ConnectOnce(&retry_in); !status.ok()) {
