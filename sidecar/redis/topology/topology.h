@@ -17,15 +17,10 @@
 // through ConnectionOptions::topology.
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "sidecar/common/clock.h"
@@ -46,9 +41,9 @@ const char* ResolvedModeName(ResolvedMode mode);
 class TopologyObserver {
  public:
   virtual ~TopologyObserver() = default;
-  virtual void OnRedirect(ReplyKind kind) = 0;  // kMoved or kAsk, each one followed
-  virtual void OnFailover() = 0;                // a used slot's master (or the sentinel master)
-                                                // changed to a replica of the old one
+  virtual void OnRedirect(ReplyKind kind) = 0;   // kMoved or kAsk, each one followed
+  virtual void OnFailover() = 0;                 // a used slot's master (or the sentinel master)
+                                                 // changed to a replica of the old one
   virtual void OnMastersKnown(int masters) = 0;  // streamcar_redis_nodes
 };
 
@@ -73,6 +68,7 @@ TopologyOptions TopologyOptionsOf(const config::Config& config);
 
 class Topology {
  public:
+  // `observer` may be null (nothing counted); else it must outlive the topology.
   Topology(TopologyOptions options, TopologyObserver* observer);
   ~Topology();  // stops the background thread
   Topology(const Topology&) = delete;
@@ -108,8 +104,10 @@ class Topology {
 
   // Starts the background thread (cluster: the periodic and requested map reads; sentinel: the
   // +switch-master subscription and the periodic check). Standalone: nothing to do. Call after
-  // Resolve succeeded.
+  // Resolve succeeded (before, or twice: nothing happens). Without it, a -MOVED still corrects
+  // the map at once and a failed node still makes MasterFor ask again (the CLI needs no thread).
   void Start();
+  // Joins the background thread within about a second (its waits are short or wakeable).
   void Stop();
 
   // The data nodes' connection options for `node` (no topology inside, database 0 in a cluster).

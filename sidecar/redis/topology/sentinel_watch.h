@@ -1,0 +1,41 @@
+#pragma once
+// One SUBSCRIBE +switch-master connection to a sentinel: Sentinel announces each failover there
+// ("<name> <old-ip> <old-port> <new-ip> <new-port>") as soon as it has promoted a replica, long
+// before the old master is demoted (about 11 s on Redis 7.0.15, during which it still accepts
+// writes). Single-threaded: the topology's background thread owns it.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+#include "sidecar/redis/connection.h"
+#include "sidecar/redis/topology/node_address.h"
+
+struct redisReader;
+
+namespace streamcar::redis {
+
+class SwitchMasterWatch {
+ public:
+  // Connects (AUTH as `sentinel` says) and subscribes; Ok once the subscription is confirmed.
+  static StatusOr<std::unique_ptr<SwitchMasterWatch>> Open(const ConnectionOptions& sentinel);
+  ~SwitchMasterWatch();
+  SwitchMasterWatch(const SwitchMasterWatch&) = delete;
+  SwitchMasterWatch& operator=(const SwitchMasterWatch&) = delete;
+
+  // Waits until `deadline` for a switch of `master_name`: its new address, or nullopt when the
+  // deadline passed first (the watch stays usable). Messages about other masters are skipped.
+  // An error when the connection is lost or garbled: open another watch.
+  StatusOr<std::optional<NodeAddress>> Next(std::string_view master_name, SteadyTime deadline);
+
+ private:
+  explicit SwitchMasterWatch(std::unique_ptr<Transport> transport);
+
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<redisReader, void (*)(redisReader*)> reader_;
+};
+
+}  // namespace streamcar::redis

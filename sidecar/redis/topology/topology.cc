@@ -1,0 +1,721 @@
+#include "sidecar/redis/topology/topology.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "sidecar/common/log.h"
+#include "sidecar/redis/topology/cluster_map_reader.h"
+#include "sidecar/redis/topology/node_options.h"
+#include "sidecar/redis/topology/sentinel_client.h"
+#include "sidecar/redis/topology/sentinel_watch.h"
+
+namespace streamcar::redis {
+namespace {
+
+constexpr Millis kMovedRefreshGap{250};    // map reads requested by -MOVED: at most this often
+constexpr Millis kRetryFirst{100};         // a failing node or discovery: ask again after this,
+constexpr Millis kRetryCap{1000};          // doubling up to this
+constexpr Millis kWatchPoll{200};          // how long the background thread waits without looking
+                                           // at stop_ (so Stop() joins within about that)
+constexpr Millis kBackgroundBudget{5000};  // one background discovery, retries included
+
+using Cancelled = std::function<bool()>;
+
+// For a topology nobody observes (a CLI command without metrics).
+class NoObserver final : public TopologyObserver {
+ public:
+  void OnRedirect(ReplyKind /*kind*/) override {}
+  void OnFailover() override {}
+  void OnMastersKnown(int /*masters*/) override {}
+};
+
+TopologyObserver* OrNoObserver(TopologyObserver* observer) {
+  static NoObserver none;
+  return observer != nullptr ? observer : &none;
+}
+
+// Whether two maps name a different master (or none) for some slot.
+bool OwnersDiffer(const SlotMap& a, const SlotMap& b) {
+  for (int slot = 0; slot < kClusterSlots; ++slot) {
+    const Shard* x = a.ShardOf(slot);
+    const Shard* y = b.ShardOf(slot);
+    if ((x == nullptr) != (y == nullptr)) return true;
+    if (x != nullptr && !(x->master.address == y->master.address)) return true;
+  }
+  return false;
+}
+
+// The master a map names for `slot` (-1: the first master), when it is usable.
+std::optional<NodeAddress> MapMasterFor(const SlotMap& map, int slot) {
+  if (slot < 0) {
+    for (const Shard& shard : map.shards()) {
+      if (!shard.slots.empty() && shard.master.healthy) return shard.master.address;
+    }
+    auto masters = map.Masters();  // a master learned from -MOVED lists no ranges
+    if (masters.empty()) return std::nullopt;
+    return masters.front();
+  }
+  const Shard* shard = map.ShardOf(slot);
+  if (shard == nullptr || !shard->master.healthy) return std::nullopt;
+  return shard->master.address;
+}
+
+}  // namespace
+
+class Topology::Impl {
+ public:
+  Impl(TopologyOptions options, TopologyObserver* observer, std::atomic<uint64_t>* version);
+  ~Impl() { Stop(); }
+
+  Status Resolve(SteadyTime deadline);
+  std::optional<ResolvedMode> mode() const {
+    std::lock_guard lock(mu_);
+    return mode_;
+  }
+  StatusOr<NodeAddress> MasterFor(int slot);
+  std::optional<NodeAddress> KnownMasterFor(int slot) const {
+    std::lock_guard lock(mu_);
+    return KnownLocked(slot);
+  }
+  void OnMoved(const Redirect& redirect, const NodeAddress& answered);
+  void OnAsk() { observer_->OnRedirect(ReplyKind::kAsk); }
+  void OnNodeFailed(const NodeAddress& node, std::string_view why);
+  void Start();
+  void Stop();
+  ConnectionOptions OptionsFor(const NodeAddress& node) const;
+
+ private:
+  std::optional<NodeAddress> KnownLocked(int slot) const;
+  Status ResolveOnce();
+  Status ProbeMode(ResolvedMode* mode);
+  // Retries `attempt` (100 ms doubling to 1 s) until it succeeds, fails for good, or `deadline`.
+  Status Retrying(SteadyTime deadline, const std::function<Status()>& attempt);
+  // Waits `delay` unless Stop() is called; false when it was.
+  bool SleepFor(Millis delay);
+  bool Stopping() const {
+    std::lock_guard lock(mu_);
+    return stop_;
+  }
+
+  // Cluster: reads the map (one reader at a time; `still_needed` is asked again once it is this
+  // caller's turn, as another reader may have done the work) and adopts it.
+  Status RefreshCluster(SteadyTime deadline, const std::function<bool()>& still_needed,
+                        const Cancelled& cancelled);
+  void AdoptMap(SlotMap map, const NodeAddress& from, uint64_t failures_before);
+  bool NeedsMapLocked(int slot) const;
+  // Drops the suspects that are no longer masters or answer a PING; whether any is left.
+  bool SuspectsRemain();
+  void ClusterLoop();
+
+  // Sentinel: asks the sentinels and confirms ROLE (one discovery at a time, see above).
+  Status DiscoverMaster(SteadyTime deadline, const std::function<bool()>& still_needed,
+                        const Cancelled& cancelled);
+  // `address` (from +switch-master) when ROLE says it is the master.
+  Status ConfirmAndAdopt(const NodeAddress& address);
+  void AdoptMaster(const NodeAddress& address);
+  // After a discovery that failed while the master was reported failed: no master is known.
+  void ForgetStaleMaster();
+  void BackgroundResolve();
+  void SentinelLoop();
+  std::unique_ptr<SwitchMasterWatch> OpenWatch(std::optional<NodeAddress>* watched);
+
+  Millis Jittered(Millis interval);
+
+  const TopologyOptions options_;
+  TopologyObserver* const observer_;
+  std::atomic<uint64_t>* const version_;
+  const NodeAddress url_node_;
+  std::vector<NodeAddress> seeds_;                  // the url's node first, each once
+  std::unique_ptr<SentinelClient> sentinels_;       // sentinel mode only
+  std::mt19937_64 random_{std::random_device{}()};  // background thread only
+
+  std::mutex resolve_mu_;         // one Resolve at a time
+  std::timed_mutex discover_mu_;  // one map read or sentinel discovery at a time
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::optional<ResolvedMode> decided_;  // the mode, once known (auto probed)
+  std::optional<ResolvedMode> mode_;     // the mode, once its first map or master is known
+  // Cluster: the last map read (what failovers are judged against) and that map corrected by
+  // -MOVED since (what MasterFor answers).
+  SlotMap last_read_;
+  SlotMap current_;
+  bool has_map_ = false;
+  // The replicas last listed for each master. A read during a failure may list a dead master
+  // without its replicas (CLUSTER SLOTS on 7.0.15 after a kill -9): the promotion that follows
+  // is still a failover.
+  std::map<NodeAddress, std::vector<NodeAddress>> replicas_of_;
+  std::map<NodeAddress, uint64_t> failed_;  // node -> failure_seq_ when it was reported
+  uint64_t failure_seq_ = 0;
+  // Nodes reported failed that the background thread watches: the map is read again (100 ms
+  // doubling to 1 s) until each is no longer a master or answers again.
+  std::set<NodeAddress> suspects_;
+  bool failing_ = false;            // read the map again soon, backing off
+  bool refresh_requested_ = false;  // by -MOVED
+  // Sentinel (and standalone): the master; stale once reported failed, until asked again.
+  std::optional<NodeAddress> master_;
+  bool master_stale_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Topology::Impl::Impl(TopologyOptions options, TopologyObserver* observer,
+                     std::atomic<uint64_t>* version)
+    : options_(std::move(options)),
+      observer_(OrNoObserver(observer)),
+      version_(version),
+      url_node_(EndpointAddress(options_.data.endpoint)) {
+  seeds_.push_back(url_node_);
+  for (const NodeAddress& seed : options_.seeds) {
+    if (std::find(seeds_.begin(), seeds_.end(), seed) == seeds_.end()) seeds_.push_back(seed);
+  }
+  if (options_.mode == config::RedisMode::kSentinel) {
+    std::vector<NodeAddress> sentinels;
+    for (const std::string& text : options_.sentinel.addresses) {
+      std::string error;
+      auto address = ParseNodeAddress(text, &error);
+      if (address) {
+        sentinels.push_back(std::move(*address));
+      } else {
+        LogWarn("ignoring a redis.sentinel.addresses entry", {{"address", text}, {"error", error}});
+      }
+    }
+    // The sentinels speak the url's scheme with redis.tls (as go-redis and KEDA do), and take
+    // their own credentials.
+    ConnectionOptions sentinel_options = ForDiscovery(options_.data);
+    sentinel_options.topology.reset();
+    if (sentinel_options.endpoint.kind == config::RedisEndpoint::Kind::kUnix) {
+      sentinel_options.endpoint.kind = config::RedisEndpoint::Kind::kTcp;
+    }
+    sentinel_options.endpoint.db = 0;
+    sentinel_options.username = options_.sentinel.username;
+    sentinel_options.password = options_.sentinel.password;
+    sentinels_ = std::make_unique<SentinelClient>(options_.sentinel.master, std::move(sentinels),
+                                                  std::move(sentinel_options));
+  }
+}
+
+ConnectionOptions Topology::Impl::OptionsFor(const NodeAddress& node) const {
+  ConnectionOptions options = PointedAt(options_.data, node);
+  std::lock_guard lock(mu_);
+  if (decided_ == ResolvedMode::kCluster) options.endpoint.db = 0;
+  return options;
+}
+
+std::optional<NodeAddress> Topology::Impl::KnownLocked(int slot) const {
+  if (!mode_) return std::nullopt;
+  switch (*mode_) {
+    case ResolvedMode::kStandalone:
+    case ResolvedMode::kSentinel:
+      return master_;
+    case ResolvedMode::kCluster:
+      return MapMasterFor(current_, slot);
+  }
+  return std::nullopt;
+}
+
+Millis Topology::Impl::Jittered(Millis interval) {
+  std::uniform_real_distribution<double> spread(0.9, 1.1);
+  return Millis(static_cast<int64_t>(static_cast<double>(interval.count()) * spread(random_)));
+}
+
+bool Topology::Impl::SleepFor(Millis delay) {
+  std::unique_lock lock(mu_);
+  return !cv_.wait_for(lock, delay, [this] { return stop_; });
+}
+
+Status Topology::Impl::Retrying(SteadyTime deadline, const std::function<Status()>& attempt) {
+  Millis backoff = kRetryFirst;
+  while (true) {
+    Status status = attempt();
+    if (status.ok() || status.code() == StatusCode::kFatal ||
+        status.code() == StatusCode::kCancelled) {
+      return status;
+    }
+    if (options_.clock->Now() + backoff >= deadline) return status;
+    if (!SleepFor(backoff)) return Status(StatusCode::kCancelled, "topology stopping");
+    backoff = std::min(backoff * 2, kRetryCap);
+  }
+}
+
+// ---- Resolve ----------------------------------------------------------------------------------
+
+Status Topology::Impl::Resolve(SteadyTime deadline) {
+  std::lock_guard resolve_lock(resolve_mu_);
+  if (mode()) return Status::Ok();
+  return Retrying(deadline, [this] { return ResolveOnce(); });
+}
+
+Status Topology::Impl::ProbeMode(ResolvedMode* mode) {
+  // Database 0 for the probe: a cluster refuses SELECT, and the error that matters is ours below.
+  ConnectionOptions options = ForDiscovery(PointedAt(options_.data, url_node_));
+  options.endpoint.db = 0;
+  auto connection = Connection::Open(options);
+  if (!connection.ok()) return connection.status();
+  auto info = (*connection)->Run(Command("INFO").Arg("cluster"));
+  if (!info.ok()) {
+    if (info.status().IsServerError("NOPERM")) {
+      return Status(StatusCode::kFatal,
+                    "set redis.mode explicitly: the ACL user may not run INFO (" +
+                        info.status().message() + ")");
+    }
+    return info.status();
+  }
+  *mode = info->view().Str().find("cluster_enabled:1") != std::string_view::npos
+              ? ResolvedMode::kCluster
+              : ResolvedMode::kStandalone;
+  return Status::Ok();
+}
+
+Status Topology::Impl::ResolveOnce() {
+  std::optional<ResolvedMode> decided;
+  {
+    std::lock_guard lock(mu_);
+    decided = decided_;
+  }
+  if (!decided) {
+    ResolvedMode mode = ResolvedMode::kStandalone;
+    switch (options_.mode) {
+      case config::RedisMode::kStandalone:
+        break;
+      case config::RedisMode::kCluster:
+        mode = ResolvedMode::kCluster;
+        break;
+      case config::RedisMode::kSentinel:
+        mode = ResolvedMode::kSentinel;
+        break;
+      case config::RedisMode::kAuto:
+        if (Status s = ProbeMode(&mode); !s.ok()) return s;
+        LogInfo("redis mode resolved", {{"mode", ResolvedModeName(mode)}});
+        break;
+    }
+    if (mode == ResolvedMode::kCluster && options_.data.endpoint.db != 0) {
+      return Status(StatusCode::kFatal, "redis.url: database " +
+                                            std::to_string(options_.data.endpoint.db) +
+                                            ": a cluster has only database 0");
+    }
+    std::lock_guard lock(mu_);
+    decided_ = mode;
+    decided = mode;
+  }
+  switch (*decided) {
+    case ResolvedMode::kStandalone: {
+      {
+        std::lock_guard lock(mu_);
+        master_ = url_node_;
+        mode_ = ResolvedMode::kStandalone;
+      }
+      observer_->OnMastersKnown(1);
+      return Status::Ok();
+    }
+    case ResolvedMode::kCluster: {
+      Status s = RefreshCluster(options_.clock->Now() + kBackgroundBudget, nullptr, nullptr);
+      if (s.ok()) {
+        std::lock_guard lock(mu_);
+        mode_ = ResolvedMode::kCluster;
+      }
+      return s;
+    }
+    case ResolvedMode::kSentinel: {
+      Status s = DiscoverMaster(options_.clock->Now() + kBackgroundBudget, nullptr, nullptr);
+      if (s.ok()) {
+        std::lock_guard lock(mu_);
+        mode_ = ResolvedMode::kSentinel;
+      }
+      return s;
+    }
+  }
+  return Status(StatusCode::kInvalid, "unknown redis mode");
+}
+
+// ---- MasterFor and reports --------------------------------------------------------------------
+
+StatusOr<NodeAddress> Topology::Impl::MasterFor(int slot) {
+  const SteadyTime deadline =
+      options_.clock->Now() + options_.data.connect_timeout + options_.data.command_timeout;
+  auto resolved = mode();
+  if (!resolved) {
+    if (Status s = Resolve(deadline); !s.ok()) return s;
+    resolved = mode();
+  }
+  Status asked = Status::Ok();
+  if (*resolved == ResolvedMode::kCluster) {
+    auto needed = [this, slot] {
+      std::lock_guard lock(mu_);
+      return NeedsMapLocked(slot);
+    };
+    if (needed()) asked = RefreshCluster(deadline, needed, nullptr);
+  } else if (*resolved == ResolvedMode::kSentinel) {
+    auto needed = [this] {
+      std::lock_guard lock(mu_);
+      return !master_ || master_stale_;
+    };
+    if (needed()) {
+      asked = Retrying(deadline, [&] { return DiscoverMaster(deadline, needed, nullptr); });
+      if (!asked.ok()) ForgetStaleMaster();
+    }
+  }
+  if (!asked.ok()) return asked;
+  std::lock_guard lock(mu_);
+  auto known = KnownLocked(slot);
+  if (known) return *known;
+  return Status(StatusCode::kIo, slot < 0 ? std::string("no Redis master is known")
+                                          : "no Redis master serves slot " + std::to_string(slot));
+}
+
+void Topology::Impl::OnMoved(const Redirect& redirect, const NodeAddress& answered) {
+  observer_->OnRedirect(ReplyKind::kMoved);
+  NodeAddress to = redirect.to;
+  if (to.host.empty()) to.host = answered.host;  // the node's endpoint is unknown: its host
+  std::lock_guard lock(mu_);
+  if (mode_ != ResolvedMode::kCluster) return;
+  if (to.host != "?") {
+    const auto before = MapMasterFor(current_, redirect.slot);
+    current_.LearnMoved(redirect.slot, to);
+    if (before != MapMasterFor(current_, redirect.slot)) {
+      version_->fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+  refresh_requested_ = true;  // "?" (no usable host): only the map can say where it went
+  cv_.notify_all();
+}
+
+void Topology::Impl::OnNodeFailed(const NodeAddress& node, std::string_view why) {
+  LogDebug("redis node failed", {{"node", node.Describe()}, {"why", why}});
+  std::lock_guard lock(mu_);
+  if (decided_ == ResolvedMode::kCluster) {
+    failed_[node] = ++failure_seq_;
+    suspects_.insert(node);
+    failing_ = true;
+    cv_.notify_all();
+  } else if (decided_ == ResolvedMode::kSentinel && master_ == node) {
+    master_stale_ = true;
+    cv_.notify_all();
+  }
+}
+
+// ---- Cluster ----------------------------------------------------------------------------------
+
+bool Topology::Impl::NeedsMapLocked(int slot) const {
+  if (!has_map_) return true;
+  auto master = MapMasterFor(current_, slot);
+  return !master || failed_.count(*master) > 0;
+}
+
+Status Topology::Impl::RefreshCluster(SteadyTime deadline,
+                                      const std::function<bool()>& still_needed,
+                                      const Cancelled& cancelled) {
+  std::unique_lock discovering(discover_mu_, std::defer_lock);
+  if (!discovering.try_lock_until(deadline)) {
+    return Status(StatusCode::kTimeout, "the cluster map is being read: no answer in time");
+  }
+  if (still_needed && !still_needed()) return Status::Ok();
+  std::vector<NodeAddress> candidates;
+  uint64_t failures_before = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (has_map_) candidates = current_.RefreshCandidates();
+    failures_before = failure_seq_;
+  }
+  for (const NodeAddress& seed : seeds_) {
+    if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) {
+      candidates.push_back(seed);
+    }
+  }
+  auto read = ReadClusterMap(
+      candidates, [this](const NodeAddress& node) { return ForDiscovery(OptionsFor(node)); },
+      options_.used_slots, cancelled);
+  if (!read.ok()) return read.status();
+  AdoptMap(std::move(read->map), read->from, failures_before);
+  return Status::Ok();
+}
+
+void Topology::Impl::AdoptMap(SlotMap map, const NodeAddress& from, uint64_t failures_before) {
+  std::set<NodeAddress> failed_over;  // the old masters of used slots that a replica replaced
+  bool changed = true;
+  size_t masters = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (has_map_) {
+      for (int slot : options_.used_slots) {
+        const Shard* old = last_read_.ShardOf(slot);
+        const Shard* now = map.ShardOf(slot);
+        if (old == nullptr || now == nullptr || old->master.address == now->master.address) {
+          continue;
+        }
+        const auto& replicas = replicas_of_[old->master.address];
+        if (map.IsFailover(slot, last_read_) ||
+            std::find(replicas.begin(), replicas.end(), now->master.address) != replicas.end()) {
+          failed_over.insert(old->master.address);
+        }
+      }
+      changed = OwnersDiffer(current_, map);
+    }
+    for (const Shard& shard : map.shards()) {
+      if (shard.replicas.empty()) continue;
+      auto& replicas = replicas_of_[shard.master.address];
+      replicas.clear();
+      for (const ClusterNode& replica : shard.replicas) replicas.push_back(replica.address);
+    }
+    current_ = map;
+    last_read_ = std::move(map);
+    has_map_ = true;
+    std::erase_if(failed_, [&](const auto& entry) { return entry.second <= failures_before; });
+    masters = current_.Masters().size();
+    if (changed) version_->fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (changed) {
+    LogInfo("redis cluster map adopted",
+            {{"from", from.Describe()}, {"masters", static_cast<int64_t>(masters)}});
+  }
+  for (const NodeAddress& old : failed_over) {
+    LogWarn("redis cluster failover", {{"old_master", old.Describe()}});
+    observer_->OnFailover();
+  }
+  observer_->OnMastersKnown(static_cast<int>(masters));
+}
+
+void Topology::Impl::ClusterLoop() {
+  SteadyTime next_periodic = options_.clock->Now() + Jittered(options_.refresh_interval);
+  SteadyTime last_refresh = options_.clock->Now();
+  SteadyTime last_moved_refresh{};
+  Millis failing_backoff = kRetryFirst;
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    SteadyTime wake = next_periodic;
+    if (refresh_requested_) wake = std::min(wake, last_moved_refresh + kMovedRefreshGap);
+    if (failing_) wake = std::min(wake, last_refresh + failing_backoff);
+    const SteadyTime now = options_.clock->Now();
+    if (now < wake) {
+      cv_.wait_for(lock, wake - now);
+      continue;  // woken by a request, Stop(), or the time: decide again
+    }
+    const bool for_moved = refresh_requested_;
+    refresh_requested_ = false;
+    lock.unlock();
+    Status status = RefreshCluster(options_.clock->Now() + kBackgroundBudget, nullptr,
+                                   [this] { return Stopping(); });
+    if (!status.ok() && status.code() != StatusCode::kCancelled) {
+      LogWarn("cannot read the redis cluster map", {{"error", status.message()}});
+    }
+    const bool unsettled = !status.ok() || SuspectsRemain();
+    lock.lock();
+    last_refresh = options_.clock->Now();
+    if (for_moved) last_moved_refresh = last_refresh;
+    next_periodic = last_refresh + Jittered(options_.refresh_interval);
+    // A failed read, or a node reported lost that is still a master and still silent (the
+    // cluster has not promoted its replica yet): read again at 100 ms doubling to 1 s.
+    if (unsettled || !suspects_.empty()) {
+      failing_backoff = failing_ ? std::min(failing_backoff * 2, kRetryCap) : kRetryFirst;
+      failing_ = true;
+    } else {
+      failing_ = false;
+      failing_backoff = kRetryFirst;
+    }
+  }
+}
+
+bool Topology::Impl::SuspectsRemain() {
+  std::vector<NodeAddress> suspects;
+  {
+    std::lock_guard lock(mu_);
+    const std::vector<NodeAddress> masters = current_.Masters();
+    std::erase_if(suspects_, [&](const NodeAddress& node) {
+      return std::find(masters.begin(), masters.end(), node) == masters.end();
+    });
+    suspects.assign(suspects_.begin(), suspects_.end());
+  }
+  for (const NodeAddress& node : suspects) {
+    if (Stopping()) return true;
+    auto connection = Connection::Open(ForDiscovery(OptionsFor(node)));  // PINGs
+    if (!connection.ok()) continue;
+    std::lock_guard lock(mu_);
+    suspects_.erase(node);
+  }
+  std::lock_guard lock(mu_);
+  return !suspects_.empty();
+}
+
+// ---- Sentinel ---------------------------------------------------------------------------------
+
+Status Topology::Impl::DiscoverMaster(SteadyTime deadline,
+                                      const std::function<bool()>& still_needed,
+                                      const Cancelled& cancelled) {
+  std::unique_lock discovering(discover_mu_, std::defer_lock);
+  if (!discovering.try_lock_until(deadline)) {
+    return Status(StatusCode::kTimeout, "the sentinels are being asked: no answer in time");
+  }
+  if (still_needed && !still_needed()) return Status::Ok();
+  auto address = sentinels_->AskMaster(cancelled);
+  if (!address.ok()) return address.status();
+  if (Status s = ConfirmMaster(ForDiscovery(OptionsFor(*address)), *address); !s.ok()) return s;
+  AdoptMaster(*address);
+  return Status::Ok();
+}
+
+Status Topology::Impl::ConfirmAndAdopt(const NodeAddress& address) {
+  std::lock_guard discovering(discover_mu_);
+  if (Status s = ConfirmMaster(ForDiscovery(OptionsFor(address)), address); !s.ok()) return s;
+  AdoptMaster(address);
+  return Status::Ok();
+}
+
+void Topology::Impl::AdoptMaster(const NodeAddress& address) {
+  bool changed = false;
+  std::optional<NodeAddress> before;
+  {
+    std::lock_guard lock(mu_);
+    before = master_;
+    changed = master_ != address;
+    master_ = address;
+    master_stale_ = false;
+    if (changed) version_->fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (changed) LogInfo("redis master found", {{"master", address.Describe()}});
+  if (changed && before) {
+    LogWarn("redis sentinel failover",
+            {{"old_master", before->Describe()}, {"master", address.Describe()}});
+    observer_->OnFailover();
+  }
+  observer_->OnMastersKnown(1);
+}
+
+void Topology::Impl::ForgetStaleMaster() {
+  {
+    std::lock_guard lock(mu_);
+    if (!master_stale_ || !master_) return;
+    master_.reset();
+    version_->fetch_add(1, std::memory_order_acq_rel);
+  }
+  observer_->OnMastersKnown(0);
+}
+
+void Topology::Impl::BackgroundResolve() {
+  const SteadyTime deadline = options_.clock->Now() + kBackgroundBudget;
+  Status s = Retrying(
+      deadline, [&] { return DiscoverMaster(deadline, nullptr, [this] { return Stopping(); }); });
+  if (s.ok() || s.code() == StatusCode::kCancelled) return;
+  LogWarn("cannot find the redis master", {{"error", s.message()}});
+  ForgetStaleMaster();
+}
+
+std::unique_ptr<SwitchMasterWatch> Topology::Impl::OpenWatch(std::optional<NodeAddress>* watched) {
+  std::vector<NodeAddress> order = sentinels_->Order();
+  if (*watched) {
+    // Lost: start with the sentinel after the one that was watched.
+    auto it = std::find(order.begin(), order.end(), **watched);
+    if (it != order.end()) std::rotate(order.begin(), it + 1, order.end());
+  }
+  for (const NodeAddress& sentinel : order) {
+    if (Stopping()) return nullptr;
+    auto watch = SwitchMasterWatch::Open(sentinels_->OptionsFor(sentinel));
+    if (watch.ok()) {
+      *watched = sentinel;
+      return std::move(*watch);
+    }
+    LogWarn("cannot subscribe to +switch-master",
+            {{"sentinel", sentinel.Describe()}, {"error", watch.status().message()}});
+  }
+  return nullptr;
+}
+
+void Topology::Impl::SentinelLoop() {
+  SteadyTime next_check = options_.clock->Now() + Jittered(options_.refresh_interval);
+  std::optional<NodeAddress> watched;
+  Millis backoff = kRetryFirst;
+  bool first = true;
+  while (!Stopping()) {
+    auto watch = OpenWatch(&watched);
+    if (watch == nullptr) {
+      if (!SleepFor(backoff)) return;
+      backoff = std::min(backoff * 2, kRetryCap);
+      continue;
+    }
+    backoff = kRetryFirst;
+    // A switch may have happened while nobody listened (not before the first subscription:
+    // Resolve has just asked).
+    if (!first) BackgroundResolve();
+    first = false;
+    while (!Stopping()) {
+      bool stale = false;
+      {
+        std::lock_guard lock(mu_);
+        stale = !master_ || master_stale_;
+      }
+      if (stale || options_.clock->Now() >= next_check) {
+        BackgroundResolve();
+        next_check = options_.clock->Now() + Jittered(options_.refresh_interval);
+      }
+      auto next = watch->Next(sentinels_->master_name(),
+                              std::min(options_.clock->Now() + kWatchPoll, next_check));
+      if (!next.ok()) {
+        LogWarn("lost the sentinel subscription",
+                {{"sentinel", watched ? watched->Describe() : std::string()},
+                 {"error", next.status().message()}});
+        break;
+      }
+      if (!next->has_value()) continue;
+      LogInfo("+switch-master", {{"master", (*next)->Describe()}});
+      // The announced master, once ROLE confirms it: asking a sentinel that has not heard of
+      // the switch yet would name the old master, which still says master for seconds.
+      if (!ConfirmAndAdopt(**next).ok()) BackgroundResolve();
+    }
+  }
+}
+
+// ---- The thread -------------------------------------------------------------------------------
+
+void Topology::Impl::Start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable() || stop_ || !mode_ || *mode_ == ResolvedMode::kStandalone) return;
+  if (*mode_ == ResolvedMode::kCluster) {
+    thread_ = std::thread([this] { ClusterLoop(); });
+  } else {
+    thread_ = std::thread([this] { SentinelLoop(); });
+  }
+}
+
+void Topology::Impl::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---- Topology ---------------------------------------------------------------------------------
+
+Topology::Topology(TopologyOptions options, TopologyObserver* observer)
+    : impl_(std::make_unique<Impl>(std::move(options), observer, &version_)) {}
+
+Topology::~Topology() = default;
+
+Status Topology::Resolve(SteadyTime deadline) { return impl_->Resolve(deadline); }
+std::optional<ResolvedMode> Topology::mode() const { return impl_->mode(); }
+StatusOr<NodeAddress> Topology::MasterFor(int slot) { return impl_->MasterFor(slot); }
+std::optional<NodeAddress> Topology::KnownMasterFor(int slot) const {
+  return impl_->KnownMasterFor(slot);
+}
+void Topology::OnMoved(const Redirect& redirect, const NodeAddress& answered) {
+  impl_->OnMoved(redirect, answered);
+}
+void Topology::OnAsk() { impl_->OnAsk(); }
+void Topology::OnNodeFailed(const NodeAddress& node, std::string_view why) {
+  impl_->OnNodeFailed(node, why);
+}
+void Topology::Start() { impl_->Start(); }
+void Topology::Stop() { impl_->Stop(); }
+ConnectionOptions Topology::OptionsFor(const NodeAddress& node) const {
+  return impl_->OptionsFor(node);
+}
+
+}  // namespace streamcar::redis
