@@ -12,8 +12,21 @@ Session::Session(ConnectionOptions options, std::string role, RedisHealth* healt
   counted_down_ = true;
 }
 
+Session::Session(ConnectionOptions options, std::string role, RedisHealth* health,
+                 std::shared_ptr<NodeRoutes> routes)
+    : Session(std::move(options), std::move(role), health) {
+  routes_ = std::move(routes);
+}
+
 Session::~Session() {
   if (counted_down_) health_->MarkUp();
+}
+
+void Session::MarkUp() {
+  if (counted_down_) {
+    counted_down_ = false;
+    health_->MarkUp();
+  }
 }
 
 void Session::Drop() {
@@ -25,6 +38,7 @@ void Session::Drop() {
 }
 
 Status Session::ConnectOnce(Millis* retry_in) {
+  if (routes_) return RoutedConnectOnce(retry_in);
   if (connection_ != nullptr && !connection_->broken()) return Status::Ok();
   auto opened = Connection::Open(options_);
   if (opened.ok()) {
@@ -71,16 +85,19 @@ StatusOr<T> Session::Track(StatusOr<T> result) {
 }
 
 StatusOr<Reply> Session::Run(const Command& command) {
+  if (routes_) return RoutedRun(command, Millis(0));
   if (!connection_) return Status(StatusCode::kIo, "not connected to Redis");
   return Track(connection_->Run(command));
 }
 
 StatusOr<Reply> Session::RunBlocking(const Command& command, Millis server_block) {
+  if (routes_) return RoutedRun(command, server_block);
   if (!connection_) return Status(StatusCode::kIo, "not connected to Redis");
   return Track(connection_->RunBlocking(command, server_block));
 }
 
 StatusOr<std::vector<Reply>> Session::RunPipeline(const std::vector<Command>& commands) {
+  if (routes_) return RoutedPipeline(commands);
   if (!connection_) return Status(StatusCode::kIo, "not connected to Redis");
   return Track(connection_->RunPipeline(commands));
 }

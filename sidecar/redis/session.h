@@ -2,14 +2,28 @@
 // A connection that comes back: reconnects with capped exponential backoff and jitter, reports
 // up/down to a shared RedisHealth, and turns an authentication refusal into kFatal. One owning
 // thread per Session, like the Connection inside it.
+//
+// Routed (cluster, sentinel; given NodeRoutes): one connection per node, opened on demand. Each
+// command goes to the master of its first key's slot (command_keys.h; keyless commands and every
+// command under Sentinel: MasterFor(-1)) and follows the servers' answers (SPEC 8): -MOVED
+// (learned, sent again there), -ASK (ASKING and the command once to the named node), -TRYAGAIN,
+// -CLUSTERDOWN, -LOADING, -MASTERDOWN (capped backoff until the command timeout, then that error
+// reply is the answer), -READONLY (the node is reported failed, sent to the slot's master again),
+// -NOSCRIPT for a script this session loaded (loaded on that node, sent again). A pipeline is
+// split per node and its replies put back in order. A lost connection reports the node failed
+// and returns the same Status as unrouted (the caller decides what an unanswered write means).
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sidecar/common/stop_signal.h"
 #include "sidecar/redis/connection.h"
+#include "sidecar/redis/topology/node_address.h"
+#include "sidecar/redis/topology/node_routes.h"
 
 namespace streamcar::redis {
 
@@ -31,6 +45,10 @@ class RedisHealth {
 class Session {
  public:
   Session(ConnectionOptions options, std::string role, RedisHealth* health);
+  // Routed by `routes` (cluster, sentinel): `options` gives the client name only; each node's
+  // connection options come from routes->OptionsFor.
+  Session(ConnectionOptions options, std::string role, RedisHealth* health,
+          std::shared_ptr<NodeRoutes> routes);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -49,7 +67,8 @@ class Session {
   StatusOr<Reply> RunBlocking(const Command& command, Millis server_block);
   StatusOr<std::vector<Reply>> RunPipeline(const std::vector<Command>& commands);
 
-  bool connected() const { return connection_ != nullptr; }
+  // Routed: at least one node connection is open (commands open the others on demand).
+  bool connected() const { return routes_ ? !nodes_.empty() : connection_ != nullptr; }
   // Counts the connections made: per-connection state (loaded scripts) is stale when it moves.
   uint64_t generation() const { return generation_; }
   const std::string& role() const { return role_; }
@@ -58,6 +77,28 @@ class Session {
   template <typename T>
   StatusOr<T> Track(StatusOr<T> result);
   void Drop();
+  void MarkUp();
+
+  // --- routed (routes_ set): session_routing.cc ---
+  Status RoutedConnectOnce(Millis* retry_in);
+  // The slot `command` is routed by: its first key's under cluster, else -1.
+  int RouteSlotOf(const Command& command) const;
+  // The node's connection, opened when missing. kFatal when the node refuses our credentials.
+  StatusOr<Connection*> ConnectionTo(const NodeAddress& node);
+  void DropNode(const NodeAddress& node, std::string_view why);
+  // One send of `command` to `node` (ASKING first when `asking`). Error replies come back as
+  // replies; a Status is an I/O failure (*sent: the command may have reached the node).
+  StatusOr<Reply> SendTo(const NodeAddress& node, const Command& command, Millis server_block,
+                         bool asking, bool* sent);
+  // Sends `command` for `slot` starting at `target` until it has an answer (error replies are
+  // answers), following redirects; `first`, when given, is the reply `target` already sent.
+  StatusOr<Reply> Follow(const Command& command, int slot, Millis server_block, NodeAddress target,
+                         std::optional<Reply> first);
+  StatusOr<Reply> RoutedRun(const Command& command, Millis server_block);
+  StatusOr<std::vector<Reply>> RoutedPipeline(const std::vector<Command>& commands);
+  // SCRIPT LOAD bodies by SHA, to load a script again on a node that answers NOSCRIPT.
+  void RememberScript(const Command& command, const ReplyView& reply);
+  std::optional<std::string> ScriptBodyFor(const Command& command) const;
 
   ConnectionOptions options_;
   std::string role_;
@@ -66,6 +107,10 @@ class Session {
   bool counted_down_ = false;
   int failures_ = 0;
   uint64_t generation_ = 0;
+
+  std::shared_ptr<NodeRoutes> routes_;
+  std::map<NodeAddress, std::unique_ptr<Connection>> nodes_;
+  std::map<std::string, std::string, std::less<>> scripts_;
 };
 
 }  // namespace streamcar::redis

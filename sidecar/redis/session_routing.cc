@@ -1,0 +1,351 @@
+// The routed half of Session (session.h): one connection per node, each command sent where its
+// key's slot lives and carried through the cluster's redirects by a RouteAttempt.
+
+#include <hiredis.h>
+
+#include <cctype>
+#include <string>
+#include <thread>
+
+#include "sidecar/common/backoff.h"
+#include "sidecar/common/log.h"
+#include "sidecar/redis/script.h"
+#include "sidecar/redis/session.h"
+#include "sidecar/redis/topology/command_keys.h"
+#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/redis/topology/route_attempt.h"
+
+namespace streamcar::redis {
+namespace {
+
+// The error reply a server sent, rebuilt from the Status a Connection made of it (RunBlocking
+// keeps only the text): routing classifies replies, and a pipeline's caller expects one.
+Reply ErrorReplyOf(const Status& status) {
+  std::string wire = "-" + status.message();
+  for (char& c : wire) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  wire += "\r\n";
+  std::unique_ptr<redisReader, void (*)(redisReader*)> reader(redisReaderCreate(),
+                                                              &redisReaderFree);
+  void* raw = nullptr;
+  if (reader == nullptr || redisReaderFeed(reader.get(), wire.data(), wire.size()) != REDIS_OK ||
+      redisReaderGetReply(reader.get(), &raw) != REDIS_OK || raw == nullptr) {
+    return Reply();
+  }
+  return Reply(ReplyPtr(static_cast<redisReply*>(raw)));
+}
+
+// Whether a reply is one routing acts on (it is not the command's own answer yet).
+bool NeedsRouting(const ReplyView& reply) {
+  switch (Classify(reply, nullptr)) {
+    case ReplyKind::kMoved:
+    case ReplyKind::kAsk:
+    case ReplyKind::kTryAgain:
+    case ReplyKind::kClusterDown:
+    case ReplyKind::kLoading:
+    case ReplyKind::kMasterDown:
+    case ReplyKind::kReadOnly:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsNamed(const Command& command, std::string_view upper) {
+  const std::string_view name = command.name();
+  if (name.size() != upper.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (std::toupper(static_cast<unsigned char>(name[i])) != upper[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int Session::RouteSlotOf(const Command& command) const {
+  return routes_->ByKeySlot() ? SlotOf(command) : -1;
+}
+
+Status Session::RoutedConnectOnce(Millis* retry_in) {
+  if (!nodes_.empty()) return Status::Ok();
+  auto master = routes_->MasterFor(-1);
+  Status status = master.status();
+  if (master.ok()) {
+    auto connection = ConnectionTo(*master);
+    if (connection.ok()) {
+      failures_ = 0;
+      return Status::Ok();
+    }
+    status = connection.status();
+  }
+  if (status.code() == StatusCode::kFatal) return status;
+  *retry_in = ReconnectDelay(failures_, Millis(100), Millis(5000), UnitRandom());
+  LogWarn("redis unreachable, retrying",
+          {{"role", role_},
+           {"error", status.message()},
+           {"retry_in_ms", static_cast<int64_t>(retry_in->count())}});
+  ++failures_;
+  return status;
+}
+
+StatusOr<Connection*> Session::ConnectionTo(const NodeAddress& node) {
+  auto found = nodes_.find(node);
+  if (found != nodes_.end() && !found->second->broken()) return found->second.get();
+  if (found != nodes_.end()) nodes_.erase(found);
+  ConnectionOptions options = routes_->OptionsFor(node);
+  options.client_name = options_.client_name;
+  auto opened = Connection::Open(options);
+  if (!opened.ok()) {
+    if (opened.status().code() != StatusCode::kFatal) {
+      routes_->OnNodeFailed(node, opened.status().message());
+    }
+    return opened.status();
+  }
+  ++generation_;
+  MarkUp();
+  Connection* connection = opened->get();
+  nodes_[node] = std::move(*opened);
+  return connection;
+}
+
+void Session::DropNode(const NodeAddress& node, std::string_view why) {
+  nodes_.erase(node);
+  routes_->OnNodeFailed(node, why);
+  if (nodes_.empty() && !counted_down_) {
+    counted_down_ = true;
+    health_->MarkDown();
+  }
+}
+
+void Session::RememberScript(const Command& command, const ReplyView& reply) {
+  if (!IsNamed(command, "SCRIPT") || !reply.IsString()) return;
+  auto args = ArgumentsOf(command);
+  if (args.size() != 3 || !IsNamed(Command(args[1]), "LOAD")) return;
+  scripts_[std::string(reply.Str())] = std::move(args[2]);
+}
+
+std::optional<std::string> Session::ScriptBodyFor(const Command& command) const {
+  if (!IsNamed(command, "EVALSHA") && !IsNamed(command, "EVALSHA_RO")) return std::nullopt;
+  const auto args = ArgumentsOf(command);
+  if (args.size() < 2) return std::nullopt;
+  auto found = scripts_.find(args[1]);
+  if (found == scripts_.end()) return std::nullopt;
+  return found->second;
+}
+
+StatusOr<Reply> Session::SendTo(const NodeAddress& node, const Command& command,
+                                Millis server_block, bool asking, bool* sent) {
+  *sent = false;
+  auto connection = ConnectionTo(node);
+  if (!connection.ok()) return connection.status();
+  *sent = true;
+  StatusOr<Reply> reply = Status(StatusCode::kIo, "not sent");
+  if (server_block > Millis(0)) {
+    // ASKING holds for the connection's next command: sent alone, then the blocking command
+    // with its own deadline (a pipeline would give it only the command timeout).
+    if (asking) {
+      auto asked = (*connection)->Run(Command("ASKING"));
+      if (!asked.ok() && asked.status().code() != StatusCode::kServerError) {
+        DropNode(node, asked.status().message());
+        return asked.status();
+      }
+    }
+    reply = (*connection)->RunBlocking(command, server_block);
+    if (!reply.ok() && reply.status().code() == StatusCode::kServerError) {
+      reply = ErrorReplyOf(reply.status());
+    }
+  } else {
+    std::vector<Command> batch;
+    if (asking) batch.emplace_back("ASKING");
+    batch.push_back(command);
+    auto replies = (*connection)->RunPipeline(batch);
+    if (replies.ok()) {
+      reply = std::move(replies->back());
+    } else {
+      reply = replies.status();
+    }
+  }
+  if (!reply.ok()) {
+    DropNode(node, reply.status().message());
+    return reply.status();
+  }
+  RememberScript(command, reply->view());
+  return reply;
+}
+
+StatusOr<Reply> Session::Follow(const Command& command, int slot, Millis server_block,
+                                NodeAddress target, std::optional<Reply> first) {
+  const SteadyTime deadline = SteadyClock::now() + options_.command_timeout + server_block;
+  RouteAttempt attempt(slot, std::move(target), deadline);
+  bool asking = false;
+  bool script_loaded = false;
+  std::optional<Reply> reply = std::move(first);
+  Status last_failure = Status::Ok();
+  // Waits, then asks where the slot lives now (when nobody can say, the same node once more).
+  auto refresh = [&]() {
+    std::this_thread::sleep_for(attempt.retry_after());
+    auto master = routes_->MasterFor(slot);
+    if (master.ok()) attempt.Retarget(*master);
+  };
+  while (true) {
+    if (!reply) {
+      const NodeAddress node = attempt.target();
+      bool sent = false;
+      auto answer = SendTo(node, command, server_block, asking, &sent);
+      asking = false;
+      if (!answer.ok()) {
+        // A lost connection after the send: the same Status as unrouted (the caller classes an
+        // unanswered write). A refused connect: the command never left, so try the slot's master
+        // again (a failover) until the deadline.
+        if (sent || answer.status().code() == StatusCode::kFatal) return answer.status();
+        last_failure = answer.status();
+        if (attempt.OnConnectionLost(false, SteadyClock::now()) == RouteAttempt::Next::kFail) {
+          return last_failure;
+        }
+        refresh();
+        continue;
+      }
+      reply = std::move(*answer);
+    }
+    const NodeAddress answered = attempt.target();
+    if (IsNoScript(reply->view()) && !script_loaded) {
+      // This node lacks a script the session loaded elsewhere (a redirect, a new master).
+      if (auto body = ScriptBodyFor(command)) {
+        script_loaded = true;
+        bool sent = false;
+        auto loaded = SendTo(answered, Script(*body).Load(), Millis(0), false, &sent);
+        if (!loaded.ok()) return loaded.status();
+        reply.reset();
+        continue;
+      }
+    }
+    switch (attempt.OnReply(reply->view(), SteadyClock::now())) {
+      case RouteAttempt::Next::kDone:
+      case RouteAttempt::Next::kFail:
+        return std::move(*reply);
+      case RouteAttempt::Next::kSendTo:
+        routes_->OnMoved(attempt.redirect(), answered);
+        break;
+      case RouteAttempt::Next::kSendAskingTo:
+        routes_->OnAsk();
+        asking = true;
+        break;
+      case RouteAttempt::Next::kRetryAfter:
+        std::this_thread::sleep_for(attempt.retry_after());
+        break;
+      case RouteAttempt::Next::kRefreshAndRetry:
+        routes_->OnNodeFailed(answered, ReplyKindName(attempt.last_kind()));
+        refresh();
+        break;
+    }
+    reply.reset();
+  }
+}
+
+StatusOr<Reply> Session::RoutedRun(const Command& command, Millis server_block) {
+  const int slot = RouteSlotOf(command);
+  auto master = routes_->MasterFor(slot);
+  if (!master.ok()) return master.status();
+  auto reply = Follow(command, slot, server_block, std::move(*master), std::nullopt);
+  if (!reply.ok()) return reply.status();
+  // As Connection::Run: an error reply is a kServerError carrying the server's text.
+  if (reply->IsError()) return ErrorOf(reply->view());
+  return reply;
+}
+
+StatusOr<std::vector<Reply>> Session::RoutedPipeline(const std::vector<Command>& commands) {
+  const size_t n = commands.size();
+  // Each command's slot. A keyless command (SCRIPT LOAD before the EVALSHA that needs it) goes
+  // with the next keyed command, else the previous one; MULTI ... EXEC goes whole to the slot of
+  // its first key (a transaction cannot span nodes).
+  std::vector<int> slots(n, -1);
+  std::vector<bool> in_transaction(n, false);
+  for (size_t i = 0; i < n; ++i) slots[i] = RouteSlotOf(commands[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsNamed(commands[i], "MULTI")) continue;
+    size_t end = i;
+    while (end < n && !IsNamed(commands[end], "EXEC") && !IsNamed(commands[end], "DISCARD")) ++end;
+    if (end == n) end = n - 1;
+    int slot = -1;
+    for (size_t j = i; j <= end && slot < 0; ++j) slot = slots[j];
+    for (size_t j = i; j <= end; ++j) {
+      slots[j] = slot;
+      in_transaction[j] = true;
+    }
+    i = end;
+  }
+  for (size_t i = n; i-- > 0;) {
+    if (slots[i] < 0 && i + 1 < n) slots[i] = slots[i + 1];
+  }
+  for (size_t i = 1; i < n; ++i) {
+    if (slots[i] < 0) slots[i] = slots[i - 1];
+  }
+
+  // One sub-pipeline per node, in the order the nodes first appear.
+  std::map<int, NodeAddress> master_of_slot;
+  std::vector<NodeAddress> order;
+  std::map<NodeAddress, std::vector<size_t>> groups;
+  for (size_t i = 0; i < n; ++i) {
+    auto known = master_of_slot.find(slots[i]);
+    if (known == master_of_slot.end()) {
+      auto master = routes_->MasterFor(slots[i]);
+      if (!master.ok()) return master.status();
+      known = master_of_slot.emplace(slots[i], std::move(*master)).first;
+    }
+    auto& group = groups[known->second];
+    if (group.empty()) order.push_back(known->second);
+    group.push_back(i);
+  }
+
+  std::vector<Reply> replies(n);
+  std::vector<NodeAddress> answered_by(n);
+  std::vector<bool> answered(n, false);
+  for (const NodeAddress& node : order) {
+    const std::vector<size_t>& indexes = groups[node];
+    auto connection = ConnectionTo(node);
+    if (!connection.ok()) {
+      if (connection.status().code() == StatusCode::kFatal) return connection.status();
+      continue;  // each command is sent on its own below, through the slot's master again
+    }
+    std::vector<Command> batch;
+    batch.reserve(indexes.size());
+    for (size_t i : indexes) batch.push_back(commands[i]);
+    auto got = (*connection)->RunPipeline(batch);
+    if (!got.ok()) {
+      DropNode(node, got.status().message());
+      return got.status();
+    }
+    for (size_t k = 0; k < indexes.size(); ++k) {
+      const size_t i = indexes[k];
+      RememberScript(commands[i], (*got)[k].view());
+      replies[i] = std::move((*got)[k]);
+      answered_by[i] = node;
+      answered[i] = true;
+    }
+  }
+  // Commands that were redirected, met a transient state, or whose node could not be reached:
+  // each is carried through on its own. Inside a transaction a reply stands as it is (the
+  // transaction was queued and answered on one node).
+  for (size_t i = 0; i < n; ++i) {
+    if (in_transaction[i]) continue;
+    if (answered[i]) {
+      const bool script_missing =
+          IsNoScript(replies[i].view()) && ScriptBodyFor(commands[i]).has_value();
+      if (!NeedsRouting(replies[i].view()) && !script_missing) continue;
+      auto followed =
+          Follow(commands[i], slots[i], Millis(0), answered_by[i], std::move(replies[i]));
+      if (!followed.ok()) return followed.status();
+      replies[i] = std::move(*followed);
+    } else {
+      auto master = routes_->MasterFor(slots[i]);
+      if (!master.ok()) return master.status();
+      auto followed = Follow(commands[i], slots[i], Millis(0), std::move(*master), std::nullopt);
+      if (!followed.ok()) return followed.status();
+      replies[i] = std::move(*followed);
+    }
+  }
+  return replies;
+}
+
+}  // namespace streamcar::redis
