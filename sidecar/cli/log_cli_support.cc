@@ -7,6 +7,7 @@
 #include "sidecar/common/text.h"
 #include "sidecar/log/entry_id.h"
 #include "sidecar/redis/topology/topology.h"
+#include "sidecar/redis/topology/topology_routes.h"
 
 namespace streamcar::cli {
 namespace {
@@ -59,7 +60,10 @@ std::optional<redis::ConnectionOptions> LogRedisOptionsOrReport(const config::Co
 
 std::unique_ptr<redis::Session> SessionOrReport(const redis::ConnectionOptions& options,
                                                 redis::RedisHealth* health, int* exit_code) {
-  auto session = std::make_unique<redis::Session>(options, "cli", health);
+  // With a topology each command goes to its key's master, following redirects (SPEC 8).
+  std::shared_ptr<redis::NodeRoutes> routes;
+  if (options.topology) routes = std::make_shared<redis::TopologyRoutes>(options.topology);
+  auto session = std::make_unique<redis::Session>(options, "cli", health, std::move(routes));
   Millis retry_in{0};
   if (Status status = session->ConnectOnce(&retry_in); !status.ok()) {
     std::cerr << "streamcar: " << status.message() << "\n";

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sidecar/redis/topology/topology_routes.h"
+
 namespace streamcar::log {
 
 SessionPool::Lease::~Lease() {
@@ -9,8 +11,12 @@ SessionPool::Lease::~Lease() {
 }
 
 SessionPool::SessionPool(const redis::ConnectionOptions& options, int size) {
+  // With a topology each command goes to its key's master (a cluster) or the current master
+  // (Sentinel), following the servers' redirects (SPEC 8).
+  std::shared_ptr<redis::NodeRoutes> routes;
+  if (options.topology) routes = std::make_shared<redis::TopologyRoutes>(options.topology);
   for (int i = 0; i < size; ++i) {
-    sessions_.push_back(std::make_unique<redis::Session>(options, "api", &health_));
+    sessions_.push_back(std::make_unique<redis::Session>(options, "api", &health_, routes));
     free_.push_back(sessions_.back().get());
   }
 }

@@ -1,5 +1,6 @@
-// Following streams live (SPEC 10) on a real 3-master Redis Cluster (SPEC 8: "every section below
-// works in every mode"): one XREAD may only name keys of one slot, so the hub reads each slot's
+// The log API's Redis side (SPEC 10) on a real 3-master Redis Cluster (SPEC 8: "every section
+// below works in every mode"): appends with idempotency keys and reads by time on each stream's
+// master, and following: one XREAD may only name keys of one slot, so the hub reads each slot's
 // streams on that slot's master, and interrupts each of those reads on its own node.
 
 #include <gtest/gtest.h>
@@ -10,8 +11,12 @@
 #include <vector>
 
 #include "sidecar/log/follow_hub.h"
+#include "sidecar/log/log_reader.h"
+#include "sidecar/log/producer.h"
+#include "sidecar/redis/session.h"
 #include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/redis/topology/topology.h"
+#include "sidecar/redis/topology/topology_routes.h"
 #include "tests/e2e/e2e_fixture.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/sidecar_process.h"
@@ -41,7 +46,7 @@ std::vector<StreamEntry> Collect(Follower& follower, size_t n, milliseconds time
   return entries;
 }
 
-class FollowHubClusterTest : public ::testing::Test {
+class LogClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (UnderSanitizer()) GTEST_SKIP() << "a 3-node cluster: plain stage only";
@@ -77,9 +82,53 @@ class FollowHubClusterTest : public ::testing::Test {
   std::shared_ptr<redis::Topology> topology_;
 };
 
+// Appends to streams on every master, each with an idempotency key (the append script names the
+// stream and the key: both in the stream's slot, else -CROSSSLOT), a repeat answered with the
+// first id, and a read by time of each stream from its own master.
+TEST_F(LogClusterTest, ProducesWithIdempotencyAndReadsByTimeOnEveryMaster) {
+  redis::RedisHealth health;
+  redis::Session session(HubOptions(), "test", &health,
+                         std::make_shared<redis::TopologyRoutes>(topology_));
+  Millis retry_in{0};
+  ASSERT_TRUE(session.ConnectOnce(&retry_in).ok());
+  const int64_t before_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  std::vector<std::string> ids;
+  for (const auto& stream : streams_) {
+    config::LogStream settings;
+    settings.name = stream;
+    settings.notify = true;  // PUBLISH from the script: channels are not keys
+    Producer producer(settings, Millis(60000));
+    AppendRequest request;
+    request.fields = {{"v", "for " + stream}};
+    request.idempotency_key = "k1";
+    auto first = producer.Append(session, request);
+    ASSERT_TRUE(first.ok()) << stream << ": " << first.status().ToString();
+    EXPECT_EQ(first->kind, AppendResult::Kind::kAppended);
+    auto repeat = producer.Append(session, request);
+    ASSERT_TRUE(repeat.ok()) << stream << ": " << repeat.status().ToString();
+    EXPECT_EQ(repeat->kind, AppendResult::Kind::kDuplicate);
+    EXPECT_EQ(repeat->id, first->id);
+    ids.push_back(first->id);
+    // One entry, on the master the cluster itself says serves the stream.
+    const redis::Reply len = cluster_->Run(stream, {"XLEN", stream});
+    EXPECT_EQ(len.view().Integer(), 1) << stream;
+  }
+  LogReader reader(&session, nullptr);
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    WindowQuery query;
+    query.since = std::to_string(before_ms) + "-0";
+    auto page = reader.Read(streams_[i], query);
+    ASSERT_TRUE(page.ok()) << streams_[i] << ": " << page.status().ToString();
+    ASSERT_EQ(page->entries.size(), 1u) << streams_[i];
+    EXPECT_EQ(page->entries[0].id, ids[i]);
+  }
+}
+
 // Streams on every master, followed at once, each get their new entries (one XREAD over them all
 // is -CROSSSLOT), and history from before the follow (catch-up) comes from each stream's node.
-TEST_F(FollowHubClusterTest, FollowsStreamsOnEveryMasterAtOnce) {
+TEST_F(LogClusterTest, FollowsStreamsOnEveryMasterAtOnce) {
   ASSERT_NE(cluster_->MasterIndexOf(streams_[0]), cluster_->MasterIndexOf(streams_[1]));
   ASSERT_NE(cluster_->MasterIndexOf(streams_[1]), cluster_->MasterIndexOf(streams_[2]));
   std::vector<std::string> old_ids;
@@ -108,7 +157,7 @@ TEST_F(FollowHubClusterTest, FollowsStreamsOnEveryMasterAtOnce) {
 // A stream that joins a lane already blocked on another master joins at once: the waker's CLIENT
 // UNBLOCK reaches that lane's node (the id it holds means nothing elsewhere), well before the
 // lane's long block would end by itself.
-TEST_F(FollowHubClusterTest, AStreamJoiningABlockedLaneOnAnotherMasterJoinsAtOnce) {
+TEST_F(LogClusterTest, AStreamJoiningABlockedLaneOnAnotherMasterJoinsAtOnce) {
   // A lane on master 2: not the seed (node 0), where a keyless command would go by default.
   const std::string first = cluster_->KeyOnMaster(2, "join-");
   const std::string second = "{" + first + "}:late";
