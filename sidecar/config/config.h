@@ -92,11 +92,14 @@ struct RetryConfig {
 };
 
 struct DeadLetterConfig {
-  // Filled by the loader when empty: "<stream>:dlq", or in cluster mode the same-slot name
-  // (redis/topology/key_slot.h DefaultDeadLetterStream); `stream_defaulted` remembers it, so that
-  // `auto` can settle the name once the server says whether it is a cluster.
+  // Filled by the loader when empty (config/dead_letter_default.h): "<stream>:dlq", or in cluster
+  // mode the same-slot name ("{orders}:dlq"); `stream_defaulted` remembers it, so that `auto` can
+  // settle the name once the server says whether it is a cluster (SettleDeadLetterDefaults).
   std::string stream;
   bool stream_defaulted = false;
+  // mode auto, defaulted, not settled yet: the name a cluster would get when it differs from
+  // `stream` ("" otherwise). `check` prints it as a comment.
+  std::string stream_if_cluster;
   int64_t max_len = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sidecar/common/text.h"
+#include "sidecar/redis/topology/node_address.h"
 
 namespace streamcar::config {
 
@@ -256,6 +257,52 @@ void WriteRedisUrl(Writer& out, const Field<RedisConfig>& field, const RedisConf
   out << YAML::Key << std::string(field.key) << YAML::Value << MaskUrlPassword(redis.url);
 }
 
+// redis.nodes, redis.sentinel.addresses: a list of "host:port" ("[::1]:26379"), each parsed as
+// the topology will (redis::ParseNodeAddress), none twice; null is an empty list. Kept as written.
+template <auto M>
+void ReadAddresses(Reader& in, const Field<fields_internal::ClassOf<M>>&, const YAML::Node&,
+                   const YAML::Node& value, const std::string& path,
+                   fields_internal::ClassOf<M>* out) {
+  auto& addresses = out->*M;
+  addresses.clear();
+  if (value.IsNull()) return;
+  if (!value.IsSequence()) {
+    in.Fail(value, path, "must be a list of host:port addresses, e.g. [\"10.0.0.6:6379\"]");
+  }
+  std::vector<redis::NodeAddress> parsed;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const std::string text = in.Text(value[i], item_path);
+    std::string error;
+    auto address = redis::ParseNodeAddress(text, &error);
+    if (!address) in.Fail(value[i], item_path, "\"" + text + "\": " + error);
+    for (size_t j = 0; j < parsed.size(); ++j) {
+      if (parsed[j] == *address) {
+        in.Fail(value[i], item_path,
+                address->Describe() + " is listed twice (also " + path + "[" + std::to_string(j) +
+                    "])");
+      }
+    }
+    parsed.push_back(*address);
+    addresses.push_back(text);
+  }
+}
+
+template <auto M>
+void WriteAddresses(Writer& out, const Field<fields_internal::ClassOf<M>>& field,
+                    const fields_internal::ClassOf<M>& value) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << YAML::Flow << value.*M;
+}
+
+// dead_letter.stream, with the name a cluster would give it when `mode: auto` leaves that open.
+void WriteDeadLetterStream(Writer& out, const Field<DeadLetterConfig>& field,
+                           const DeadLetterConfig& dead_letter) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << dead_letter.stream;
+  if (!dead_letter.stream_if_cluster.empty()) {
+    out << YAML::Comment(dead_letter.stream_if_cluster + " if the server is a cluster");
+  }
+}
+
 void CheckHeaderName(const Reader& in, const YAML::Node& node, const std::string& path,
                      const std::string& name) {
   static constexpr std::string_view kTokenChars = "!#$%&'*+-.^_`|~";
@@ -349,6 +396,16 @@ constexpr auto kTlsFields = std::to_array<Field<TlsConfig>>({
     Bool<&TlsConfig::verify>("verify"),
 });
 
+// `redis.sentinel` (SPEC 8). Every key may be "" with another mode (validate.cc), so that a chart
+// can always pass ${VAR:-}.
+constexpr auto kSentinelFields = std::to_array<Field<SentinelConfig>>({
+    Text<&SentinelConfig::master>("master"),
+    Custom<SentinelConfig>("addresses", &ReadAddresses<&SentinelConfig::addresses>,
+                           &WriteAddresses<&SentinelConfig::addresses>),
+    Text<&SentinelConfig::username>("username"),
+    Text<&SentinelConfig::password>("password", kSecret),
+});
+
 constexpr auto kRedisFields = std::to_array<Field<RedisConfig>>({
     Custom<RedisConfig>("url", &ReadRedisUrl, &WriteRedisUrl),
     Text<&RedisConfig::username>("username"),
@@ -356,6 +413,10 @@ constexpr auto kRedisFields = std::to_array<Field<RedisConfig>>({
     Duration<&RedisConfig::connect_timeout>("connect_timeout"),
     Duration<&RedisConfig::command_timeout>("command_timeout"),
     Section<&RedisConfig::tls, kTlsFields>("tls"),
+    Enum<&RedisConfig::mode, kRedisModeNames>("mode"),
+    Custom<RedisConfig>("nodes", &ReadAddresses<&RedisConfig::nodes>,
+                        &WriteAddresses<&RedisConfig::nodes>),
+    Section<&RedisConfig::sentinel, kSentinelFields>("sentinel"),
 });
 
 constexpr auto kHandlerFields = std::to_array<Field<HandlerConfig>>({
@@ -380,7 +441,11 @@ constexpr auto kRetryFields = std::to_array<Field<RetryConfig>>({
 });
 
 constexpr auto kDeadLetterFields = std::to_array<Field<DeadLetterConfig>>({
-    Text<&DeadLetterConfig::stream>("stream"),
+    [] {
+      auto field = Text<&DeadLetterConfig::stream>("stream");
+      field.write = &WriteDeadLetterStream;
+      return field;
+    }(),
     Int<&DeadLetterConfig::max_len>("max_len", 0, kMaxLen),
 });
 
@@ -490,7 +555,6 @@ void ReadSubscriptions(Reader& in, const Field<Config>&, const YAML::Node& paren
     Subscription sub = in.defaults;
     ReadSection<Subscription>(in, item, item_path, kSubscriptionFields, &sub);
     if (sub.name.empty()) sub.name = sub.stream + "/" + sub.group;
-    if (sub.dead_letter.stream.empty()) sub.dead_letter.stream = sub.stream + ":dlq";
     config->subscriptions.push_back(std::move(sub));
     in.NoteItemLine("subscriptions", Reader::Line(item));
   }

@@ -456,8 +456,9 @@ constexpr Field<S> Custom(std::string_view key, decltype(Field<S>::read) read,
 
 // --- the tables (fields.cc) ---------------------------------------------------------------------
 
-// The top level of the file. Reading it fills every key of the file into `config`; the defaults
-// derived from other keys (a subscription's name and dead-letter stream) are filled too.
+// The top level of the file. Reading it fills every key of the file into `config`, and a
+// subscription's default name; the default dead-letter streams are the loader's
+// (FillDeadLetterDefaults, which needs redis.mode).
 Fields<Config> ConfigFields();
 
 // Every key path the tables accept, e.g. "redis.tls.verify", "subscriptions[].handler.url",

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sidecar/common/text.h"
+#include "sidecar/config/dead_letter_default.h"
 #include "sidecar/config/fields.h"
 #include "sidecar/config/validate.h"
 
@@ -40,6 +41,7 @@ Config Decode(const std::string& file, const EnvLookup& env, const YAML::Node& r
   in.RequireMap(root, "(top level)");
   ReadSection<Config>(in, root, "", ConfigFields(), &config);
   if (config.consumer_name.empty()) config.consumer_name = HostName();
+  FillDeadLetterDefaults(&config);
   ValidateConfig(config, [&](const std::string& path, const std::string& message) {
     throw ConfigProblem{in.Locate(LineForPath(in, path, root), path, message)};
   });

@@ -39,6 +39,87 @@ bool ValidateLogApi(const Config& config, const ProblemSink& problem) {
   return true;
 }
 
+// True when the url reaches Redis over TCP (with or without TLS), as cluster nodes and a master
+// named by sentinels are reached.
+bool OverTcp(const RedisConfig& redis) { return redis.endpoint.kind != RedisEndpoint::Kind::kUnix; }
+
+// SPEC 8: redis.mode, redis.nodes and redis.sentinel together. Each key alone was checked while
+// loading (the mode's name, each address).
+bool ValidateTopology(const RedisConfig& redis, const ProblemSink& problem) {
+  const std::string mode = RedisModeName(redis.mode);
+  const SentinelConfig& sentinel = redis.sentinel;
+  if (redis.mode != RedisMode::kSentinel) {
+    // Empty values are fine: a chart passes ${VAR:-} whatever the mode.
+    const std::pair<const char*, bool> keys[] = {{"master", !sentinel.master.empty()},
+                                                 {"addresses", !sentinel.addresses.empty()},
+                                                 {"username", !sentinel.username.empty()},
+                                                 {"password", !sentinel.password.empty()}};
+    for (const auto& [key, set] : keys) {
+      if (!set) continue;
+      problem(std::string("redis.sentinel.") + key,
+              "only with mode: sentinel (mode is " + mode + ")");
+      return false;
+    }
+  }
+  switch (redis.mode) {
+    case RedisMode::kCluster:
+      if (!OverTcp(redis)) {
+        problem("redis.url",
+                "a cluster is reached over TCP: mode: cluster needs a redis:// or rediss:// url");
+        return false;
+      }
+      if (redis.endpoint.db != 0) {
+        problem("redis.url", "database " + std::to_string(redis.endpoint.db) +
+                                 ": a cluster has only database 0");
+        return false;
+      }
+      break;
+    case RedisMode::kSentinel:
+      if (sentinel.master.empty()) {
+        problem("redis.sentinel.master",
+                "required with mode: sentinel (the name the sentinels monitor the master by)");
+        return false;
+      }
+      if (sentinel.addresses.empty()) {
+        problem("redis.sentinel.addresses",
+                "required with mode: sentinel (host:port of each sentinel)");
+        return false;
+      }
+      if (!OverTcp(redis)) {
+        problem("redis.url",
+                "the master the sentinels name is reached over TCP: mode: sentinel needs a "
+                "redis:// or rediss:// url (its scheme, database and credentials apply; its host "
+                "and port are not used)");
+        return false;
+      }
+      break;
+    case RedisMode::kAuto:
+    case RedisMode::kStandalone:
+      break;
+  }
+  if (!redis.nodes.empty()) {
+    if (redis.mode == RedisMode::kStandalone || redis.mode == RedisMode::kSentinel) {
+      problem("redis.nodes", "cluster seed nodes: only with mode: cluster or auto (mode is " +
+                                 mode +
+                                 (redis.mode == RedisMode::kSentinel
+                                      ? "; the sentinels go in redis.sentinel.addresses)"
+                                      : ")"));
+      return false;
+    }
+    if (!OverTcp(redis)) {
+      problem("redis.nodes",
+              "cluster seed nodes need a redis:// or rediss:// url: a cluster is reached over TCP");
+      return false;
+    }
+  }
+  if (!sentinel.username.empty() && sentinel.password.empty()) {
+    problem("redis.sentinel.username",
+            "needs redis.sentinel.password (the sentinels' AUTH takes both)");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void ValidateConfig(const Config& config, const ProblemSink& problem) {
@@ -105,6 +186,7 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
             "cert_file and key_file go together (mutual TLS needs both)");
     return;
   }
+  if (!ValidateTopology(config.redis, problem)) return;
 }
 
 }  // namespace streamcar::config

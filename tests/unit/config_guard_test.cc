@@ -143,6 +143,13 @@ redis:
   connect_timeout: 1500ms
   command_timeout: 1m
   tls: { ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem, server_name: redis.example, verify: off }
+  mode: sentinel
+  nodes: []
+  sentinel:
+    master: mymaster
+    addresses: ["s1.internal:26379", "[fd00::7]:26380"]
+    username: sentry
+    password: s3ntinel
 consumer: { name: pod-3 }
 admin: { listen: "[::1]:9000" }
 shutdown: { drain_timeout: 0s }
@@ -200,6 +207,13 @@ redis:
     key_file: ""
     server_name: ""
     verify: true
+  mode: auto
+  nodes: []
+  sentinel:
+    master: ""
+    addresses: []
+    username: ""
+    password: ""
 consumer:
   name: pod-7
 admin:
@@ -267,6 +281,13 @@ redis:
     key_file: ""
     server_name: ""
     verify: true
+  mode: auto
+  nodes: []
+  sentinel:
+    master: ""
+    addresses: []
+    username: ""
+    password: ""
 consumer:
   name: the-host
 admin:
@@ -296,7 +317,7 @@ subscriptions:
       multiplier: 2
       jitter: 0.2
     dead_letter:
-      stream: orders:dlq
+      stream: orders:dlq  # {orders}:dlq if the server is a cluster
       max_len: 0
     claim:
       min_idle: 1m
@@ -334,6 +355,13 @@ redis:
     key_file: /k.pem
     server_name: redis.example
     verify: false
+  mode: sentinel
+  nodes: []
+  sentinel:
+    master: mymaster
+    addresses: [s1.internal:26379, "[fd00::7]:26380"]
+    username: sentry
+    password: "***"
 consumer:
   name: pod-3
 admin:
@@ -458,9 +486,13 @@ TEST(Config, CheckOutputIsUnchanged) {
   EXPECT_EQ(minimal_check, kMinimalCheck) << Literal(minimal_check);
   const std::string every = EmitEffectiveYaml(Load(kEveryKey));
   EXPECT_EQ(every, kEveryKeyCheck) << Literal(every);
-  // What check prints loads again and prints the same.
+  // What check prints loads again and prints the same, but for the comment on a default
+  // dead-letter stream that mode auto leaves open: loaded again, the printed name is explicit.
   for (const std::string& printed : {spec, minimal_check, every}) {
-    EXPECT_EQ(EmitEffectiveYaml(Load(printed)), printed);
+    std::string settled = printed;
+    const std::string comment = "  # {orders}:dlq if the server is a cluster";
+    if (auto at = settled.find(comment); at != std::string::npos) settled.erase(at, comment.size());
+    EXPECT_EQ(EmitEffectiveYaml(Load(printed)), settled);
   }
 }
 
@@ -538,6 +570,78 @@ const std::vector<BadInput>& BadInputs() {
       {Top("redis: { tls: { key_file: /k.pem } }\n"),
        "test.yaml:2: redis.tls.cert_file: cert_file and key_file go together (mutual TLS needs "
        "both)"},
+      // SPEC 8: redis.mode, redis.nodes, redis.sentinel.
+      {"version: 1\nredis: { mode: clustr }\n",
+       "test.yaml:2: redis.mode: must be auto, standalone, cluster or sentinel (got \"clustr\"); "
+       "did you mean cluster?"},
+      {"version: 1\nredis: { mode: ha }\n",
+       "test.yaml:2: redis.mode: must be auto, standalone, cluster or sentinel (got \"ha\")"},
+      {"version: 1\nredis: { mod: cluster }\n",
+       "test.yaml:2: redis.mod: unknown key (did you mean mode?)"},
+      {"version: 1\nredis: { nodes: \"10.0.0.6:6379\" }\n",
+       "test.yaml:2: redis.nodes: must be a list of host:port addresses, e.g. [\"10.0.0.6:6379\"]"},
+      {"version: 1\nredis: { nodes: [\"10.0.0.6\"] }\n",
+       "test.yaml:2: redis.nodes[0]: \"10.0.0.6\": no port: expected host:port"},
+      {"version: 1\nredis: { nodes: [\"a:6379\", \"b:0\"] }\n",
+       "test.yaml:2: redis.nodes[1]: \"b:0\": port \"0\" is not a number from 1 to 65535"},
+      {"version: 1\nredis: { nodes: [\"redis://a:6379\"] }\n",
+       "test.yaml:2: redis.nodes[0]: \"redis://a:6379\": a URL: expected host:port (the scheme and "
+       "credentials come from redis.url)"},
+      {"version: 1\nredis: { nodes: [\"::1:6379\"] }\n",
+       "test.yaml:2: redis.nodes[0]: \"::1:6379\": an IPv6 address needs brackets: [::1]:6379"},
+      {"version: 1\nredis: { nodes: [\"a:6379\", \"b:6379\", \"a:6379\"] }\n",
+       "test.yaml:2: redis.nodes[2]: a:6379 is listed twice (also redis.nodes[0])"},
+      {"version: 1\nredis: { nodes: [[a]] }\n",
+       "test.yaml:2: redis.nodes[0]: must be a single value, not a list or mapping"},
+      {"version: 1\nredis: { sentinel: x }\n",
+       "test.yaml:2: redis.sentinel: must be a mapping of keys to values"},
+      {"version: 1\nredis: { sentinel: { mastr: m } }\n",
+       "test.yaml:2: redis.sentinel.mastr: unknown key (did you mean master?)"},
+      {"version: 1\nredis: { sentinel: { addresses: [\"s1:26379\", \"s1:26379\"] } }\n",
+       "test.yaml:2: redis.sentinel.addresses[1]: s1:26379 is listed twice (also "
+       "redis.sentinel.addresses[0])"},
+      {"version: 1\nredis: { sentinel: { addresses: [\"[fd00::1]\"] } }\n",
+       "test.yaml:2: redis.sentinel.addresses[0]: \"[fd00::1]\": no port: expected [ipv6]:port"},
+      {Top("redis: { mode: cluster, url: \"unix:///run/redis.sock\" }\n"),
+       "test.yaml:2: redis.url: a cluster is reached over TCP: mode: cluster needs a redis:// or "
+       "rediss:// url"},
+      {Top("redis: { mode: cluster, url: \"redis://r:6379/3\" }\n"),
+       "test.yaml:2: redis.url: database 3: a cluster has only database 0"},
+      {Top("redis: { mode: standalone, nodes: [\"a:6379\"] }\n"),
+       "test.yaml:2: redis.nodes: cluster seed nodes: only with mode: cluster or auto (mode is "
+       "standalone)"},
+      {Top("redis:\n  mode: sentinel\n  nodes: [\"a:6379\"]\n"
+           "  sentinel: { master: m, addresses: [\"s:26379\"] }\n"),
+       "test.yaml:3: redis.nodes: cluster seed nodes: only with mode: cluster or auto (mode is "
+       "sentinel; the sentinels go in redis.sentinel.addresses)"},
+      {Top("redis: { url: \"unix:///run/redis.sock\", nodes: [\"a:6379\"] }\n"),
+       "test.yaml:2: redis.nodes: cluster seed nodes need a redis:// or rediss:// url: a cluster "
+       "is "
+       "reached over TCP"},
+      {Top("redis: { mode: sentinel, sentinel: { addresses: [\"s:26379\"] } }\n"),
+       "test.yaml:2: redis.sentinel.master: required with mode: sentinel (the name the sentinels "
+       "monitor the master by)"},
+      {Top("redis: { mode: sentinel, sentinel: { master: m, addresses: [] } }\n"),
+       "test.yaml:2: redis.sentinel.addresses: required with mode: sentinel (host:port of each "
+       "sentinel)"},
+      {Top("redis:\n  mode: sentinel\n  url: \"unix:///run/redis.sock\"\n"
+           "  sentinel: { master: m, addresses: [\"s:26379\"] }\n"),
+       "test.yaml:3: redis.url: the master the sentinels name is reached over TCP: mode: sentinel "
+       "needs a redis:// or rediss:// url (its scheme, database and credentials apply; its host "
+       "and "
+       "port are not used)"},
+      {Top("redis: { sentinel: { master: m } }\n"),
+       "test.yaml:2: redis.sentinel.master: only with mode: sentinel (mode is auto)"},
+      {Top("redis: { mode: cluster, sentinel: { addresses: [\"s:26379\"] } }\n"),
+       "test.yaml:2: redis.sentinel.addresses: only with mode: sentinel (mode is cluster)"},
+      {Top("redis: { mode: standalone, sentinel: { username: u } }\n"),
+       "test.yaml:2: redis.sentinel.username: only with mode: sentinel (mode is standalone)"},
+      {Top("redis: { sentinel: { master: \"\", password: pw } }\n"),
+       "test.yaml:2: redis.sentinel.password: only with mode: sentinel (mode is auto)"},
+      {Top("redis: { mode: sentinel, sentinel: { master: m, addresses: [\"s:26379\"], username: u "
+           "} }\n"),
+       "test.yaml:2: redis.sentinel.username: needs redis.sentinel.password (the sentinels' AUTH "
+       "takes both)"},
       {"version: 1\nconsumer: x\n", "test.yaml:2: consumer: must be a mapping of keys to values"},
       {"version: 1\nconsumer: { nam: x }\n",
        "test.yaml:2: consumer.nam: unknown key (did you mean name?)"},
@@ -930,14 +1034,30 @@ std::set<std::string> AcceptedKeys() {
 TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
   const auto keys = AcceptedKeys();
   // Sanity of the walk itself: a sample of each section, and no list index or map value leaked.
-  for (const char* key : {"version", "redis.url", "redis.tls.verify", "consumer.name",
-                          "admin.listen", "shutdown.drain_timeout", "subscriptions[].stream",
-                          "subscriptions[].name", "handler.headers", "handler.reject_statuses",
-                          "retry.jitter", "ack.delete", "retention.interval", "api.max_body",
-                          "streams[].name", "streams[].retention.max_age", "archive.batch"}) {
+  for (const char* key : {"version",
+                          "redis.url",
+                          "redis.tls.verify",
+                          "redis.mode",
+                          "redis.nodes",
+                          "redis.sentinel.addresses",
+                          "redis.sentinel.password",
+                          "consumer.name",
+                          "admin.listen",
+                          "shutdown.drain_timeout",
+                          "subscriptions[].stream",
+                          "subscriptions[].name",
+                          "handler.headers",
+                          "handler.reject_statuses",
+                          "retry.jitter",
+                          "ack.delete",
+                          "retention.interval",
+                          "api.max_body",
+                          "streams[].name",
+                          "streams[].retention.max_age",
+                          "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 59u) << [&] {
+  EXPECT_EQ(keys.size(), 65u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;
