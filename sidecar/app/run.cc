@@ -17,6 +17,7 @@
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
+#include "sidecar/config/dead_letter_default.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/lazy_archive.h"
