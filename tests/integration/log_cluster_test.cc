@@ -49,7 +49,7 @@ std::vector<StreamEntry> Collect(Follower& follower, size_t n, milliseconds time
 class LogClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (UnderSanitizer()) GTEST_SKIP() << "a 3-node cluster: plain stage only";
+    if (testing::UnderSanitizer()) GTEST_SKIP() << "a 3-node cluster: plain stage only";
     cluster_ =
         std::make_unique<RedisCluster>(testing::RedisClusterOptions{.replicas_per_master = 0});
     ASSERT_FALSE(HasFatalFailure());
