@@ -32,16 +32,22 @@ config::LogStream LogStreamOf(const config::Config& config, const std::string& n
   return stream;
 }
 
-std::unique_ptr<redis::Session> SessionOrReport(const config::Config& config,
-                                                redis::RedisHealth* health, int* exit_code) {
-  // A plain connection first (in RedisOrReport): its failure is one clear line, without the
-  // session's retry log. In cluster and sentinel modes the session routes by the topology.
+std::optional<redis::ConnectionOptions> LogRedisOptionsOrReport(const config::Config& config,
+                                                                int* exit_code) {
+  // RedisOrReport connects once (its failure is one clear line, without the session's retry
+  // log) and, in cluster and sentinel modes, resolves the topology the session then routes by.
   config::Config settled = config;
   auto redis = RedisOrReport(&settled, exit_code);
-  if (!redis) return nullptr;
+  if (!redis) return std::nullopt;
   redis::ConnectionOptions options = redis::ConnectionOptionsOf(config);
   options.client_name = "streamcar-cli";
   options.topology = redis->topology;
+  return options;
+}
+
+std::unique_ptr<redis::Session> SessionOrReport(const redis::ConnectionOptions& options,
+                                                redis::RedisHealth* health, int* exit_code) {
+  // With a topology each command goes to its key's master, following redirects (SPEC 8).
   auto session = std::make_unique<redis::Session>(options, "cli", health);
   Millis retry_in{0};
   if (Status status = session->ConnectOnce(&retry_in); !status.ok()) {

@@ -18,9 +18,16 @@ namespace streamcar::cli {
 // allowed, no max_len, no notify, no archive): the CLI is an operator's tool for any stream.
 config::LogStream LogStreamOf(const config::Config& config, const std::string& name);
 
-// A connected session (one attempt, connect_timeout); on failure prints the error and sets
-// *exit_code to 1.
-std::unique_ptr<redis::Session> SessionOrReport(const config::Config& config,
+// How the log commands reach Redis (SPEC 8: every mode): the url's options, with the topology
+// attached when redis.mode is not standalone and the deployment turns out to be a cluster or
+// Sentinel (resolved once, within a few connect timeouts). On failure prints the error and sets
+// *exit_code to 1 (2 for a configuration the servers refuse, such as a database on a cluster).
+std::optional<redis::ConnectionOptions> LogRedisOptionsOrReport(const config::Config& config,
+                                                                int* exit_code);
+
+// A connected session (one attempt, connect_timeout) on `options`; on failure prints the error and
+// sets *exit_code to 1.
+std::unique_ptr<redis::Session> SessionOrReport(const redis::ConnectionOptions& options,
                                                 redis::RedisHealth* health, int* exit_code);
 
 // The archive of `stream` when it has archive: true (else null, *exit_code untouched); on

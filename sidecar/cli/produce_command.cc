@@ -20,7 +20,9 @@ int ProduceCommand(const Arguments& args) {
     return 2;
   }
   redis::RedisHealth health;
-  auto session = SessionOrReport(*config, &health, &exit_code);
+  auto options = LogRedisOptionsOrReport(*config, &exit_code);
+  if (!options) return exit_code;
+  auto session = SessionOrReport(*options, &health, &exit_code);
   if (!session) return exit_code;
   log::Producer producer(stream, config->api.idempotency_ttl);
   log::AppendRequest request;

@@ -39,7 +39,9 @@ int ReadCommand(const Arguments& args) {
   if (!config) return exit_code;
   const config::LogStream stream = LogStreamOf(*config, args.stream);
   redis::RedisHealth health;
-  auto session = SessionOrReport(*config, &health, &exit_code);
+  auto options = LogRedisOptionsOrReport(*config, &exit_code);
+  if (!options) return exit_code;
+  auto session = SessionOrReport(*options, &health, &exit_code);
   if (!session) return exit_code;
   auto archive = ArchiveOrReport(*config, stream, &exit_code);
   if (exit_code != 0) return exit_code;

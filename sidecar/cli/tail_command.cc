@@ -27,7 +27,8 @@ int TailCommand(const Arguments& args) {
   auto config = LoadOrReport(args, &exit_code);
   if (!config) return exit_code;
   const config::LogStream stream = LogStreamOf(*config, args.stream);
-  if (!ConnectOrReport(*config, &exit_code)) return exit_code;
+  auto options = LogRedisOptionsOrReport(*config, &exit_code);
+  if (!options) return exit_code;
   auto archive = ArchiveOrReport(*config, stream, &exit_code);
   if (exit_code != 0) return exit_code;
 
@@ -37,8 +38,7 @@ int TailCommand(const Arguments& args) {
     const auto since = log::ParseId(args.since).value_or(log::kMinId);
     after = log::FormatId(log::Predecessor(since).value_or(log::kMinId));
   }
-  redis::ConnectionOptions options = redis::ConnectionOptionsOf(*config);
-  log::FollowHub hub(options, archive.get());
+  log::FollowHub hub(*options, archive.get());
   auto follower = hub.Follow(args.stream, after);
   std::vector<StreamEntry> batch;
   bool reported_down = false;

@@ -9,6 +9,8 @@ SessionPool::Lease::~Lease() {
 }
 
 SessionPool::SessionPool(const redis::ConnectionOptions& options, int size) {
+  // With a topology each command goes to its key's master (a cluster) or the current master
+  // (Sentinel), following the servers' redirects (SPEC 8): the Session routes by itself.
   for (int i = 0; i < size; ++i) {
     sessions_.push_back(std::make_unique<redis::Session>(options, "api", &health_));
     free_.push_back(sessions_.back().get());

@@ -21,11 +21,21 @@
 //
 // A new stream must join the XREAD at once: a second thread sends CLIENT UNBLOCK to the hub's
 // connection until the hub has issued an XREAD that includes it.
+//
+// Redis Cluster (SPEC 8): one XREAD may only name keys of one slot (else -CROSSSLOT), so the
+// shared read is split into lanes, one per slot among the followed streams (streams that share a
+// hash tag share a lane), each with its own thread and blocking connection to the master of its
+// slot. Every other deployment has one lane for all streams: the threads are those of a single
+// hub. A lane talks to one node at a time: the one the topology names for its slot; a -MOVED,
+// a lost connection, a role change or a topology change that moves the slot sends it to the new
+// master, and the waker sends CLIENT UNBLOCK to the very node whose connection id it holds (an id
+// means nothing on another node).
 
 #include "sidecar/log/follow_hub.h"
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -39,6 +49,8 @@
 #include "sidecar/log/log_reader.h"
 #include "sidecar/redis/session.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/redis/topology/topology.h"
 
 namespace streamcar::log {
 namespace {
@@ -68,6 +80,65 @@ struct Feed {
   Status error;      // set when the key cannot be read as a stream (WRONGTYPE); not retried
 };
 
+// One blocking read and its thread: every followed stream of one cluster slot, or every followed
+// stream when there is no cluster. The fields are guarded by the hub's mutex, except `thread`
+// (started once, joined by Stop) and `client_id` (read by the waker without the lock).
+struct Lane {
+  int slot = -1;                // the slot its streams share; -1 without a cluster
+  uint64_t wanted_version = 0;  // bumped when a stream joins this lane
+  uint64_t issued_version = 0;  // the wanted version its last issued XREAD includes
+  bool done = false;            // its thread has ended (the hub stops)
+  Status error;                 // why its last read failed; Ok after a read
+  // Where its blocking connection is, and that connection's CLIENT ID (0: none yet).
+  std::optional<redis::NodeAddress> node;
+  std::atomic<int64_t> client_id{0};
+  std::thread thread;
+};
+
+// A lane's connection: a plain session to one node (never routed: CLIENT ID and the XREAD must
+// reach the same connection, and the waker must find it), replaced when its node no longer
+// serves the lane's slot.
+struct LaneConnection {
+  std::unique_ptr<redis::Session> session;
+  std::optional<redis::NodeAddress> node;  // with a topology: the node `session` talks to
+  uint64_t topology_version = 0;           // the topology's version when `node` was checked
+  uint64_t id_generation = 0;              // the session generation its CLIENT ID was read on
+  int failures = 0;                        // connects failed in a row (the backoff's step)
+};
+
+// An error reply that says where the lane's slot is (or is not) served, rather than answering
+// the read: the lane must go elsewhere or wait, not blame a key.
+enum class LaneErrorKind { kNone, kMoved, kWait, kNodeFailed };
+
+LaneErrorKind LaneErrorKindOf(const Status& status, redis::Redirect* redirect) {
+  if (status.code() != StatusCode::kServerError) return LaneErrorKind::kNone;
+  const std::string& text = status.message();
+  const std::string_view word = std::string_view(text).substr(0, text.find(' '));
+  if (word == "MOVED") {
+    // "MOVED <slot> <endpoint>:<port>"
+    const size_t slot_end = text.find(' ', word.size() + 1);
+    if (slot_end == std::string::npos) return LaneErrorKind::kNodeFailed;
+    const std::string slot_text = text.substr(word.size() + 1, slot_end - word.size() - 1);
+    auto to = redis::ParseRedirectEndpoint(std::string_view(text).substr(slot_end + 1));
+    if (!to || slot_text.empty() || slot_text.size() > 5 ||
+        slot_text.find_first_not_of("0123456789") != std::string::npos) {
+      return LaneErrorKind::kNodeFailed;
+    }
+    int slot = 0;
+    std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
+    redirect->slot = slot;
+    redirect->to = *to;
+    return LaneErrorKind::kMoved;
+  }
+  // ASK: the slot is migrating and this lane's key already left; the migration ends with a
+  // MOVED. TRYAGAIN, LOADING: transient on this node.
+  if (word == "ASK" || word == "TRYAGAIN" || word == "LOADING") return LaneErrorKind::kWait;
+  if (word == "CLUSTERDOWN" || word == "MASTERDOWN" || word == "READONLY" || word == "UNBLOCKED") {
+    return LaneErrorKind::kNodeFailed;
+  }
+  return LaneErrorKind::kNone;
+}
+
 }  // namespace
 
 class FollowHub::Impl {
@@ -76,10 +147,13 @@ class FollowHub::Impl {
       : options_(std::move(options)), archive_(archive), tuning_(tuning) {
     tuning_.buffer_entries = std::max<size_t>(tuning_.buffer_entries, 1);
     tuning_.buffer_bytes = std::max<size_t>(tuning_.buffer_bytes, 1);
-    redis::ConnectionOptions catch_up = options_;
-    catch_up.client_name = "streamcar-follow-catchup";
-    catch_up_session_ = std::make_unique<redis::Session>(catch_up, "follow-catchup", &health_);
-    hub_thread_ = std::thread([this] { HubLoop(); });
+    // A cluster splits the read by slot; under Sentinel (and standalone) one node has every key.
+    topology_ = options_.topology.get();
+    by_slot_ = topology_ != nullptr && topology_->mode() == redis::ResolvedMode::kCluster;
+    if (!by_slot_) {
+      std::lock_guard lock(mutex_);
+      LaneLocked(-1);  // the one lane, started now as a single hub's thread always was
+    }
     waker_thread_ = std::thread([this] { WakerLoop(); });
   }
   ~Impl() { Stop(); }
@@ -93,7 +167,10 @@ class FollowHub::Impl {
     }
     stop_.Request();
     changed_.notify_all();
-    if (hub_thread_.joinable()) hub_thread_.join();
+    // No lane is added once stopping_ is set: the map is stable from here on.
+    for (auto& [slot, lane] : lanes_) {
+      if (lane->thread.joinable()) lane->thread.join();
+    }
     if (waker_thread_.joinable()) waker_thread_.join();
   }
 
@@ -112,7 +189,7 @@ class FollowHub::Impl {
     std::lock_guard lock(mutex_);
     if (--followers_[stream] <= 0) {
       followers_.erase(stream);
-      feeds_.erase(stream);  // the hub leaves it out of its next XREAD
+      feeds_.erase(stream);  // its lane leaves it out of its next XREAD
     }
   }
 
@@ -120,12 +197,18 @@ class FollowHub::Impl {
   // deleted entries too; 0-0 when the stream does not exist). nullopt when Redis cannot say.
   std::optional<EntryId> ResolveNow(const std::string& stream, Status* error) {
     std::lock_guard lock(catch_up_mutex_);
-    if (!catch_up_session_->connected()) {
-      Millis retry_in{0};
-      *error = catch_up_session_->ConnectOnce(&retry_in);
-      if (!error->ok()) return std::nullopt;
+    StatusOr<redis::Reply> reply = Status(StatusCode::kIo, "not sent");
+    // Twice at most: once more on the slot's new master after a redirect or a lost node.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      LaneConnection& connection = catch_up_[SlotOf(stream)];
+      auto session = CatchUpSessionLocked(SlotOf(stream), connection);
+      if (!session.ok()) {
+        *error = session.status();
+        return std::nullopt;
+      }
+      reply = (*session)->Run(redis::Command("XINFO").Arg("STREAM").Arg(stream));
+      if (reply.ok() || !AfterFailure(connection, reply.status())) break;
     }
-    auto reply = catch_up_session_->Run(redis::Command("XINFO").Arg("STREAM").Arg(stream));
     if (!reply.ok()) {
       if (reply.status().code() == StatusCode::kServerError &&
           reply.status().message().find("no such key") != std::string::npos) {
@@ -154,11 +237,17 @@ class FollowHub::Impl {
     if (!now) return error;
     *top = *now;
     std::lock_guard lock(catch_up_mutex_);
-    LogReader reader(catch_up_session_.get(), archive);
+    LaneConnection& connection = catch_up_[SlotOf(stream)];
+    auto session = CatchUpSessionLocked(SlotOf(stream), connection);
+    if (!session.ok()) return session.status();
+    LogReader reader(*session, archive);
     WindowQuery query;
     query.after = FormatId(after);
     query.count = kBatch;
-    return reader.Read(stream, query);
+    auto page = reader.Read(stream, query);
+    // The follower asks again on its next call, then on the slot's master.
+    if (!page.ok()) AfterFailure(connection, page.status());
+    return page;
   }
 
   ArchiveStore* archive() const { return archive_; }
@@ -168,16 +257,20 @@ class FollowHub::Impl {
   // The accessors below need mutex() held.
   bool stopping() const { return stopping_; }
   std::map<std::string, Feed>& feeds() { return feeds_; }
-  const Status& hub_error() const { return hub_error_; }
+  // Why the shared read of `stream` last failed (Ok after a successful read).
+  Status ReadErrorLocked(const std::string& stream) const {
+    auto it = lanes_.find(SlotOf(stream));
+    return it == lanes_.end() ? Status::Ok() : it->second->error;
+  }
 
-  // Starts the shared read of `stream` after `from`, and has the hub's XREAD interrupted so that
+  // Starts the shared read of `stream` after `from`, and has its lane's XREAD interrupted so that
   // it includes the stream at once. Needs mutex() held.
   void StartFeedLocked(const std::string& stream, const EntryId& from) {
     Feed feed;
     feed.floor = from;
     feed.last = from;
     feeds_.emplace(stream, std::move(feed));
-    ++wanted_version_;
+    if (Lane* lane = LaneLocked(SlotOf(stream))) ++lane->wanted_version;
     changed_.notify_all();
   }
 
@@ -188,54 +281,154 @@ class FollowHub::Impl {
   }
 
  private:
-  void HubLoop() {
-    redis::ConnectionOptions options = options_;
-    options.client_name = "streamcar-follow";
-    redis::Session session(options, "follow", &health_);
-    uint64_t id_generation = 0;
-    while (!RunOnce(session, &id_generation)) {
+  // The lane of `stream`: its cluster slot, or the one lane (-1).
+  int SlotOf(const std::string& stream) const { return by_slot_ ? redis::KeySlot(stream) : -1; }
+
+  // The connected catch-up session of `slot` (one per slot in a cluster; one in all). Needs
+  // catch_up_mutex_ held.
+  StatusOr<redis::Session*> CatchUpSessionLocked(int slot, LaneConnection& connection) {
+    if (Status status = Target(slot, connection, "follow-catchup"); !status.ok()) return status;
+    if (!connection.session->connected()) {
+      Millis retry_in{0};
+      if (Status status = connection.session->ConnectOnce(&retry_in); !status.ok()) {
+        AfterFailure(connection, status);
+        return status;
+      }
+    }
+    return connection.session.get();
+  }
+
+  // A command on `connection` failed: when it says the slot is served elsewhere (or the node is
+  // gone), the topology hears of it and the connection is replaced. True when it was replaced
+  // (sending again may succeed).
+  bool AfterFailure(LaneConnection& connection, const Status& status) {
+    if (topology_ == nullptr) return false;
+    redis::Redirect redirect;
+    switch (LaneErrorKindOf(status, &redirect)) {
+      case LaneErrorKind::kMoved:
+        if (connection.node) topology_->OnMoved(redirect, *connection.node);
+        connection.session.reset();
+        return true;
+      case LaneErrorKind::kNodeFailed:
+        Retarget(connection, status.message());
+        return true;
+      case LaneErrorKind::kWait:
+        return false;
+      case LaneErrorKind::kNone:
+        if (status.code() == StatusCode::kServerError) return false;
+        Retarget(connection, status.message());  // lost, refused, timed out
+        return true;
+    }
+    return false;
+  }
+
+  // The lane of `slot`, started when it is new; null once the hub stops. Needs mutex_ held.
+  Lane* LaneLocked(int slot) {
+    auto it = lanes_.find(slot);
+    if (it != lanes_.end()) return it->second.get();
+    if (stopping_) return nullptr;
+    auto lane = std::make_unique<Lane>();
+    lane->slot = slot;
+    Lane* raw = lane.get();
+    lanes_.emplace(slot, std::move(lane));
+    // The thread waits for mutex_ (held here) before it reads anything of the lane.
+    raw->thread = std::thread([this, raw] { HubLoop(*raw); });
+    return raw;
+  }
+
+  void HubLoop(Lane& lane) {
+    LaneConnection connection;
+    while (!RunOnce(lane, connection)) {
     }
     std::lock_guard lock(mutex_);
-    hub_done_ = true;
+    lane.done = true;
     changed_.notify_all();
   }
 
-  // One shared XREAD (or one connection attempt); true when the hub is stopping.
-  bool RunOnce(redis::Session& session, uint64_t* id_generation) {
+  // A session (named `role`) to the node now serving `slot`. Without a topology: the url, as
+  // always.
+  Status Target(int slot, LaneConnection& connection, const std::string& role) {
+    if (topology_ == nullptr) {
+      if (connection.session == nullptr) {
+        redis::ConnectionOptions options = options_;
+        options.client_name = "streamcar-" + role;
+        connection.session = std::make_unique<redis::Session>(options, role, &health_);
+      }
+      return Status::Ok();
+    }
+    const uint64_t version = topology_->version();
+    if (connection.session != nullptr && connection.topology_version == version) {
+      return Status::Ok();
+    }
+    auto master = topology_->MasterFor(slot);
+    if (!master.ok()) return master.status();
+    connection.topology_version = version;
+    if (connection.session != nullptr && connection.node == *master) return Status::Ok();
+    redis::ConnectionOptions options = topology_->OptionsFor(*master);
+    options.client_name = "streamcar-" + role;
+    connection.session = std::make_unique<redis::Session>(options, role, &health_);
+    connection.node = *master;
+    connection.id_generation = 0;
+    return Status::Ok();
+  }
+
+  // The lane's node failed it (or said the slot is elsewhere): the topology hears of it, and the
+  // next read goes where the topology then says.
+  void Retarget(LaneConnection& connection, std::string_view why) {
+    if (topology_ != nullptr && connection.node) topology_->OnNodeFailed(*connection.node, why);
+    if (topology_ != nullptr) connection.session.reset();
+  }
+
+  // One shared XREAD of the lane (or one connection attempt); true when the hub is stopping.
+  bool RunOnce(Lane& lane, LaneConnection& connection) {
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] {
-        if (stopping_ || HasReadableFeedLocked()) return true;
-        issued_version_ = wanted_version_;  // nothing to read: nothing to interrupt either
+        if (stopping_ || HasReadableFeedLocked(lane)) return true;
+        lane.issued_version = lane.wanted_version;  // nothing to read: nothing to interrupt
         return false;
       });
       if (stopping_) return true;
     }
+    if (Status status = Target(lane.slot, connection, "follow"); !status.ok()) {
+      SetLaneError(lane, status);
+      return stop_.WaitFor(Millis(100));
+    }
+    redis::Session& session = *connection.session;
     Millis retry_in{0};
     if (Status status = session.ConnectOnce(&retry_in); !status.ok()) {
-      SetHubError(status);
+      SetLaneError(lane, status);
+      if (topology_ != nullptr) {
+        // The next attempt may go to another node (a new session): the backoff is the lane's.
+        retry_in = ReconnectDelay(connection.failures++, Millis(100), Millis(5000), UnitRandom());
+        Retarget(connection, status.message());
+      }
       return stop_.WaitFor(retry_in);
     }
-    if (*id_generation != session.generation()) {
+    connection.failures = 0;
+    if (connection.id_generation != session.generation()) {
       // The waker interrupts this connection by its id; a new connection has a new one.
       auto id = session.Run(redis::Command("CLIENT").Arg("ID"));
       if (!id.ok()) {
-        SetHubError(id.status());
+        SetLaneError(lane, id.status());
+        if (id.status().code() != StatusCode::kServerError) Retarget(connection, "lost");
         return false;
       }
-      hub_client_id_ = id->view().Integer();
-      *id_generation = session.generation();
+      std::lock_guard lock(mutex_);
+      lane.node = connection.node;
+      lane.client_id = id->view().Integer();
+      connection.id_generation = session.generation();
     }
     std::vector<std::pair<std::string, EntryId>> reads;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return true;
       for (const auto& [name, feed] : feeds_) {
-        if (feed.error.ok()) reads.emplace_back(name, feed.last);
+        if (feed.error.ok() && SlotOf(name) == lane.slot) reads.emplace_back(name, feed.last);
       }
       if (reads.empty()) return false;
-      // Every stream added so far is in this XREAD: the waker may rest.
-      issued_version_ = wanted_version_;
+      // Every stream added to the lane so far is in this XREAD: the waker may rest.
+      lane.issued_version = lane.wanted_version;
     }
     redis::Command xread("XREAD");
     xread.Arg("COUNT").Arg(int64_t{kBatch});
@@ -245,27 +438,49 @@ class FollowHub::Impl {
     for (const auto& read : reads) xread.Arg(FormatId(read.second));
     auto reply = session.RunBlocking(xread, tuning_.block);
     if (!reply.ok()) {
+      redis::Redirect redirect;
+      // Only a topology's nodes answer where a slot is served.
+      const LaneErrorKind kind =
+          topology_ != nullptr ? LaneErrorKindOf(reply.status(), &redirect) : LaneErrorKind::kNone;
+      switch (kind) {
+        case LaneErrorKind::kMoved:
+          // The slot moved (a migration, a failover): read there next.
+          if (connection.node) topology_->OnMoved(redirect, *connection.node);
+          connection.session.reset();
+          return false;
+        case LaneErrorKind::kWait:
+          SetLaneError(lane, reply.status());
+          return stop_.WaitFor(Millis(100));
+        case LaneErrorKind::kNodeFailed:
+          SetLaneError(lane, reply.status());
+          Retarget(connection, reply.status().message());
+          return stop_.WaitFor(Millis(100));
+        case LaneErrorKind::kNone:
+          break;
+      }
       if (reply.status().code() == StatusCode::kServerError) {
-        FindUnreadableStreams(session, reads, reply.status());
+        FindUnreadableStreams(lane, session, reads, reply.status());
       } else {
-        SetHubError(reply.status());
+        SetLaneError(lane, reply.status());
         LogWarn("follow: the shared read failed; reconnecting",
                 {{"error", reply.status().message()}});
+        Retarget(connection, reply.status().message());
       }
       return false;
     }
-    Deliver(reply->view());
+    Deliver(lane, reply->view());
     return false;
   }
 
-  bool HasReadableFeedLocked() const {
-    return std::any_of(feeds_.begin(), feeds_.end(),
-                       [](const auto& feed) { return feed.second.error.ok(); });
+  bool HasReadableFeedLocked(const Lane& lane) const {
+    return std::any_of(feeds_.begin(), feeds_.end(), [&](const auto& feed) {
+      return feed.second.error.ok() && SlotOf(feed.first) == lane.slot;
+    });
   }
 
   // An error reply to the XREAD: find the keys that are not streams (TYPE) and stop reading them
   // rather than stall every other stream; their followers get the error.
-  void FindUnreadableStreams(redis::Session& session,
+  void FindUnreadableStreams(Lane& lane, redis::Session& session,
                              const std::vector<std::pair<std::string, EntryId>>& reads,
                              const Status& error) {
     bool found = false;
@@ -284,21 +499,21 @@ class FollowHub::Impl {
     }
     changed_.notify_all();
     if (!found) {
-      SetHubError(error);
+      SetLaneError(lane, error);
       stop_.WaitFor(Millis(500));  // an error no key explains: do not spin on it
     }
   }
 
-  void SetHubError(const Status& status) {
+  void SetLaneError(Lane& lane, const Status& status) {
     std::lock_guard lock(mutex_);
-    hub_error_ = status;
+    lane.error = status;
     changed_.notify_all();
   }
 
   // The XREAD reply: [[stream, [[id, fields], ...]], ...], or nil after the block.
-  void Deliver(const redis::ReplyView& reply) {
+  void Deliver(Lane& lane, const redis::ReplyView& reply) {
     std::lock_guard lock(mutex_);
-    hub_error_ = Status::Ok();
+    lane.error = Status::Ok();
     for (size_t i = 0; i < reply.Size(); ++i) {
       const auto item = reply[i];
       auto it = feeds_.find(std::string(item[0].Str()));
@@ -322,27 +537,53 @@ class FollowHub::Impl {
     changed_.notify_all();
   }
 
-  // Interrupts the hub's XREAD until it has issued one that includes every stream added so far;
-  // on Stop, until the hub thread has ended (so Stop never waits out a BLOCK).
+  // A lane the waker must interrupt: it has not issued an XREAD with every stream added to it,
+  // or the hub stops (so Stop never waits out a BLOCK). Needs mutex_ held.
+  bool BehindLocked(const Lane& lane) const {
+    return !lane.done && (stopping_ || lane.issued_version < lane.wanted_version);
+  }
+
+  bool AllLanesDoneLocked() const {
+    return std::all_of(lanes_.begin(), lanes_.end(),
+                       [](const auto& lane) { return lane.second->done; });
+  }
+
+  // Interrupts each lane's XREAD until it has issued one that includes every stream added to it;
+  // on Stop, until every lane's thread has ended. One connection per node the lanes are on.
   void WakerLoop() {
-    redis::ConnectionOptions options = options_;
-    options.client_name = "streamcar-follow-waker";
-    redis::Session session(options, "follow-waker", &health_);
+    std::map<std::optional<redis::NodeAddress>, std::unique_ptr<redis::Session>> sessions;
     while (true) {
+      std::vector<std::pair<std::optional<redis::NodeAddress>, int64_t>> targets;
       {
         std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || issued_version_ < wanted_version_; });
-        if (hub_done_) return;
+        changed_.wait(lock, [&] {
+          return stopping_ || std::any_of(lanes_.begin(), lanes_.end(), [&](const auto& lane) {
+                   return BehindLocked(*lane.second);
+                 });
+        });
+        if (stopping_ && AllLanesDoneLocked()) return;
+        for (const auto& [slot, lane] : lanes_) {
+          if (BehindLocked(*lane)) targets.emplace_back(lane->node, lane->client_id.load());
+        }
       }
-      const int64_t client = hub_client_id_.load();
-      Millis retry_in{0};
-      if (client > 0 && session.ConnectOnce(&retry_in).ok()) {
-        // 0 when the hub is not blocked yet (it is about to issue the XREAD): try again shortly.
-        (void)session.Run(redis::Command("CLIENT").Arg("UNBLOCK").Arg(client));
+      for (const auto& [node, client] : targets) {
+        if (client <= 0) continue;
+        auto& session = sessions[node];
+        if (session == nullptr) {
+          redis::ConnectionOptions options =
+              topology_ != nullptr && node ? topology_->OptionsFor(*node) : options_;
+          options.client_name = "streamcar-follow-waker";
+          session = std::make_unique<redis::Session>(options, "follow-waker", &health_);
+        }
+        Millis retry_in{0};
+        if (session->ConnectOnce(&retry_in).ok()) {
+          // 0 when the lane is not blocked yet (it is about to issue the XREAD): again shortly.
+          (void)session->Run(redis::Command("CLIENT").Arg("UNBLOCK").Arg(client));
+        }
       }
       // The pace of retries, not a synchronization: the loop re-checks the state it waits for.
       std::unique_lock lock(mutex_);
-      changed_.wait_for(lock, Millis(10), [&] { return hub_done_; });
+      changed_.wait_for(lock, Millis(10), [&] { return stopping_ && AllLanesDoneLocked(); });
     }
   }
 
@@ -350,23 +591,20 @@ class FollowHub::Impl {
   ArchiveStore* archive_;
   FollowOptions tuning_;
   redis::RedisHealth health_;
+  redis::Topology* topology_ = nullptr;  // borrowed from options_; null: standalone
+  bool by_slot_ = false;                 // a cluster: one lane per slot
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   bool stopping_ = false;
-  bool hub_done_ = false;
   std::map<std::string, int> followers_;
   std::map<std::string, Feed> feeds_;
-  Status hub_error_;
-  uint64_t wanted_version_ = 0;  // bumped when a stream joins the shared read
-  uint64_t issued_version_ = 0;  // the wanted version the last issued XREAD includes
-  std::atomic<int64_t> hub_client_id_{0};
+  std::map<int, std::unique_ptr<Lane>> lanes_;  // by slot (-1: the one lane); only grows
   StopSignal stop_;
 
   std::mutex catch_up_mutex_;
-  std::unique_ptr<redis::Session> catch_up_session_;
+  std::map<int, LaneConnection> catch_up_;  // by slot (-1: the one), like the lanes
 
-  std::thread hub_thread_;
   std::thread waker_thread_;
 };
 
@@ -437,7 +675,7 @@ class HubFollower final : public Follower {
       });
       if (!woke) {
         // Nothing new in time: not an error, unless the shared read cannot reach Redis.
-        return hub_->hub_error();
+        return hub_->ReadErrorLocked(stream_);
       }
     }
   }
