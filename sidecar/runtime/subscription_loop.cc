@@ -60,18 +60,11 @@ class SubscriptionLoop::Core {
         stages_(std::move(stages)),
         ops_(redis::MakePlainOps(sub.stream, sub.group, deps.consumer_name)),
         connector_(loop),
-<<<<<<< HEAD
         read_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
               sub.name + "/read", deps.redis_health, {}),
         command_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":settle"),
                  sub.name + "/settle", deps.redis_health, redis::SettleScripts()),
-=======
-        read_(loop, connector_, WithName(deps.redis, Prefix() + ":read"), sub.name + "/read",
-              deps.redis_health, {}),
-        command_(loop, connector_, WithName(deps.redis, Prefix() + ":settle"), sub.name + "/settle",
-                 deps.redis_health, redis::SettleScripts()),
         dead_letters_(DeadLetterConnection(loop)),
->>>>>>> issue-14d
         ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
         settlement_(sub, *ops_, &ledger_, &metrics_, clock_),
         router_(
@@ -190,8 +183,9 @@ class SubscriptionLoop::Core {
   // Two-step dead letters only: the connection to the dead-letter stream's slot (SPEC 8).
   std::unique_ptr<redis::AsyncConnection> DeadLetterConnection(EventLoop& loop) {
     if (!deps_.dead_letter_two_step) return nullptr;
-    redis::ConnectionOptions options = WithName(deps_.redis, Prefix() + ":dlq");
-    options.slot = redis::KeySlot(sub_.dead_letter.stream);
+    // The dead-letter stream's slot: ForStream names the key the connection serves.
+    redis::ConnectionOptions options =
+        ForStream(deps_.redis, sub_.dead_letter.stream, Prefix() + ":dlq");
     return std::make_unique<redis::AsyncConnection>(loop, connector_, std::move(options),
                                                     sub_.name + "/dlq", deps_.redis_health,
                                                     std::span<const redis::Script* const>());
