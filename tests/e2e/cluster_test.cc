@@ -1,0 +1,300 @@
+// The sidecar on a real Redis Cluster (SPEC 8): 3 masters with a replica each, one sidecar with a
+// subscription per master. Delivery, retries, dead letters on both paths (the default `{s}:dlq`
+// in the stream's slot: atomic; an explicit dead-letter stream on another master: XADD first,
+// XACK second), the start log and `check` naming the dead-letter streams, the topology metrics,
+// and recovery (own pending entries after kill -9, a dead peer's entries by XAUTOCLAIM) on
+// masters other than the seed.
+
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <cctype>
+
+#include "tests/e2e/topology_e2e.h"
+#include "tests/support/redis_cluster.h"
+
+namespace streamcar::testing {
+namespace {
+
+class ClusterTest : public TopologyE2eTest {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<RedisCluster>();
+    ASSERT_FALSE(HasFatalFailure());
+  }
+
+  // The redis: block for a cluster: the seed url, mode and the other nodes.
+  std::string ClusterRedisYaml(const std::string& mode = "cluster") const {
+    return "  url: " + cluster_->SeedUrl() + "\n  mode: " + mode +
+           "\n  nodes: " + cluster_->NodesYaml() + "\n  command_timeout: 2s\n";
+  }
+
+  std::string AddTo(const std::string& stream, const std::vector<std::string>& fields) {
+    std::vector<std::string> args = {"XADD", stream, "*"};
+    args.insert(args.end(), fields.begin(), fields.end());
+    return std::string(cluster_->Run(stream, args).view().Str());
+  }
+  int64_t ClusterLen(const std::string& key) {
+    auto reply = cluster_->Run(key, {"XLEN", key});
+    return reply.view().IsInteger() ? reply.view().Integer() : -1;
+  }
+  // The group's pending count on the stream's master; -1 for a missing group (NOGROUP).
+  int64_t ClusterPending(const std::string& stream, const std::string& group = "billing") {
+    auto reply = cluster_->Run(stream, {"XPENDING", stream, group});
+    if (reply.IsError() || !reply.view().IsArray() || reply.view().Size() == 0) return -1;
+    return reply.view()[0].Integer();
+  }
+  // Which consumer holds each pending entry of the group: id -> consumer.
+  std::map<std::string, std::string> PendingOwners(const std::string& stream) {
+    std::map<std::string, std::string> owners;
+    auto reply = cluster_->Run(stream, {"XPENDING", stream, "billing", "-", "+", "1000"});
+    for (size_t i = 0; i < reply.view().Size(); ++i) {
+      owners[std::string(reply.view()[i][0].Str())] = std::string(reply.view()[i][1].Str());
+    }
+    return owners;
+  }
+  std::vector<DeadLetter> ClusterDeadLetters(const std::string& dlq) {
+    std::vector<DeadLetter> out;
+    auto reply = cluster_->Run(dlq, {"XRANGE", dlq, "-", "+"});
+    for (size_t i = 0; i < reply.view().Size(); ++i) {
+      DeadLetter letter;
+      letter.id = reply.view()[i][0].Str();
+      auto fields = reply.view()[i][1];
+      for (size_t k = 0; k + 1 < fields.Size(); k += 2) {
+        letter.fields.emplace_back(fields[k].Str(), fields[k + 1].Str());
+      }
+      out.push_back(std::move(letter));
+    }
+    return out;
+  }
+
+  std::unique_ptr<RedisCluster> cluster_;
+};
+
+// Whether `line` says the dead-letter path `path` ("atomic" or "two-step"; "two_step" and "two
+// step" are read alike), case aside.
+bool SaysPath(std::string line, const std::string& path) {
+  for (auto& c : line) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (path == "atomic") return line.find("atomic") != std::string::npos;
+  return line.find("two-step") != std::string::npos || line.find("two_step") != std::string::npos ||
+         line.find("two step") != std::string::npos;
+}
+
+TEST_F(ClusterTest, DeliversRetriesAndDeadLettersOnEveryMaster) {
+  // A stream per master; subscription b dead-letters to a stream on another master than its own.
+  const std::vector<std::string> streams = {cluster_->KeyOnMaster(0, "orders-"),
+                                            cluster_->KeyOnMaster(1, "orders-"),
+                                            cluster_->KeyOnMaster(2, "orders-")};
+  const std::string explicit_dlq = cluster_->KeyOnMaster(2, "letters-");
+  ASSERT_NE(cluster_->SlotOf(explicit_dlq), cluster_->SlotOf(streams[1]));
+  const std::vector<std::string> dlqs = {"{" + streams[0] + "}:dlq", explicit_dlq,
+                                         "{" + streams[2] + "}:dlq"};
+  const std::vector<std::string> names = {"sub-a", "sub-b", "sub-c"};
+
+  handler_.SetBehaviour([&](const ReceivedRequest& r) {
+    deliveries_.Record(r);
+    HandlerReply reply;
+    const int attempts = std::atoi(r.Header("streamcar-attempts").c_str());
+    if (r.body.find("\"kind\":\"reject\"") != std::string::npos) reply.status = 422;
+    if (r.body.find("\"kind\":\"fail\"") != std::string::npos) reply.status = 500;
+    if (r.body.find("\"kind\":\"retry\"") != std::string::npos && attempts < 3) reply.status = 503;
+    return reply;
+  });
+
+  struct Ids {
+    std::vector<std::string> ok;
+    std::string retry, reject, fail;
+  };
+  std::vector<Ids> ids(3);
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 10; ++i) {
+      ids[s].ok.push_back(AddTo(streams[s], {"kind", "ok", "n", std::to_string(i)}));
+    }
+    ids[s].retry = AddTo(streams[s], {"kind", "retry"});
+    ids[s].reject = AddTo(streams[s], {"kind", "reject"});
+    ids[s].fail = AddTo(streams[s], {"kind", "fail"});
+  }
+
+  TopologyConfig config;
+  config.redis = ClusterRedisYaml();
+  for (int s = 0; s < 3; ++s) {
+    SubscriptionSpec sub{.name = names[s], .stream = streams[s]};
+    if (s == 1) sub.extra = "    dead_letter: { stream: \"" + explicit_dlq + "\" }\n";
+    config.subscriptions.push_back(sub);
+  }
+
+  // `check` prints the effective dead-letter streams: in cluster mode the default is in the
+  // stream's slot.
+  const std::string path = WriteConfig(TopologyYaml(config));
+  const auto checked = RunStreamcar({"check", "-c", path});
+  ASSERT_EQ(checked.exit_code, 0) << checked.err;
+  {
+    const YAML::Node effective = YAML::Load(checked.out);
+    EXPECT_EQ(effective["redis"]["mode"].as<std::string>(""), "cluster") << checked.out;
+    for (int s = 0; s < 3; ++s) {
+      EXPECT_EQ(effective["subscriptions"][s]["dead_letter"]["stream"].as<std::string>(""), dlqs[s])
+          << checked.out;
+    }
+  }
+
+  auto sidecar = StartTopologySidecar(config);
+  ASSERT_TRUE(WaitReady(seconds(30))) << sidecar->Logs();
+  // The topology metrics exist from the start: no redirect on a stable cluster, no failover, the
+  // three masters known.
+  const std::string metrics = Metrics();
+  EXPECT_EQ(MetricValue(metrics, "streamcar_redis_redirects_total", {"kind=\"moved\""}), 0)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "streamcar_redis_redirects_total", {"kind=\"ask\""}), 0);
+  EXPECT_EQ(MetricValue(metrics, "streamcar_redis_failovers_total"), 0);
+  EXPECT_EQ(MetricValue(metrics, "streamcar_redis_nodes"), 3);
+
+  // Per stream: 10 + 3 (retried twice) + 1 (rejected) + 4 (max_attempts) deliveries.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (deliveries_.Total() < 3 * 18) return false;
+        for (int s = 0; s < 3; ++s) {
+          if (ClusterPending(streams[s]) != 0 || ClusterLen(dlqs[s]) < 2) return false;
+        }
+        return true;
+      },
+      seconds(30)))
+      << sidecar->Logs();
+
+  for (int s = 0; s < 3; ++s) {
+    SCOPED_TRACE("subscription " + names[s] + " on stream " + streams[s]);
+    for (const auto& id : ids[s].ok) {
+      const auto got = deliveries_.For(streams[s], id);
+      ASSERT_EQ(got.size(), 1u) << id;
+      EXPECT_EQ(got[0].attempts, 1);
+    }
+    // Retries go back through Redis: the attempt count grows.
+    const auto retried = deliveries_.For(streams[s], ids[s].retry);
+    ASSERT_EQ(retried.size(), 3u);
+    for (int a = 0; a < 3; ++a) EXPECT_EQ(retried[a].attempts, a + 1);
+    EXPECT_EQ(deliveries_.For(streams[s], ids[s].reject).size(), 1u);
+    EXPECT_EQ(deliveries_.For(streams[s], ids[s].fail).size(), 4u);
+
+    // Exactly the two dead letters, each once, in the effective dead-letter stream.
+    const auto letters = ClusterDeadLetters(dlqs[s]);
+    ASSERT_EQ(letters.size(), 2u);
+    std::map<std::string, DeadLetter> by_id;
+    for (const auto& letter : letters) by_id[letter.Get("streamcar.id")] = letter;
+    ASSERT_EQ(by_id.count(ids[s].reject), 1u);
+    ASSERT_EQ(by_id.count(ids[s].fail), 1u);
+    const DeadLetter& rejected = by_id[ids[s].reject];
+    EXPECT_EQ(rejected.Get("kind"), "reject");
+    EXPECT_EQ(rejected.Get("streamcar.stream"), streams[s]);
+    EXPECT_EQ(rejected.Get("streamcar.group"), "billing");
+    EXPECT_EQ(rejected.Get("streamcar.reason"), "rejected");
+    EXPECT_EQ(rejected.Get("streamcar.status"), "422");
+    EXPECT_EQ(rejected.Get("streamcar.attempts"), "1");
+    const DeadLetter& failed = by_id[ids[s].fail];
+    EXPECT_EQ(failed.Get("streamcar.reason"), "max_attempts");
+    EXPECT_EQ(failed.Get("streamcar.status"), "500");
+    EXPECT_EQ(failed.Get("streamcar.attempts"), "4");
+    // No dead letter anywhere else: not the standalone default, not the other form.
+    EXPECT_EQ(ClusterLen(streams[s] + ":dlq"), 0);
+    if (s == 1) {
+      EXPECT_EQ(ClusterLen("{" + streams[s] + "}:dlq"), 0);
+    }
+
+    EXPECT_EQ(MetricValue(Metrics(), "streamcar_dead_lettered_total",
+                          {"subscription=\"" + names[s] + "\"", "reason=\"rejected\""}),
+              1);
+    EXPECT_EQ(MetricValue(Metrics(), "streamcar_dead_lettered_total",
+                          {"subscription=\"" + names[s] + "\"", "reason=\"max_attempts\""}),
+              1);
+  }
+
+  // The start log names each subscription's dead-letter path.
+  const std::string logs = sidecar->Logs();
+  for (int s = 0; s < 3; ++s) {
+    bool said = false;
+    for (const auto& line : LinesWith(logs, {"\"" + names[s] + "\""})) {
+      said = said || SaysPath(line, s == 1 ? "two-step" : "atomic");
+    }
+    EXPECT_TRUE(said) << "no start log line names " << names[s] << " and the "
+                      << (s == 1 ? "two-step" : "atomic") << " path:\n"
+                      << logs;
+  }
+  EXPECT_EQ(Metric("streamcar_redis_failovers_total"), 0);
+}
+
+TEST_F(ClusterTest, RecoversOwnPendingAndReclaimsADeadPeersEntries) {
+  // Two streams on masters other than the seed (node 0).
+  const std::string own = cluster_->KeyOnMaster(1, "own-");
+  const std::string peer = cluster_->KeyOnMaster(2, "peer-");
+  std::atomic<bool> hang{true};
+  handler_.SetBehaviour([&](const ReceivedRequest& r) {
+    deliveries_.Record(r);
+    HandlerReply reply;
+    if (hang && r.Header("streamcar-attempts") == "1") reply.delay = milliseconds(4000);
+    return reply;
+  });
+  std::vector<std::string> own_ids, peer_ids;
+  for (int i = 0; i < 3; ++i) {
+    own_ids.push_back(
+        std::string(cluster_->Run(own, {"XADD", own, "*", "n", std::to_string(i)}).view().Str()));
+    peer_ids.push_back(
+        std::string(cluster_->Run(peer, {"XADD", peer, "*", "n", std::to_string(i)}).view().Str()));
+  }
+
+  // The first sidecar takes all six and dies holding them.
+  TopologyConfig first;
+  first.redis = "  url: " + cluster_->SeedUrl() + "\n  mode: cluster\n  command_timeout: 2s\n";
+  first.subscriptions = {{.name = "own", .stream = own, .handler_extra = "timeout: 10s"},
+                         {.name = "peer", .stream = peer, .handler_extra = "timeout: 10s"}};
+  auto dead = StartTopologySidecar(first);
+  ASSERT_TRUE(handler_.WaitForCount(6, seconds(30))) << dead->Logs();
+  dead->Kill();
+  hang = false;
+  for (const auto& stream : {own, peer}) {
+    for (const auto& [id, owner] : PendingOwners(stream)) EXPECT_EQ(owner, "c1") << id;
+  }
+  ASSERT_EQ(ClusterPending(own), 3);
+  ASSERT_EQ(ClusterPending(peer), 3);
+  const std::string fresh =
+      std::string(cluster_->Run(own, {"XADD", own, "*", "n", "fresh"}).view().Str());
+
+  // The same consumer again, on `own` only: it drains its own pending entries before anything new.
+  TopologyConfig again = first;
+  again.subscriptions = {{.name = "own", .stream = own, .handler_extra = "concurrency: 1"}};
+  auto restarted = StartTopologySidecar(again);
+  // Another consumer on `peer`: c1 is dead there, its entries are reclaimed once idle.
+  TopologyConfig other = first;
+  other.consumer = "c2";
+  other.subscriptions = {
+      {.name = "peer", .stream = peer, .min_idle = "1s", .claim_interval = "300ms"}};
+  const int other_port = FreePort();
+  auto reclaimer = StartTopologySidecar(other, other_port);
+
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ClusterPending(own) == 0 && ClusterPending(peer) == 0 &&
+               deliveries_.For(own, fresh).size() == 1;
+      },
+      seconds(30)))
+      << restarted->Logs() << reclaimer->Logs();
+  const auto fresh_at = deliveries_.For(own, fresh)[0].at;
+  for (const auto& id : own_ids) {
+    const auto got = deliveries_.For(own, id);
+    ASSERT_EQ(got.size(), 2u) << id;
+    EXPECT_EQ(got[1].attempts, 2) << id;
+    EXPECT_LT(got[1].at, fresh_at) << id << ": own pending entries come before new ones";
+  }
+  for (const auto& id : peer_ids) {
+    const auto got = deliveries_.For(peer, id);
+    ASSERT_EQ(got.size(), 2u) << id;
+    EXPECT_EQ(got[1].attempts, 2) << id;
+  }
+  EXPECT_TRUE(WaitMetric("streamcar_claimed_total", {"source=\"drain\""}, 3));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return MetricAt(other_port, "streamcar_claimed_total", {"source=\"autoclaim\""}) >= 3;
+      },
+      seconds(15)));
+  EXPECT_TRUE(WaitReady(seconds(5), other_port));
+}
+
+}  // namespace
+}  // namespace streamcar::testing
