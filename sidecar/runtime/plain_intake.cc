@@ -239,6 +239,7 @@ void PlainIntake::SetupNext() {
       // now. A key in another slot of a cluster is not on this connection's node: `run`
       // checked it at start.
       if (skip_dead_letter_type_) {
+        read_busy_ = false;  // nothing sent
         setup_step_ = SetupStep::kAckDel;
         if (!sub_.ack.delete_entries) return SetupDone(redis::AckMode::kAckOnly);
         return Pump();
