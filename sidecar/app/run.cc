@@ -107,8 +107,11 @@ std::optional<int> ResolveTopology(redis::Topology& topology, const sigset_t& si
       return 1;
     }
     const Millis retry_in = ReconnectDelay(failures, Millis(100), Millis(5000), UnitRandom());
-    LogWarn("redis topology unknown, retrying",
-            {{"error", status.message()}, {"retry_in_ms", static_cast<int64_t>(retry_in.count())}});
+    // The words every connection uses for this (operators and their alerts know them).
+    LogWarn("redis unreachable, retrying",
+            {{"role", "topology"},
+             {"error", status.message()},
+             {"retry_in_ms", static_cast<int64_t>(retry_in.count())}});
     const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(retry_in);
     const timespec wait{static_cast<time_t>(seconds.count()),
                         static_cast<long>((retry_in - seconds).count() * 1000000)};
