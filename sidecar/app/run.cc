@@ -95,8 +95,8 @@ std::string NoMasterFor(const config::Config& config, const redis::Topology* top
 std::optional<int> ResolveTopology(redis::Topology& topology, const sigset_t& signals,
                                    Millis connect_timeout) {
   for (int failures = 0;; ++failures) {
-    // Long enough for a few sentinels or seeds to be asked in turn.
-    const Status status = topology.Resolve(SteadyClock::now() + connect_timeout * 3);
+    // One connect timeout per attempt: the log below then keeps SPEC 4.1's pace.
+    const Status status = topology.Resolve(SteadyClock::now() + connect_timeout);
     if (status.ok()) return std::nullopt;
     if (status.code() == StatusCode::kInvalid) {  // auto met a cluster the config cannot use
       LogError("configuration error: " + status.message(), {{"exit_code", 2}});
