@@ -156,10 +156,11 @@ class AsyncConnection {
   std::optional<int64_t> client_id_;
   std::optional<NodeAddress> node_;  // where the topology sent this connection
   // Set after a -ASK for this connection's slot: the slot is migrating and its key already went
-  // to this node. Connections go there and send ASKING before every command, until the topology
-  // names the slot's master (the migration finished, or was undone).
+  // to this node. The connection goes there and sends ASKING before every command, for a second
+  // (then it asks the slot's owner again) or until the topology names the slot's new master.
   std::optional<NodeAddress> ask_node_;
   NodeAddress asked_from_;  // the slot's master when the -ASK came (the migration's source)
+  SteadyTime ask_since_{};
   uint64_t topology_version_ = 0;
   bool retarget_pending_ = false;
   std::function<void()> on_ready_;

@@ -465,6 +465,8 @@ void Topology::Impl::AdoptMap(SlotMap map, const NodeAddress& from, uint64_t fai
       }
       changed = OwnersDiffer(current_, map);
     }
+    // Counted before the new owners are visible: whoever sees the new master sees the failover.
+    for (size_t i = 0; i < failed_over.size(); ++i) observer_->OnFailover();
     for (const Shard& shard : map.shards()) {
       if (shard.replicas.empty()) continue;
       auto& replicas = replicas_of_[shard.master.address];
@@ -484,7 +486,6 @@ void Topology::Impl::AdoptMap(SlotMap map, const NodeAddress& from, uint64_t fai
   }
   for (const NodeAddress& old : failed_over) {
     LogWarn("redis cluster failover", {{"old_master", old.Describe()}});
-    observer_->OnFailover();
   }
   observer_->OnMastersKnown(static_cast<int>(masters));
 }
@@ -581,6 +582,8 @@ void Topology::Impl::AdoptMaster(const NodeAddress& address) {
     std::lock_guard lock(mu_);
     before = master_;
     changed = master_ != address;
+    // Counted before the new master is visible: whoever sees it sees the failover.
+    if (changed && before) observer_->OnFailover();
     master_ = address;
     master_stale_ = false;
     if (changed) version_->fetch_add(1, std::memory_order_acq_rel);
@@ -589,7 +592,6 @@ void Topology::Impl::AdoptMaster(const NodeAddress& address) {
   if (changed && before) {
     LogWarn("redis sentinel failover",
             {{"old_master", before->Describe()}, {"master", address.Describe()}});
-    observer_->OnFailover();
   }
   observer_->OnMastersKnown(1);
 }
