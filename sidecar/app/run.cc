@@ -68,7 +68,9 @@ std::vector<int> UsedSlots(const config::Config& config) {
   std::vector<int> slots;
   for (const auto& sub : config.subscriptions) {
     slots.push_back(redis::KeySlot(sub.stream));
-    slots.push_back(redis::KeySlot(sub.dead_letter.stream));
+    // A defaulted dead-letter stream shares the stream's slot in a cluster (settled after
+    // `auto` resolves; outside a cluster slots do not matter).
+    if (!sub.dead_letter.stream_defaulted) slots.push_back(redis::KeySlot(sub.dead_letter.stream));
   }
   for (const auto& stream : config.streams) slots.push_back(redis::KeySlot(stream.name));
   std::sort(slots.begin(), slots.end());
@@ -392,6 +394,8 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   // Settling gets what is left of the drain time, and at least a moment to flush acks.
   const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + Millis(2000));
   for (auto& subscription : subscriptions) subscription->FinishSettling(settle_deadline);
+  // Nothing settles any more: connections still opening give up instead of asking the servers.
+  if (topology) topology->Stop();
   admin_server.Stop();
 
   size_t left_pending = 0;

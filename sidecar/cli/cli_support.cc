@@ -85,7 +85,8 @@ std::unique_ptr<CliRedis> RedisOrReport(config::Config* config, int* exit_code) 
     Status resolved = topology->Resolve(SteadyClock::now() + config->redis.connect_timeout);
     if (!resolved.ok()) {
       std::cerr << "streamcar: " << resolved.message() << "\n";
-      *exit_code = 1;
+      // A configuration the servers refuse (a database on a cluster) is a usage error (SPEC 1).
+      *exit_code = resolved.code() == StatusCode::kInvalid ? 2 : 1;
       return nullptr;
     }
     redis->mode = topology->mode().value_or(redis::ResolvedMode::kStandalone);

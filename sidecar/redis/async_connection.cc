@@ -105,6 +105,7 @@ void AsyncConnection::OnOpened(StatusOr<OpenedConnection> opened) {
       return;
     }
     state_ = State::kWaitingToRetry;
+    MarkDown();         // a planned move that could not connect is an outage after all
     ask_node_.reset();  // the next attempt asks the topology for the slot's master
     // With a topology, a refused connect is usually a master that died: its replica takes over
     // within seconds, and a shorter cap bounds the stall after it does (SPEC 8).
@@ -442,7 +443,10 @@ void AsyncConnection::RequestRetarget(const std::string& to) {
 }
 
 void AsyncConnection::Retarget() {
-  // Nothing is outstanding: closing loses no reply, and Connect asks the topology anew.
+  // Nothing is outstanding: closing loses no reply, and Connect asks the topology anew. A planned
+  // move, not an outage: readiness and redis_up stay as they are unless the new node cannot be
+  // reached.
+  moving_ = true;
   Break(Status(StatusCode::kIo, "following the slot to its new master"), true);
 }
 
@@ -471,8 +475,11 @@ void AsyncConnection::Break(const Status& status, bool reconnect) {
   read_wait_ = IoWait::kReadable;
   client_id_.reset();
   if (state_ != State::kClosed) {
-    LogWarn("redis connection lost", {{"role", role_}, {"error", status.message()}});
-    MarkDown();
+    if (!moving_) {
+      LogWarn("redis connection lost", {{"role", role_}, {"error", status.message()}});
+      MarkDown();
+    }
+    moving_ = false;
     state_ = State::kWaitingToRetry;
     if (reconnect) Connect();
   }

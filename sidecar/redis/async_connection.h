@@ -163,6 +163,7 @@ class AsyncConnection {
   SteadyTime ask_since_{};
   uint64_t topology_version_ = 0;
   bool retarget_pending_ = false;
+  bool moving_ = false;  // the break under way is Retarget's planned move
   std::function<void()> on_ready_;
   std::function<void(const Status&)> on_fatal_;
   // Callbacks may destroy this connection: every path that runs one checks the lifeline after.

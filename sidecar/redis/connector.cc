@@ -24,6 +24,9 @@ void Connector::RunOffLoop(std::function<std::function<void()>()> work) {
   // nothing of the connector after the notify under the lock.
   std::thread([this, work = std::move(work)]() mutable {
     std::function<void()> result = work();
+    // Whatever the work captured (connection options holding the process's topology) goes
+    // before the count does: the destructor may return, and Run end, right after it.
+    work = nullptr;
     loop_.Post(std::move(result));
     std::lock_guard<std::mutex> lock(mutex_);
     --running_;

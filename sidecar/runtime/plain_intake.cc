@@ -19,6 +19,18 @@ using redis::SubscriptionOps;
 // An error reply other than NOGROUP/WRONGTYPE on the read connection: wait this long before the
 // next step rather than spin.
 constexpr Millis kServerErrorPause{1000};
+// After a read a cluster redirected (MOVED, ASK) or released (UNBLOCKED: the key migrated, or the
+// node changed role): the connection is following the slot already. CLUSTERDOWN lasts as long as
+// the cluster needs to fail over: it keeps the ordinary pause.
+constexpr Millis kRoutingPause{50};
+
+bool IsRoutingError(const Status& status) {
+  for (const char* prefix : {"MOVED", "ASK", "UNBLOCKED"}) {
+    if (status.IsServerError(prefix)) return true;
+  }
+  return false;
+}
+
 // CLIENT UNBLOCK found the read not blocked yet (it had not reached Redis): try again this soon.
 constexpr Millis kUnblockAgain{10};
 
@@ -411,6 +423,13 @@ void PlainIntake::ReadFailed(const Status& status) {
                                                 "streamcar leaves it untouched"));
   }
   if (status.code() == StatusCode::kFatal) return Fatal(status);
+  if (IsRoutingError(status)) {
+    // A cluster moving the stream's slot, or failing over (SPEC 8): the connection follows the
+    // slot by itself, so read again shortly, not after the pause an unknown error gets.
+    LogInfo("read redirected", {{"subscription", sub_.name}, {"error", status.message()}});
+    backoff_timer_->ArmIn(kRoutingPause);
+    return;
+  }
   if (status.code() == StatusCode::kServerError) {
     LogError("read failed", {{"subscription", sub_.name}, {"error", status.message()}});
     backoff_timer_->ArmIn(kServerErrorPause);

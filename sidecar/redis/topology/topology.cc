@@ -214,7 +214,11 @@ std::optional<NodeAddress> Topology::Impl::KnownLocked(int slot) const {
   if (!mode_) return std::nullopt;
   switch (*mode_) {
     case ResolvedMode::kStandalone:
+      return master_;
     case ResolvedMode::kSentinel:
+      // A master reported failed (READONLY, a lost connection) is not known until confirmed
+      // again: readiness must not say ready on a demoted master.
+      if (master_stale_) return std::nullopt;
       return master_;
     case ResolvedMode::kCluster:
       return MapMasterFor(current_, slot);
@@ -223,7 +227,8 @@ std::optional<NodeAddress> Topology::Impl::KnownLocked(int slot) const {
 }
 
 Millis Topology::Impl::Jittered(Millis interval) {
-  std::uniform_real_distribution<double> spread(0.9, 1.1);
+  // Never above the interval: SPEC 8 says "at least once a minute".
+  std::uniform_real_distribution<double> spread(0.8, 1.0);
   return Millis(static_cast<int64_t>(static_cast<double>(interval.count()) * spread(random_)));
 }
 
@@ -256,18 +261,21 @@ Status Topology::Impl::Resolve(SteadyTime deadline) {
 
 Status Topology::Impl::ProbeMode(ResolvedMode* mode) {
   // Database 0 for the probe: a cluster refuses SELECT, and the error that matters is ours below.
-  ConnectionOptions options = ForDiscovery(PointedAt(options_.data, url_node_));
+  // The configured timeouts, not discovery's short ones: this is the deployment's one node, and
+  // a slow link to it (TLS across regions) must not keep `run` from starting.
+  ConnectionOptions options = PointedAt(options_.data, url_node_);
   options.endpoint.db = 0;
   auto connection = Connection::Open(options);
   if (!connection.ok()) return connection.status();
   auto info = (*connection)->Run(Command("INFO").Arg("cluster"));
   if (!info.ok()) {
-    if (info.status().IsServerError("NOPERM")) {
+    if (info.status().code() == StatusCode::kServerError) {
       // A deployment that ran before redis.mode existed (auto is the default) may use an ACL
-      // user without INFO: it keeps working as it did, standalone, and is told how to be sure.
+      // user without INFO, or a server or proxy that renamed or refuses it: it keeps working as
+      // it did, standalone, and is told how to be sure. Only I/O failures are retried.
       LogWarn(
-          "redis.mode auto: the ACL user may not run INFO; assuming standalone (set "
-          "redis.mode explicitly, or allow +info)",
+          "redis.mode auto: the server refused INFO; assuming standalone (set redis.mode "
+          "explicitly, or allow +info)",
           {{"error", info.status().message()}});
       *mode = ResolvedMode::kStandalone;
       return Status::Ok();
@@ -299,7 +307,8 @@ Status Topology::Impl::ResolveOnce() {
         break;
       case config::RedisMode::kAuto:
         if (Status s = ProbeMode(&mode); !s.ok()) return s;
-        LogInfo("redis mode resolved", {{"mode", ResolvedModeName(mode)}});
+        // Standalone keeps the log it always had; `run` names a cluster in its own line.
+        LogDebug("redis mode resolved", {{"mode", ResolvedModeName(mode)}});
         break;
     }
     if (mode == ResolvedMode::kCluster && options_.data.endpoint.db != 0) {
@@ -345,6 +354,12 @@ Status Topology::Impl::ResolveOnce() {
 // ---- MasterFor and reports --------------------------------------------------------------------
 
 StatusOr<NodeAddress> Topology::Impl::MasterFor(int slot) {
+  {
+    // After Stop nothing asks the servers again: a connection opening at shutdown gives up at
+    // once instead of holding the process past its grace period.
+    std::lock_guard lock(mu_);
+    if (stop_) return Status(StatusCode::kCancelled, "topology stopping");
+  }
   const SteadyTime deadline =
       options_.clock->Now() + options_.data.connect_timeout + options_.data.command_timeout;
   auto resolved = mode();
@@ -705,7 +720,8 @@ void Topology::Impl::Stop() {
 Topology::Topology(TopologyOptions options, TopologyObserver* observer)
     : impl_(std::make_unique<Impl>(std::move(options), observer, &version_)) {}
 
-Topology::~Topology() = default;
+// The background thread touches version_: it is joined before any member goes.
+Topology::~Topology() { impl_->Stop(); }
 
 Status Topology::Resolve(SteadyTime deadline) { return impl_->Resolve(deadline); }
 std::optional<ResolvedMode> Topology::mode() const { return impl_->mode(); }
