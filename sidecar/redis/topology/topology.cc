@@ -70,6 +70,48 @@ std::optional<NodeAddress> MapMasterFor(const SlotMap& map, int slot) {
 
 }  // namespace
 
+// One map read or sentinel discovery at a time, waited for until a deadline. A flag under a plain
+// mutex, not std::timed_mutex: ThreadSanitizer (GCC 12) does not see pthread_mutex_clocklock,
+// which try_lock_until uses, and reports the unlock as a misuse.
+class DiscoveryTurn {
+ public:
+  class Held {
+   public:
+    // Waits until `deadline` (nullopt: as long as it takes).
+    Held(DiscoveryTurn& turn, std::optional<SteadyTime> deadline) : turn_(turn) {
+      std::unique_lock lock(turn_.mu_);
+      auto is_free = [&] { return !turn_.busy_; };
+      if (deadline) {
+        held_ = turn_.free_.wait_until(lock, *deadline, is_free);
+      } else {
+        turn_.free_.wait(lock, is_free);
+        held_ = true;
+      }
+      if (held_) turn_.busy_ = true;
+    }
+    ~Held() {
+      if (!held_) return;
+      {
+        std::lock_guard lock(turn_.mu_);
+        turn_.busy_ = false;
+      }
+      turn_.free_.notify_one();
+    }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    explicit operator bool() const { return held_; }
+
+   private:
+    DiscoveryTurn& turn_;
+    bool held_ = false;
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable free_;
+  bool busy_ = false;
+};
+
 class Topology::Impl {
  public:
   Impl(TopologyOptions options, TopologyObserver* observer, std::atomic<uint64_t>* version);
@@ -137,8 +179,8 @@ class Topology::Impl {
   std::unique_ptr<SentinelClient> sentinels_;       // sentinel mode only
   std::mt19937_64 random_{std::random_device{}()};  // background thread only
 
-  std::mutex resolve_mu_;         // one Resolve at a time
-  std::timed_mutex discover_mu_;  // one map read or sentinel discovery at a time
+  std::mutex resolve_mu_;        // one Resolve at a time
+  DiscoveryTurn discover_turn_;  // one map read or sentinel discovery at a time
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
@@ -434,8 +476,8 @@ bool Topology::Impl::NeedsMapLocked(int slot) const {
 Status Topology::Impl::RefreshCluster(SteadyTime deadline,
                                       const std::function<bool()>& still_needed,
                                       const Cancelled& cancelled) {
-  std::unique_lock discovering(discover_mu_, std::defer_lock);
-  if (!discovering.try_lock_until(deadline)) {
+  DiscoveryTurn::Held discovering(discover_turn_, deadline);
+  if (!discovering) {
     return Status(StatusCode::kTimeout, "the cluster map is being read: no answer in time");
   }
   if (still_needed && !still_needed()) return Status::Ok();
@@ -571,8 +613,8 @@ bool Topology::Impl::SuspectsRemain() {
 Status Topology::Impl::DiscoverMaster(SteadyTime deadline,
                                       const std::function<bool()>& still_needed,
                                       const Cancelled& cancelled) {
-  std::unique_lock discovering(discover_mu_, std::defer_lock);
-  if (!discovering.try_lock_until(deadline)) {
+  DiscoveryTurn::Held discovering(discover_turn_, deadline);
+  if (!discovering) {
     return Status(StatusCode::kTimeout, "the sentinels are being asked: no answer in time");
   }
   if (still_needed && !still_needed()) return Status::Ok();
@@ -584,7 +626,7 @@ Status Topology::Impl::DiscoverMaster(SteadyTime deadline,
 }
 
 Status Topology::Impl::ConfirmAndAdopt(const NodeAddress& address) {
-  std::lock_guard discovering(discover_mu_);
+  DiscoveryTurn::Held discovering(discover_turn_, std::nullopt);
   if (Status s = ConfirmMaster(ForDiscovery(OptionsFor(address)), address); !s.ok()) return s;
   AdoptMaster(address);
   return Status::Ok();
