@@ -21,7 +21,6 @@
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/lazy_archive.h"
-#include "sidecar/redis/group_info.h"
 #include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/redis/topology/topology.h"
 #include "sidecar/runtime/retention.h"
@@ -153,27 +152,6 @@ StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
     } else {
       LogWarn("cannot check the slots with CLUSTER KEYSLOT now; using streamcar's own hashing",
               {{"subscription", sub.name}, {"error", connection.status().message()}});
-    }
-    if (stream_slot != dlq_slot) {
-      // The subscription's connections are on the stream's node: the dead-letter key's type
-      // (SPEC 3.3) is checked here, on its own node.
-      at.slot = dlq_slot;
-      auto dlq_connection = redis::Connection::Open(at);
-      auto type = dlq_connection.ok()
-                      ? (*dlq_connection)->Run(redis::TypeOf(sub.dead_letter.stream))
-                      : StatusOr<redis::Reply>(dlq_connection.status());
-      if (type.ok()) {
-        auto name = redis::ParseType(type->view());
-        if (name.ok()) {
-          if (Status wrong = redis::CheckDeadLetterType(sub.name, sub.dead_letter.stream, *name);
-              !wrong.ok()) {
-            return wrong;
-          }
-        }
-      } else {
-        LogWarn("cannot check the dead-letter stream's type now",
-                {{"subscription", sub.name}, {"error", type.status().message()}});
-      }
     }
     two_step.push_back(stream_slot != dlq_slot);
     LogInfo("dead-letter path", {{"subscription", sub.name},

@@ -470,6 +470,17 @@ bool EntryLedger::DeadLetterWritten(std::string_view id) {
   return true;
 }
 
+bool EntryLedger::DeadLetterUnwritten(std::string_view id) {
+  Held* entry = Lookup(id);
+  if (entry == nullptr) return false;
+  if (!SC_DCHECK(entry->state == EntryState::kDeadLetterWritten,
+                 Met("DeadLetterUnwritten", id, entry->state))) {
+    return false;
+  }
+  entry->state = EntryState::kDeadLettering;
+  return true;
+}
+
 bool EntryLedger::ReleaseKeepingLane(std::string_view id) {
   Held* entry = Lookup(id);
   if (entry == nullptr) return false;

@@ -33,6 +33,9 @@
 //   kDeadLettering   DeadLetterWritten        kDeadLetterWritten (two-step: the record is XADDed
 //                                                               on the dead-letter stream's node;
 //                                                               only the acknowledgement is left)
+//   kDeadLetterWritten DeadLetterUnwritten   kDeadLettering   (two-step: written unconfirmed on
+//                                                               a connection since lost: written
+//                                                               again)
 //   kAcking          AckConfirmed             gone
 //   kClaiming, kDeadLettering, kDeadLetterWritten, kAcking
 //                    Release                  gone   (written, lost lease, or ambiguous)
@@ -188,6 +191,9 @@ class EntryLedger {
   // Two-step dead letter (SPEC 8): the record is written; what is left is the owned
   // acknowledgement, which is all a retry repeats (never a second XADD). Keeps room and lane.
   bool DeadLetterWritten(std::string_view id);
+  // Two-step: the record was written on a dead-letter connection that is gone before a replica
+  // confirmed it; whether it survived is unknown, so it is to be written again.
+  bool DeadLetterUnwritten(std::string_view id);
   // A keepalive found `id` owned by another consumer (a lost lease, SPEC 3.2). A queued, blocked
   // or waiting entry is let go at once; one in flight is marked lost (kDropped both, once). An
   // entry claiming, dead-lettering or acknowledging is left to its own owner-checked step, and an

@@ -248,8 +248,8 @@ void PlainIntake::SetupNext() {
                      }));
     case SetupStep::kDeadLetterType:
       // A dead-letter key of another type would make every dead letter fail (SPEC 3.3): say so
-      // now. A key in another slot of a cluster is not on this connection's node: `run`
-      // checked it at start.
+      // now. A key in another slot of a cluster is not on this connection's node: the
+      // subscription checks it on the dead-letter connection (two-step, subscription_loop.cc).
       if (skip_dead_letter_type_) {
         read_busy_ = false;  // nothing sent
         setup_step_ = SetupStep::kAckDel;

@@ -328,7 +328,7 @@ SettlePlan DeadLetterWriteBatch(const redis::SubscriptionOps& ops,
     commands.push_back(redis::DeadLetterAdd(dlq, ops.stream(), ops.group(), *job.entry, job.meta));
     AddDeadLetterSpan(&plan, Step::kDeadLetterWrite, std::move(job), std::move(commands));
   }
-  if (!plan.empty() && work.wait_replicas > 0) {
+  if ((!plan.empty() || work.confirm) && work.wait_replicas > 0) {
     AddSpan(&plan, Step::kReplicaWait,
             redis::WaitForReplicas(work.wait_replicas, work.wait_timeout));
   }

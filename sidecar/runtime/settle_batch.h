@@ -31,6 +31,7 @@
 //   - nothing written (BatchResult::written false, the connection was down): not a failure;
 //     the work is tried again after the reconnect.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -107,6 +108,10 @@ struct SettlePlan {
 
   bool empty() const { return commands.empty(); }
   bool loads_scripts() const { return !spans.empty() && spans.front().step == Step::kLoadScripts; }
+  bool Has(Step step) const {
+    return std::any_of(spans.begin(), spans.end(),
+                       [step](const Span& s) { return s.step == step; });
+  }
 };
 std::string_view Name(SettlePlan::Step step);
 
@@ -119,6 +124,9 @@ struct DeadLetterWriteWork {
   int wait_replicas = 0;  // WAIT for this many replicas after the writes (0: no WAIT)
   Millis wait_timeout{0};
   bool probe = false;  // ROLE last (alone when there are no writes)
+  // WAIT even without writes: letters written earlier on this connection are still unconfirmed
+  // (WAIT covers every earlier write of the connection).
+  bool confirm = false;
 };
 SettlePlan DeadLetterWriteBatch(const redis::SubscriptionOps& ops,
                                 const redis::DeadLetterTarget& dlq, DeadLetterWriteWork work);

@@ -146,13 +146,35 @@ void Settlement::OnDeadLetterConnectionReady() {
   // Perhaps another master now (a failover): its replicas are asked before the next WAIT.
   dlq_replicas_.reset();
   dlq_role_refused_ = false;
+  if (dead_unconfirmed_.empty()) return;
+  // Written on the connection that is gone, and no replica confirmed them: the old master may
+  // have failed over without them. A WAIT here would say nothing about them: written again.
+  LogWarn("dead letters no replica confirmed before their connection was lost are written again",
+          {{"subscription", sub_.name},
+           {"dead_letter_stream", dlq_.stream},
+           {"entries", static_cast<int64_t>(dead_unconfirmed_.size())}});
+  std::vector<QueuedDeadLetter> again;
+  for (auto& queued : std::exchange(dead_unconfirmed_, {})) {
+    if (ledger_->DeadLetterUnwritten(queued.id)) again.push_back(std::move(queued));
+  }
+  dead_writes_.insert(dead_writes_.begin(), std::make_move_iterator(again.begin()),
+                      std::make_move_iterator(again.end()));
+  confirm_backoff_.Succeeded();
+}
+
+std::optional<SteadyTime> Settlement::DeadLetterConfirmDueAt() const {
+  if (dead_unconfirmed_.empty() || dlq_in_flight_) return std::nullopt;
+  return std::max(confirm_backoff_.retry_at, dlq_unsent_backoff_.retry_at);
 }
 
 std::optional<SettlePlan> Settlement::TakeDeadLetterWrites(SteadyTime now) {
-  if (!two_step_ || dlq_in_flight_ || dead_writes_.empty() || !dlq_unsent_backoff_.Due(now)) {
+  const bool confirm_due = !dead_unconfirmed_.empty() && confirm_backoff_.Due(now);
+  if (!two_step_ || dlq_in_flight_ || (dead_writes_.empty() && !confirm_due) ||
+      !dlq_unsent_backoff_.Due(now)) {
     return std::nullopt;
   }
   DeadLetterWriteWork work;
+  work.confirm = confirm_due;
   if (!dlq_replicas_ && !dlq_role_refused_) {
     // ROLE alone first: whether the writes are followed by WAIT depends on its answer.
     work.probe = true;
@@ -183,10 +205,20 @@ void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::Batc
   } else {
     dlq_unsent_backoff_.Failed(now);
   }
-  ApplyReplicaReplies(r, r.dead_letter_written.size());
-  // (2) done: only the owned acknowledgement is left, on the stream's connection.
+  // Without a WAIT the master had no replica to confirm to (ROLE said so).
+  const bool asked_wait = plan.Has(SettlePlan::Step::kReplicaWait);
+  const bool confirmed = ApplyReplicaReplies(r, r.dead_letter_written.size(), asked_wait, now);
+  // (2) done: only the owned acknowledgement is left, on the stream's connection, once a replica
+  // has the letter.
   for (const auto& item : r.dead_letter_written) {
-    if (ledger_->DeadLetterWritten(item.id)) dead_.push_back({item.id, item.meta});
+    if (!ledger_->DeadLetterWritten(item.id)) continue;
+    (confirmed ? dead_ : dead_unconfirmed_).push_back({item.id, item.meta});
+  }
+  if (confirmed && !dead_unconfirmed_.empty()) {
+    // This plan's WAIT covered every earlier write of the connection too.
+    dead_.insert(dead_.end(), std::make_move_iterator(dead_unconfirmed_.begin()),
+                 std::make_move_iterator(dead_unconfirmed_.end()));
+    dead_unconfirmed_.clear();
   }
   std::vector<QueuedDeadLetter> kept;
   for (const auto& item : r.definite.dead_letters) {
@@ -212,7 +244,8 @@ void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::Batc
   ApplyAmbiguous(r);
 }
 
-void Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written) {
+bool Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written, bool asked_wait,
+                                     SteadyTime now) {
   if (r.probe_answered) {
     if (r.replicas.ok()) {
       dlq_replicas_ = *r.replicas;
@@ -226,19 +259,57 @@ void Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written) {
            {"error", r.replicas.status().message()}});
     }
   }
-  if (written == 0) return;
+  if (!asked_wait) return true;
+  const size_t waiting = written + dead_unconfirmed_.size();
   if (!r.wait_error.empty()) {
-    LogWarn("dead letter written; waiting for a replica failed, the original is acknowledged",
-            {{"subscription", sub_.name},
-             {"dead_letter_stream", dlq_.stream},
-             {"error", r.wait_error}});
-  } else if (r.replicas_acked && *r.replicas_acked == 0) {
-    // Not held back for it: a replica that is down must not stop dead letters.
-    LogWarn("dead letter written; no replica confirmed it within 1 s, the original is acknowledged",
-            {{"subscription", sub_.name},
-             {"dead_letter_stream", dlq_.stream},
-             {"entries", static_cast<int64_t>(written)}});
+    // WAIT refused (an ACL): nothing can confirm a letter, and holding them would stop dead
+    // letters for good.
+    if (waiting > 0) {
+      LogWarn("dead letter written; waiting for a replica failed, the original is acknowledged",
+              {{"subscription", sub_.name},
+               {"dead_letter_stream", dlq_.stream},
+               {"error", r.wait_error}});
+    }
+    return true;
   }
+  if (!r.replicas_acked) {
+    // Not answered: the connection failed. Its readiness writes held letters again; until then
+    // nothing says a replica has them.
+    confirm_backoff_.Failed(now);
+    return false;
+  }
+  if (*r.replicas_acked > 0) {
+    confirm_backoff_.Succeeded();
+    return true;  // a replica has every write of this connection so far
+  }
+  if (dlq_role_refused_) {
+    // Whether the master has a replica at all is unknown: a master without one never confirms.
+    if (waiting > 0) {
+      LogWarn(
+          "dead letter written; no replica confirmed it within 1 s, the original is acknowledged",
+          {{"subscription", sub_.name},
+           {"dead_letter_stream", dlq_.stream},
+           {"entries", static_cast<int64_t>(waiting)}});
+    }
+    return true;
+  }
+  if (dlq_replicas_ && *dlq_replicas_ == 0) {
+    // The master has no replica connected now (the probe after the WAIT): none can confirm, and
+    // a replica that comes back syncs from this master, letters included.
+    confirm_backoff_.Succeeded();
+    return true;
+  }
+  // A replica is connected but has not confirmed: held, and WAIT asked again.
+  if (confirm_backoff_.streak == 0) {
+    LogWarn(
+        "dead letter written; no replica confirmed it within 1 s, the original stays pending "
+        "until one does",
+        {{"subscription", sub_.name},
+         {"dead_letter_stream", dlq_.stream},
+         {"entries", static_cast<int64_t>(waiting)}});
+  }
+  confirm_backoff_.Failed(now);
+  return false;
 }
 
 std::optional<SteadyTime> Settlement::NextDue(SteadyTime now) const {
@@ -256,7 +327,7 @@ std::optional<SteadyTime> Settlement::NextDue(SteadyTime now) const {
 
 bool Settlement::Idle() const {
   return !in_flight_ && !dlq_in_flight_ && acks_.empty() && gone_acks_.empty() && dead_.empty() &&
-         dead_writes_.empty();
+         dead_writes_.empty() && dead_unconfirmed_.empty();
 }
 
 void Settlement::CountFailure(SettleClass c, size_t n) {

@@ -17,10 +17,15 @@
 // to the dead-letter stream's master in between, followed there by WAIT for a replica when that
 // master has one (ROLE says; a master without replicas would make WAIT block its whole timeout).
 // The ledger's sub-state kDeadLetterWritten records (2): a retry after a failed (3) repeats only
-// (3), never the XADD. Classes: (1) or (3) refused, or (2) refused -> definite (tried again with
-// the dead-letter backoff; a refused XADD is checked again first); (2) or (3) sent without an
-// answer -> ambiguous (released; the pending list brings the entry back: at worst a second
-// letter, never none); (1) not ours -> lost_lease, nothing written, as the one-step script;
+// (3), never the XADD. A letter that no replica has confirmed while the master reports one
+// connected is held unconfirmed, not acknowledged: were that master to fail over now, the
+// letter would be gone and the original acknowledged. WAIT is asked again on the same connection
+// (it covers every earlier write of that connection) with the dead-letter backoff; should the
+// connection be lost first, what became of the letter is unknown and it is written again (a
+// second letter at worst, never none). Classes: (1) or (3) refused, or (2) refused -> definite
+// (tried again with the dead-letter backoff; a refused XADD is checked again first); (2) or (3)
+// sent without an answer -> ambiguous (released; the pending list brings the entry back: at worst a
+// second letter, never none); (1) not ours -> lost_lease, nothing written, as the one-step script;
 // (3) not ours -> lost_lease, the letter stays written (logged as such).
 // Work that never reached Redis (the connection was down) stays queued, unclassed, and is sent
 // again once the connection is back (after OnConnectionReady, or a capped delay). A NOSCRIPT reply
@@ -119,6 +124,10 @@ class Settlement {
   // connection ready), so NextDue leaves them out: a timer for them could fire while that
   // connection is down and spin.
   std::optional<SettlePlan> TakeDeadLetterWrites(SteadyTime now);
+  // When a WAIT for letters held unconfirmed is due on the dead-letter stream's connection
+  // (arm a timer only while that connection is up: its readiness rewrites them instead), or
+  // nullopt for none held or a plan in flight.
+  std::optional<SteadyTime> DeadLetterConfirmDueAt() const;
   void ApplyDeadLetterWrites(const SettlePlan& plan, const redis::BatchResult& result,
                              SteadyTime now);
   // When TakeDue may return a plan next (the loop's timer), `now` at the earliest. The keepalive
@@ -130,7 +139,9 @@ class Settlement {
   bool in_flight() const { return in_flight_; }
   bool dead_letter_writes_in_flight() const { return dlq_in_flight_; }
   size_t queued_acks() const { return acks_.size() + gone_acks_.size(); }
-  size_t queued_dead_letters() const { return dead_.size() + dead_writes_.size(); }
+  size_t queued_dead_letters() const {
+    return dead_.size() + dead_writes_.size() + dead_unconfirmed_.size();
+  }
   // True once after an ambiguous result released entries: the intake reads this consumer's
   // pending list again.
   bool TakeRecoveryRequest() { return std::exchange(recovery_requested_, false); }
@@ -161,7 +172,10 @@ class Settlement {
   void ApplyKeepAlive(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
   void ApplyAmbiguous(const SettleResult& result);
   void LogDeadLetterRefused(const DeadLetterItem& item);
-  void ApplyReplicaReplies(const SettleResult& result, size_t written);
+  // The ROLE and WAIT answers of a dead-letter write plan; true when what it wrote (and every
+  // letter held unconfirmed) is confirmed: a replica has it, or nothing can say so (see .cc).
+  bool ApplyReplicaReplies(const SettleResult& result, size_t written, bool asked_wait,
+                           SteadyTime now);
   void CountFailure(SettleClass c, size_t n);
   void Requeue(std::vector<std::string> ids, std::vector<std::string>* queue);
 
@@ -182,6 +196,10 @@ class Settlement {
   std::vector<QueuedDeadLetter> dead_;
   // Two-step: checked (still ours), to XADD on the dead-letter stream's connection.
   std::vector<QueuedDeadLetter> dead_writes_;
+  // Two-step: written (kDeadLetterWritten) on the current dead-letter connection, but no replica
+  // has confirmed them yet while the master has one: not acknowledged until one does.
+  std::vector<QueuedDeadLetter> dead_unconfirmed_;
+  StepBackoff confirm_backoff_;
   bool two_step_ = false;
   bool dlq_in_flight_ = false;
   // After a write plan that never reached Redis: nothing is sent until its connection is back.

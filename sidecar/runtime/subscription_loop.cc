@@ -13,6 +13,7 @@
 #include "sidecar/delivery/http_target.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/connector.h"
+#include "sidecar/redis/group_info.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
 #include "sidecar/redis/topology/key_slot.h"
@@ -92,7 +93,8 @@ class SubscriptionLoop::Core {
         pause_timer_(loop.CreateTimer([this] { Kick(); })),
         beat_timer_(loop.CreateTimer([this] { Beat(); })),
         gauge_timer_(loop.CreateTimer([this] { RefreshGauges(); })),
-        finish_timer_(loop.CreateTimer([this] { FinishNow(); })) {
+        finish_timer_(loop.CreateTimer([this] { FinishNow(); })),
+        confirm_timer_(loop.CreateTimer([this] { Kick(false); })) {
     if (!sub.handler.health_url.empty()) {
       health_ = std::make_unique<HealthProbe>(loop, sub, client_.get(), &ledger_, &metrics_,
                                               [this] { Kick(); });
@@ -106,6 +108,7 @@ class SubscriptionLoop::Core {
       settlement_.UseTwoStepDeadLetters();
       dead_letters_->OnReady([this] {
         settlement_.OnDeadLetterConnectionReady();
+        CheckDeadLetterType();
         Kick();
       });
       dead_letters_->OnFatal([this](const Status& status) { deps_.fatal(status); });
@@ -191,6 +194,24 @@ class SubscriptionLoop::Core {
                                                     std::span<const redis::Script* const>());
   }
 
+  // Two-step dead letters: the dead-letter key lives on another node than the intake's setup
+  // reads (SPEC 3.3 there), so its type is checked on its own connection, once it has answered.
+  // Until then a key of another type only fails the writes (definite, tried again).
+  void CheckDeadLetterType() {
+    if (dead_letter_type_checked_) return;
+    dead_letters_->Send(
+        redis::TypeOf(sub_.dead_letter.stream), [this](StatusOr<redis::Reply> reply) {
+          StatusOr<std::string> type =
+              reply.ok() ? redis::ParseType(reply->view()) : StatusOr<std::string>(reply.status());
+          if (!type.ok()) return;  // asked again when the connection is next ready
+          dead_letter_type_checked_ = true;
+          if (Status wrong = redis::CheckDeadLetterType(sub_.name, sub_.dead_letter.stream, *type);
+              !wrong.ok()) {
+            deps_.fatal(wrong);
+          }
+        });
+  }
+
   // Two-step dead letters: their XADDs go out on their own connection, whatever the stream's
   // connection is doing (a WAIT there never holds up the acknowledgements).
   void FlushDeadLetterWrites() {
@@ -235,6 +256,17 @@ class SubscriptionLoop::Core {
     } else {
       settle_timer_->Cancel();
     }
+    // Held two-step letters ask WAIT again, but only while their connection is up: its
+    // readiness writes them again instead.
+    std::optional<SteadyTime> confirm_at;
+    if (dead_letters_ && dead_letters_->ready() && !undoing_) {
+      confirm_at = settlement_.DeadLetterConfirmDueAt();
+    }
+    if (confirm_at) {
+      confirm_timer_->ArmAt(std::max(*confirm_at, now));
+    } else {
+      confirm_timer_->Cancel();
+    }
     if (auto ends = ledger_.PauseEndsAt(); ends && *ends > now) {
       pause_timer_->ArmAt(*ends);
     } else {
@@ -278,6 +310,7 @@ class SubscriptionLoop::Core {
     undoing_ = true;
     finish_timer_->Cancel();
     settle_timer_->Cancel();
+    confirm_timer_->Cancel();
     settlement_.LogUnsettled();
     auto plan = settlement_.UndoPlan();
     if (!plan) {
@@ -317,6 +350,8 @@ class SubscriptionLoop::Core {
   std::unique_ptr<EventLoop::Timer> beat_timer_;
   std::unique_ptr<EventLoop::Timer> gauge_timer_;
   std::unique_ptr<EventLoop::Timer> finish_timer_;
+  std::unique_ptr<EventLoop::Timer> confirm_timer_;
+  bool dead_letter_type_checked_ = false;
   bool stopping_ = false;
   bool settling_ = false;
   bool gauging_ = false;

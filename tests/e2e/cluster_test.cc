@@ -296,5 +296,64 @@ TEST_F(ClusterTest, RecoversOwnPendingAndReclaimsADeadPeersEntries) {
   EXPECT_TRUE(WaitReady(seconds(5), other_port));
 }
 
+// An explicit dead-letter stream in another slot that is not a stream (SPEC 3.3) is refused,
+// with what and where, although the subscription's own connections are on another node: it is
+// checked on the dead-letter stream's own connection, also when that node was not reachable at
+// start.
+TEST_F(ClusterTest, ADeadLetterKeyOfAnotherTypeOnAnotherMasterExitsOne) {
+  const std::string stream = cluster_->KeyOnMaster(0, "typed-");
+  const std::string dlq = cluster_->KeyOnMaster(1, "not-a-stream-");
+  ASSERT_NE(cluster_->SlotOf(dlq), cluster_->SlotOf(stream));
+  cluster_->Run(dlq, {"SET", dlq, "precious"});
+  AddTo(stream, {"kind", "ok"});
+
+  TopologyConfig config;
+  config.redis = ClusterRedisYaml();
+  config.subscriptions = {{.name = "typed",
+                           .stream = stream,
+                           .extra = "    dead_letter: { stream: \"" + dlq + "\" }\n"}};
+  auto sidecar = StartTopologySidecar(config);
+  sidecar->ExpectExit(1);
+  const auto code = sidecar->Wait(seconds(30));
+  ASSERT_TRUE(code.has_value()) << sidecar->Logs();
+  EXPECT_EQ(*code, 1) << sidecar->Logs();
+  EXPECT_NE(sidecar->Logs().find("dead_letter.stream key \\\"" + dlq +
+                                 "\\\" exists and is a string, not a stream"),
+            std::string::npos)
+      << sidecar->Logs();
+  EXPECT_EQ(std::string(cluster_->Run(dlq, {"GET", dlq}).view().Str()), "precious")
+      << "left untouched";
+}
+
+// Review finding: the type was checked once at start, and skipped for good when the dead-letter
+// stream's master did not answer then. Now the dead-letter connection checks it once it answers:
+// here after that master, hung (SIGSTOP) through the start, is failed over or resumed.
+TEST_F(ClusterTest, ADeadLetterKeyOfAnotherTypeIsFoundWhenItsMasterHungThroughTheStart) {
+  const std::string stream = cluster_->KeyOnMaster(0, "typed-");
+  const std::string dlq = cluster_->KeyOnMaster(1, "not-a-stream-");
+  cluster_->Run(dlq, {"SET", dlq, "precious"});
+  cluster_->Run(dlq, {"WAIT", "1", "5000"});  // a promoted replica has it too
+  const int dlq_master = cluster_->MasterIndexOf(dlq);
+  cluster_->Pause(dlq_master);
+
+  TopologyConfig config;
+  config.redis = ClusterRedisYaml();
+  config.subscriptions = {{.name = "typed",
+                           .stream = stream,
+                           .extra = "    dead_letter: { stream: \"" + dlq + "\" }\n"}};
+  auto sidecar = StartTopologySidecar(config);
+  sidecar->ExpectExit(1);
+  EXPECT_TRUE(WaitUntil(
+      [&] { return sidecar->Logs().find("\"msg\":\"dead-letter path\"") != std::string::npos; },
+      seconds(30)))
+      << sidecar->Logs();
+  cluster_->Resume(dlq_master);
+  const auto code = sidecar->Wait(seconds(30));
+  ASSERT_TRUE(code.has_value()) << sidecar->Logs();
+  EXPECT_EQ(*code, 1) << sidecar->Logs();
+  EXPECT_NE(sidecar->Logs().find("exists and is a string, not a stream"), std::string::npos)
+      << sidecar->Logs();
+}
+
 }  // namespace
 }  // namespace streamcar::testing

@@ -1039,21 +1039,106 @@ TEST_F(TwoStepSettlementTest, AnAcknowledgementThatFindsAPeerIsALostLease) {
   EXPECT_TRUE(settlement_.Idle());
 }
 
+// The ROLE answer of a master with one replica connected.
+std::vector<std::string> OneReplica() {
+  return {Arr({Bulk("master"), Int(9), Arr({Arr({Bulk("10.0.0.2"), Bulk("6379"), Bulk("9")})})})};
+}
+
 TEST_F(TwoStepSettlementTest, WritesWaitForAReplicaOnlyWhenTheMasterHasOne) {
   DeadLettering("7-0");
   settlement_.QueueDeadLetter("7-0", Meta("rejected"));
   RoundTrip();
-  WriteRoundTrip(Except(
-      Step::kReplicaProbe,
-      {Arr({Bulk("master"), Int(9), Arr({Arr({Bulk("10.0.0.2"), Bulk("6379"), Bulk("9")})})})}));
-  SettlePlan write = WriteRoundTrip(Except(Step::kReplicaWait, {Int(0)}));
+  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
+  SettlePlan write = WriteRoundTrip([](const SettlePlan::Span& span) {
+    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(1)};
+    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
+  });
   ASSERT_EQ(Steps(write),
             (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaWait, Step::kReplicaProbe}));
   EXPECT_EQ(ArgsOf(write.commands[1]), (std::vector<std::string>{"WAIT", "1", "1000"}));
-  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten)
-      << "a replica that does not confirm in time does not hold the dead letter back";
-  EXPECT_EQ(Logged({"no replica confirmed it within 1 s", "\"dead_letter_stream\":\"orders:dlq\""}),
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}))
+      << "a replica has the letter: the original is acknowledged";
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+// Review finding: acknowledging after WAIT said 0 would lose the letter to a failover of the
+// dead-letter stream's master (its replica never had it) while the acknowledgement stays.
+TEST_F(TwoStepSettlementTest, ALetterNoConnectedReplicaConfirmedIsHeldUntilOneDoes) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip();
+  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
+  const auto unconfirmed = [](const SettlePlan::Span& span) {
+    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(0)};
+    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
+  };
+  WriteRoundTrip(unconfirmed);
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "not acknowledged";
+  EXPECT_FALSE(settlement_.Idle());
+  EXPECT_EQ(Logged({"no replica confirmed it within 1 s, the original stays pending until one does",
+                    "\"dead_letter_stream\":\"orders:dlq\""}),
             1u);
+  ASSERT_TRUE(settlement_.DeadLetterConfirmDueAt().has_value());
+  EXPECT_GT(*settlement_.DeadLetterConfirmDueAt(), now()) << "asked again after a backoff";
+  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value());
+  clock_.Advance(Millis(100));
+  // Asked again: WAIT alone (it covers the connection's earlier writes), never a second XADD.
+  EXPECT_EQ(Steps(WriteRoundTrip(unconfirmed)),
+            (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  EXPECT_EQ(Logged({"the original stays pending until one does"}), 1u) << "once per streak";
+  clock_.Advance(Millis(300));
+  SettlePlan confirm = WriteRoundTrip([](const SettlePlan::Span& span) {
+    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(1)};
+    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
+  });
+  EXPECT_EQ(Steps(confirm), (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
+  EXPECT_FALSE(settlement_.DeadLetterConfirmDueAt().has_value());
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck)) << "with the keepalive now due";
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_EQ(Rejected(), 1);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(TwoStepSettlementTest, AHeldLetterIsWrittenAgainWhenItsConnectionIsLost) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip();
+  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
+  WriteRoundTrip([](const SettlePlan::Span& span) {
+    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(0)};
+    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
+  });
+  ASSERT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  // Reconnected, perhaps to a promoted replica that never had the letter.
+  settlement_.OnDeadLetterConnectionReady();
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLettering);
+  EXPECT_EQ(
+      Logged({"dead letters no replica confirmed before their connection was lost are written "
+              "again",
+              "\"entries\":1"}),
+      1u);
+  EXPECT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaProbe}));
+  EXPECT_EQ(Steps(WriteRoundTrip()),
+            (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}))
+      << "written again (no replica now: no WAIT)";
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_EQ(Rejected(), 1);
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+// A replica that disconnects cannot confirm; the one that comes back syncs from this master,
+// letter included: held letters are acknowledged rather than held for as long as it is away.
+TEST_F(TwoStepSettlementTest, ALetterIsAcknowledgedOnceTheMasterHasNoReplicaLeft) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip();
+  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
+  WriteRoundTrip(Except(Step::kReplicaWait, {Int(0)}));  // the probe after it: no replica
+  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_TRUE(settlement_.Idle());
 }
 
 TEST_F(TwoStepSettlementTest, WithoutTheRightToAskForReplicasEveryWriteWaitsForOne) {
