@@ -77,6 +77,9 @@ class AsyncConnection {
   uint64_t generation() const { return generation_; }
   // CLIENT ID of the current connection, for CLIENT UNBLOCK from another connection.
   std::optional<int64_t> client_id() const { return client_id_; }
+  // The node the current connection is to (an ASK target included); nullopt without a topology.
+  // A client id means something only on its node.
+  const std::optional<NodeAddress>& node() const { return node_; }
   const std::string& role() const { return role_; }
   // The deadline Send gives one command; for SendBatch callers that want the same.
   Millis command_timeout() const { return options_.command_timeout; }

@@ -138,8 +138,10 @@ void PlainIntake::MaybeFinishStop() {
 
 void PlainIntake::Unblock() {
   const std::optional<int64_t> id = read_->client_id();
-  // Without its id (the ACL refused CLIENT ID) or after a reconnect, the read's reply is awaited.
-  if (!id || read_->generation() != block_generation_) return;
+  // Without its id (the ACL refused CLIENT ID) or after a reconnect, the read's reply is awaited;
+  // so too while the two connections are on different nodes (one followed a move, the other not
+  // yet): there the id may name another node's client, which must not be woken.
+  if (!id || read_->generation() != block_generation_ || read_->node() != command_->node()) return;
   unblocking_ = true;
   SendRaw(command_, Command("CLIENT").Arg("UNBLOCK").Arg(*id), Guard([this](StatusOr<Reply> reply) {
             if (!block_read_) return;  // it ended meanwhile

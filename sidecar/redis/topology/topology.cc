@@ -149,6 +149,11 @@ class Topology::Impl {
 
   // Cluster: reads the map (one reader at a time; `still_needed` is asked again once it is this
   // caller's turn, as another reader may have done the work) and adopts it.
+  // `cancelled`, or true once `deadline` has passed.
+  Cancelled PastDeadline(SteadyTime deadline, const Cancelled& cancelled) const;
+  // A read stopped by PastDeadline's deadline (not by `cancelled`) is a timeout, retried as one.
+  static Status TimedOutUnlessCancelled(const Status& status, const Cancelled& cancelled,
+                                        std::string_view asked);
   Status RefreshCluster(SteadyTime deadline, const std::function<bool()>& still_needed,
                         const Cancelled& cancelled);
   void AdoptMap(SlotMap map, const NodeAddress& from, uint64_t failures_before);
@@ -473,6 +478,21 @@ bool Topology::Impl::NeedsMapLocked(int slot) const {
   return !master || failed_.count(*master) > 0;
 }
 
+Cancelled Topology::Impl::PastDeadline(SteadyTime deadline, const Cancelled& cancelled) const {
+  // Each node or sentinel asked costs up to the discovery connect cap: the next is not asked
+  // once the caller's deadline has passed (a partition must not hold a caller, or a shutdown,
+  // for a cap per node).
+  return [this, deadline, cancelled] {
+    return (cancelled && cancelled()) || options_.clock->Now() >= deadline;
+  };
+}
+
+Status Topology::Impl::TimedOutUnlessCancelled(const Status& status, const Cancelled& cancelled,
+                                               std::string_view asked) {
+  if (status.code() != StatusCode::kCancelled || (cancelled && cancelled())) return status;
+  return Status(StatusCode::kTimeout, std::string(asked) + ": no answer before the deadline");
+}
+
 Status Topology::Impl::RefreshCluster(SteadyTime deadline,
                                       const std::function<bool()>& still_needed,
                                       const Cancelled& cancelled) {
@@ -495,8 +515,8 @@ Status Topology::Impl::RefreshCluster(SteadyTime deadline,
   }
   auto read = ReadClusterMap(
       candidates, [this](const NodeAddress& node) { return ForDiscovery(OptionsFor(node)); },
-      options_.used_slots, cancelled);
-  if (!read.ok()) return read.status();
+      options_.used_slots, PastDeadline(deadline, cancelled));
+  if (!read.ok()) return TimedOutUnlessCancelled(read.status(), cancelled, "the cluster map");
   AdoptMap(std::move(read->map), read->from, failures_before);
   return Status::Ok();
 }
@@ -618,8 +638,8 @@ Status Topology::Impl::DiscoverMaster(SteadyTime deadline,
     return Status(StatusCode::kTimeout, "the sentinels are being asked: no answer in time");
   }
   if (still_needed && !still_needed()) return Status::Ok();
-  auto address = sentinels_->AskMaster(cancelled);
-  if (!address.ok()) return address.status();
+  auto address = sentinels_->AskMaster(PastDeadline(deadline, cancelled));
+  if (!address.ok()) return TimedOutUnlessCancelled(address.status(), cancelled, "the sentinels");
   if (Status s = ConfirmMaster(ForDiscovery(OptionsFor(*address)), *address); !s.ok()) return s;
   AdoptMaster(*address);
   return Status::Ok();
