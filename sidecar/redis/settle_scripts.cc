@@ -1,6 +1,8 @@
 #include "sidecar/redis/settle_scripts.h"
 
 #include <array>
+#include <string>
+#include <string_view>
 
 namespace streamcar::redis {
 namespace {
@@ -36,13 +38,29 @@ end
 return lost
 )lua");
 
-const Script kDeadLetterScript(R"lua(
--- KEYS[1] stream, KEYS[2] dead-letter stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
--- ARGV[4] ack mode (ack | ackdel | ackxdel), ARGV[5] dead-letter max length (0: none),
--- ARGV[6..] the fields to write. A failing XADD stops the script before the acknowledgement.
+// The parts of the dead-letter scripts both paths share (SPEC 8), so that the one-step script and
+// the two-step acknowledgement cannot drift apart: who owns the entry, and how it is acknowledged.
+// ARGV[1] group, ARGV[2] consumer, ARGV[3] id, ARGV[4] ack mode (ack | ackdel | ackxdel).
+constexpr std::string_view kReturnUnlessOursLua = R"lua(
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
 if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
-local add = {'XADD', KEYS[2]}
+)lua";
+constexpr std::string_view kAcknowledgeLua = R"lua(
+if ARGV[4] == 'ackdel' then
+  redis.call('XACKDEL', KEYS[1], ARGV[1], 'ACKED', 'IDS', 1, ARGV[3])
+else
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+  if ARGV[4] == 'ackxdel' then redis.call('XDEL', KEYS[1], ARGV[3]) end
+end
+return 1
+)lua";
+
+const Script kDeadLetterScript(std::string(R"lua(
+-- KEYS[1] stream, KEYS[2] dead-letter stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
+-- ARGV[4] ack mode (ack | ackdel | ackxdel), ARGV[5] dead-letter max length (0: none),
+-- ARGV[6..] the fields to write. A failing XADD stops the script before the acknowledgement.)lua") +
+                               std::string(kReturnUnlessOursLua) +
+                               R"lua(local add = {'XADD', KEYS[2]}
 if ARGV[5] ~= '0' then
   add[#add + 1] = 'MAXLEN'
   add[#add + 1] = '~'
@@ -50,33 +68,16 @@ if ARGV[5] ~= '0' then
 end
 add[#add + 1] = '*'
 for i = 6, #ARGV do add[#add + 1] = ARGV[i] end
-redis.call(unpack(add))
-if ARGV[4] == 'ackdel' then
-  redis.call('XACKDEL', KEYS[1], ARGV[1], 'ACKED', 'IDS', 1, ARGV[3])
-else
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-  if ARGV[4] == 'ackxdel' then redis.call('XDEL', KEYS[1], ARGV[3]) end
-end
-return 1
-)lua");
+redis.call(unpack(add)))lua" + std::string(kAcknowledgeLua));
 
 // Step 3 of the two-step dead letter (SPEC 8: a dead-letter stream in another slot than the
 // stream, where kDeadLetterScript would be refused with CROSSSLOT): the record was XADDed on the
 // dead-letter stream's node; acknowledge the entry only if it is still pending for this consumer.
 // Reply 1 acknowledged now, 0 not ours (a peer reclaimed it, or it is no longer pending).
-const Script kOwnedAckScript(R"lua(
+const Script kOwnedAckScript(std::string(R"lua(
 -- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
--- ARGV[4] ack mode (ack | ackdel | ackxdel), as kDeadLetterScript acknowledges.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
-if ARGV[4] == 'ackdel' then
-  redis.call('XACKDEL', KEYS[1], ARGV[1], 'ACKED', 'IDS', 1, ARGV[3])
-else
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-  if ARGV[4] == 'ackxdel' then redis.call('XDEL', KEYS[1], ARGV[3]) end
-end
-return 1
-)lua");
+-- ARGV[4] ack mode (ack | ackdel | ackxdel), as kDeadLetterScript acknowledges.)lua") +
+                             std::string(kReturnUnlessOursLua) + std::string(kAcknowledgeLua));
 
 const Script kUndoReadsScript(R"lua(
 -- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids read but never delivered.
