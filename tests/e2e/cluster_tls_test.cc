@@ -304,7 +304,7 @@ TEST_F(ClusterTlsE2eTest, WithoutClusterPermissionExitsOneNamingTheRefusedComman
   EXPECT_NE(logs.find("CLUSTER SLOTS/SHARDS"), std::string::npos) << logs;
   EXPECT_EQ(logs.find(kPassword), std::string::npos) << logs;
 
-  // `check` reads no Redis, `status` does: it fails the same way, with the same words.
+  // `status` fails the same way, with the same words.
   const std::string path = WriteConfig(TopologyYaml(config));
   const auto status = RunStreamcar({"status", "-c", path});
   EXPECT_EQ(status.exit_code, 1) << status.out << status.err;
