@@ -112,6 +112,12 @@ StatusOr<std::unique_ptr<Connection>> Connection::OpenAt(const ConnectionOptions
                                             " requires authentication: set redis.password (" +
                                             ping.status().message() + ")");
     }
+    if (ping.status().IsServerError("NOPERM")) {
+      // Not "unreachable": the ACL user may not run PING, which every connection sends.
+      return Status(StatusCode::kFatal, "the Redis ACL user may not run PING at " +
+                                            options.endpoint.Describe() + " (" +
+                                            ping.status().message() + ")");
+    }
     if (ping.status().IsServerError("LOADING")) {
       return Status(StatusCode::kIo, "Redis is loading its dataset: " + ping.status().message());
     }

@@ -425,6 +425,14 @@ void PlainIntake::ReadFailed(const Status& status) {
                                                 "streamcar leaves it untouched"));
   }
   if (status.code() == StatusCode::kFatal) return Fatal(status);
+  if (status.IsServerError("NOPERM")) {
+    // The ACL user may not run a command the subscription needs (README "Redis topologies" lists
+    // them): no retry fixes that, and the refusal would repeat once a second for ever.
+    return Fatal(Status(StatusCode::kFatal, "subscription " + sub_.name +
+                                                ": the Redis ACL user may not run a command "
+                                                "streamcar needs (" +
+                                                status.message() + ")"));
+  }
   if (IsRoutingError(status)) {
     // A cluster moving the stream's slot, or failing over (SPEC 8): the connection follows the
     // slot by itself, so read again shortly, not after the pause an unknown error gets.

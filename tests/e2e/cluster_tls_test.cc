@@ -312,6 +312,41 @@ TEST_F(ClusterTlsE2eTest, WithoutClusterPermissionExitsOneNamingTheRefusedComman
   EXPECT_EQ((status.out + status.err).find(kPassword), std::string::npos);
 }
 
+// Any other command the documented rules grant, refused: exit 1 naming it, not a retry once a
+// second for ever (TYPE, in the subscription's setup) nor "unreachable" (PING, on every
+// connection).
+TEST_F(ClusterTlsE2eTest, WithoutTypeOrPingPermissionExitsOneNamingTheCommand) {
+  StartCluster(/*replicas_per_master=*/0);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string stream = cluster_->KeyOnMaster(1, "orders-");
+  for (const std::string missing : {"+type", "+ping"}) {
+    SCOPED_TRACE("without " + missing);
+    std::vector<std::string> rules;
+    for (const auto& rule : kDocumentedCommandRules) {
+      if (rule != missing) rules.push_back(rule);
+    }
+    ASSERT_EQ(rules.size() + 1, std::size(kDocumentedCommandRules));
+    RestrictUser(rules);
+    ASSERT_FALSE(HasFatalFailure());
+    TopologyConfig config;
+    config.redis = RedisYaml(/*credentials_in_url=*/false);
+    config.subscriptions = {{.name = "sub", .stream = stream}};
+    auto sidecar = StartTopologySidecar(config);
+    sidecar->ExpectExit(1);
+    const auto code = sidecar->Wait(seconds(30));
+    ASSERT_TRUE(code.has_value()) << "still running:\n" << sidecar->Logs();
+    EXPECT_EQ(*code, 1);
+    const std::string logs = sidecar->Logs();
+    EXPECT_NE(logs.find("may not run"), std::string::npos) << logs;
+    EXPECT_NE(logs.find("NOPERM this user has no permissions to run the '" + missing.substr(1) +
+                        "' command"),
+              std::string::npos)
+        << logs;
+    EXPECT_EQ(logs.find("redis unreachable"), std::string::npos) << logs;
+    EXPECT_EQ(logs.find(kPassword), std::string::npos) << logs;
+  }
+}
+
 // Case 3: `streamcar status` (the CLI) over TLS as the restricted user, mode auto: one line per
 // subscription with its group, on every master.
 TEST_F(ClusterTlsE2eTest, StatusReadsEveryGroupOverTls) {
