@@ -11,7 +11,7 @@ StatusOr<int> ParseReplicaCount(const ReplyView& reply) {
   if (!reply.IsArray() || reply.Size() < 1 || !reply[0].IsString()) {
     return Status(StatusCode::kProtocol, "unexpected reply to ROLE");
   }
-  if (reply[0].Str() != "master") return 0;
+  if (reply[0].Str() != "master") return kNotAMaster;
   // ["master", offset, [[ip, port, offset], ...]]
   return static_cast<int>(reply[2].Size());
 }

@@ -15,8 +15,10 @@ namespace streamcar::redis {
 
 // ROLE.
 Command RoleProbe();
-// The replicas a master's ROLE reply lists (0 for a node that is not a master); the error reply
-// (NOPERM: ROLE is an @admin command) as a Status.
+// The replicas a master's ROLE reply lists, or kNotAMaster for a replica (a master demoted in a
+// failover: what it was sent may be dropped when it resyncs); the error reply (NOPERM: ROLE is
+// an @admin command) as a Status.
+constexpr int kNotAMaster = -1;
 StatusOr<int> ParseReplicaCount(const ReplyView& reply);
 // WAIT <replicas> <timeout ms>. ParseReplicasAcked: how many acknowledged the writes before it.
 Command WaitForReplicas(int replicas, Millis timeout);

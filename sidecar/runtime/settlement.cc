@@ -10,6 +10,7 @@
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/text.h"
+#include "sidecar/redis/replica_wait.h"
 
 namespace streamcar::runtime {
 namespace {
@@ -146,13 +147,18 @@ void Settlement::OnDeadLetterConnectionReady() {
   // Perhaps another master now (a failover): its replicas are asked before the next WAIT.
   dlq_replicas_.reset();
   dlq_role_refused_ = false;
-  if (dead_unconfirmed_.empty()) return;
   // Written on the connection that is gone, and no replica confirmed them: the old master may
-  // have failed over without them. A WAIT here would say nothing about them: written again.
-  LogWarn("dead letters no replica confirmed before their connection was lost are written again",
-          {{"subscription", sub_.name},
-           {"dead_letter_stream", dlq_.stream},
-           {"entries", static_cast<int64_t>(dead_unconfirmed_.size())}});
+  // have failed over without them. A WAIT here would say nothing about them.
+  WriteHeldAgain(
+      "dead letters no replica confirmed before their connection was lost are written "
+      "again");
+}
+
+void Settlement::WriteHeldAgain(std::string_view why) {
+  if (dead_unconfirmed_.empty()) return;
+  LogWarn(why, {{"subscription", sub_.name},
+                {"dead_letter_stream", dlq_.stream},
+                {"entries", static_cast<int64_t>(dead_unconfirmed_.size())}});
   std::vector<QueuedDeadLetter> again;
   for (auto& queued : std::exchange(dead_unconfirmed_, {})) {
     if (ledger_->DeadLetterUnwritten(queued.id)) again.push_back(std::move(queued));
@@ -184,7 +190,8 @@ std::optional<SettlePlan> Settlement::TakeDeadLetterWrites(SteadyTime now) {
       if (entry == nullptr) continue;  // let go meanwhile: nothing to write
       work.writes.push_back({std::move(queued.id), entry, std::move(queued.meta)});
     }
-    if (dlq_role_refused_ || *dlq_replicas_ > 0) {
+    // Held letters wait for a replica whatever ROLE says now (see ApplyReplicaReplies).
+    if (dlq_role_refused_ || *dlq_replicas_ > 0 || !dead_unconfirmed_.empty()) {
       work.wait_replicas = 1;
       work.wait_timeout = kReplicaWait;
     }
@@ -205,20 +212,28 @@ void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::Batc
   } else {
     dlq_unsent_backoff_.Failed(now);
   }
-  // Without a WAIT the master had no replica to confirm to (ROLE said so).
-  const bool asked_wait = plan.Has(SettlePlan::Step::kReplicaWait);
-  const bool confirmed = ApplyReplicaReplies(r, r.dead_letter_written.size(), asked_wait, now);
+  const Confirmation confirmation = ApplyReplicaReplies(
+      r, r.dead_letter_written.size(), plan.Has(SettlePlan::Step::kReplicaWait), now);
   // (2) done: only the owned acknowledgement is left, on the stream's connection, once a replica
   // has the letter.
   for (const auto& item : r.dead_letter_written) {
     if (!ledger_->DeadLetterWritten(item.id)) continue;
-    (confirmed ? dead_ : dead_unconfirmed_).push_back({item.id, item.meta});
+    (confirmation == Confirmation::kConfirmed ? dead_ : dead_unconfirmed_)
+        .push_back({item.id, item.meta});
   }
-  if (confirmed && !dead_unconfirmed_.empty()) {
+  if (confirmation == Confirmation::kConfirmed) {
     // This plan's WAIT covered every earlier write of the connection too.
     dead_.insert(dead_.end(), std::make_move_iterator(dead_unconfirmed_.begin()),
                  std::make_move_iterator(dead_unconfirmed_.end()));
     dead_unconfirmed_.clear();
+  } else if (confirmation == Confirmation::kWriteAgain) {
+    // The node is no master any more (demoted in a failover): it will drop what it did not pass
+    // on. The connection follows the slot to the new master; the letters are written there.
+    dlq_replicas_.reset();
+    dlq_unsent_backoff_.Failed(now);  // not at once on this node
+    WriteHeldAgain(
+        "the dead-letter stream's master was demoted before a replica confirmed the dead letters; "
+        "they are written again");
   }
   std::vector<QueuedDeadLetter> kept;
   for (const auto& item : r.definite.dead_letters) {
@@ -244,43 +259,76 @@ void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::Batc
   ApplyAmbiguous(r);
 }
 
-bool Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written, bool asked_wait,
-                                     SteadyTime now) {
-  if (r.probe_answered) {
-    if (r.replicas.ok()) {
-      dlq_replicas_ = *r.replicas;
-    } else if (!dlq_role_refused_) {
-      dlq_role_refused_ = true;
-      LogWarn(
-          "cannot ask the dead-letter stream's master for its replicas; every dead letter waits "
-          "for one replica (up to 1 s) before the original is acknowledged",
-          {{"subscription", sub_.name},
-           {"dead_letter_stream", dlq_.stream},
-           {"error", r.replicas.status().message()}});
-    }
-  }
-  if (!asked_wait) return true;
+namespace {
+
+// A refusal no retry changes: the ACL, or a server without the command.
+bool IsRefused(const Status& status) {
+  return status.IsServerError("NOPERM") ||
+         (status.IsServerError("ERR") &&
+          status.message().find("unknown command") != std::string::npos);
+}
+
+// The node stopped being a master under the connection: a failover demoted it.
+bool IsDemoted(const Status& status) {
+  return status.IsServerError("UNBLOCKED") || status.IsServerError("READONLY") ||
+         status.message().find("replica") != std::string::npos;
+}
+
+}  // namespace
+
+Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written,
+                                                         bool asked_wait, SteadyTime now) {
   const size_t waiting = written + dead_unconfirmed_.size();
-  if (!r.wait_error.empty()) {
-    // WAIT refused (an ACL): nothing can confirm a letter, and holding them would stop dead
-    // letters for good.
-    if (waiting > 0) {
-      LogWarn("dead letter written; waiting for a replica failed, the original is acknowledged",
-              {{"subscription", sub_.name},
-               {"dead_letter_stream", dlq_.stream},
-               {"error", r.wait_error}});
+  bool demoted = false;
+  if (r.probe_answered) {
+    if (r.replicas.ok() && *r.replicas == redis::kNotAMaster) {
+      demoted = true;
+    } else if (r.replicas.ok()) {
+      dlq_replicas_ = *r.replicas;
+    } else if (IsRefused(r.replicas.status())) {
+      if (!dlq_role_refused_) {
+        dlq_role_refused_ = true;
+        LogWarn(
+            "cannot ask the dead-letter stream's master for its replicas; every dead letter waits "
+            "for one replica (up to 1 s) before the original is acknowledged",
+            {{"subscription", sub_.name},
+             {"dead_letter_stream", dlq_.stream},
+             {"error", r.replicas.status().message()}});
+      }
     }
-    return true;
+    // Else (BUSY, LOADING, ...): asked again with the next plan.
+  }
+  if (demoted ||
+      (!r.wait_error.empty() && IsDemoted(Status(StatusCode::kServerError, r.wait_error)))) {
+    confirm_backoff_.Failed(now);
+    return Confirmation::kWriteAgain;
+  }
+  // Without a WAIT the master had no replica to confirm to (ROLE said so), and nothing was held.
+  if (!asked_wait) return Confirmation::kConfirmed;
+  if (!r.wait_error.empty()) {
+    if (IsRefused(Status(StatusCode::kServerError, r.wait_error))) {
+      // WAIT refused (an ACL): nothing can confirm a letter, and holding them would stop dead
+      // letters for good.
+      if (waiting > 0) {
+        LogWarn("dead letter written; waiting for a replica failed, the original is acknowledged",
+                {{"subscription", sub_.name},
+                 {"dead_letter_stream", dlq_.stream},
+                 {"error", r.wait_error}});
+      }
+      return Confirmation::kConfirmed;
+    }
+    confirm_backoff_.Failed(now);  // BUSY, LOADING, ...: asked again
+    return Confirmation::kHeld;
   }
   if (!r.replicas_acked) {
     // Not answered: the connection failed. Its readiness writes held letters again; until then
     // nothing says a replica has them.
     confirm_backoff_.Failed(now);
-    return false;
+    return Confirmation::kHeld;
   }
   if (*r.replicas_acked > 0) {
     confirm_backoff_.Succeeded();
-    return true;  // a replica has every write of this connection so far
+    return Confirmation::kConfirmed;  // a replica has every write of this connection so far
   }
   if (dlq_role_refused_) {
     // Whether the master has a replica at all is unknown: a master without one never confirms.
@@ -291,25 +339,23 @@ bool Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written, bool
            {"dead_letter_stream", dlq_.stream},
            {"entries", static_cast<int64_t>(waiting)}});
     }
-    return true;
+    return Confirmation::kConfirmed;
   }
-  if (dlq_replicas_ && *dlq_replicas_ == 0) {
-    // The master has no replica connected now (the probe after the WAIT): none can confirm, and
-    // a replica that comes back syncs from this master, letters included.
-    confirm_backoff_.Succeeded();
-    return true;
-  }
-  // A replica is connected but has not confirmed: held, and WAIT asked again.
+  // A replica was connected when the letters were written, and none has confirmed: held, and
+  // WAIT asked again, also once ROLE lists none (that replica may be promoted in a partition, and
+  // this master rejoin as its replica without the letters). The dead-letter connection following
+  // a failover writes them again on the new master.
   if (confirm_backoff_.streak == 0) {
     LogWarn(
         "dead letter written; no replica confirmed it within 1 s, the original stays pending "
         "until one does",
         {{"subscription", sub_.name},
          {"dead_letter_stream", dlq_.stream},
-         {"entries", static_cast<int64_t>(waiting)}});
+         {"entries", static_cast<int64_t>(waiting)},
+         {"replicas_connected", static_cast<int64_t>(dlq_replicas_.value_or(-1))}});
   }
   confirm_backoff_.Failed(now);
-  return false;
+  return Confirmation::kHeld;
 }
 
 std::optional<SteadyTime> Settlement::NextDue(SteadyTime now) const {

@@ -172,10 +172,14 @@ class Settlement {
   void ApplyKeepAlive(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
   void ApplyAmbiguous(const SettleResult& result);
   void LogDeadLetterRefused(const DeadLetterItem& item);
-  // The ROLE and WAIT answers of a dead-letter write plan; true when what it wrote (and every
-  // letter held unconfirmed) is confirmed: a replica has it, or nothing can say so (see .cc).
-  bool ApplyReplicaReplies(const SettleResult& result, size_t written, bool asked_wait,
-                           SteadyTime now);
+  // What the ROLE and WAIT answers of a dead-letter write plan say of what it wrote and of every
+  // letter held unconfirmed: a replica has them (or nothing can ever say so: confirmed), not yet
+  // (held), or the node was demoted under the connection (written again).
+  enum class Confirmation { kConfirmed, kHeld, kWriteAgain };
+  Confirmation ApplyReplicaReplies(const SettleResult& result, size_t written, bool asked_wait,
+                                   SteadyTime now);
+  // Every held letter back to be written (kDeadLettering), logged with `why`.
+  void WriteHeldAgain(std::string_view why);
   void CountFailure(SettleClass c, size_t n);
   void Requeue(std::vector<std::string> ids, std::vector<std::string>* queue);
 

@@ -203,7 +203,13 @@ class SubscriptionLoop::Core {
         redis::TypeOf(sub_.dead_letter.stream), [this](StatusOr<redis::Reply> reply) {
           StatusOr<std::string> type =
               reply.ok() ? redis::ParseType(reply->view()) : StatusOr<std::string>(reply.status());
-          if (!type.ok()) return;  // asked again when the connection is next ready
+          if (!type.ok()) {
+            // Asked again when the connection is next ready; meanwhile the writes say what is
+            // wrong.
+            LogWarn("cannot check the dead-letter stream's type now",
+                    {{"subscription", sub_.name}, {"error", type.status().message()}});
+            return;
+          }
           dead_letter_type_checked_ = true;
           if (Status wrong = redis::CheckDeadLetterType(sub_.name, sub_.dead_letter.stream, *type);
               !wrong.ok()) {

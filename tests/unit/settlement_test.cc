@@ -1129,15 +1129,97 @@ TEST_F(TwoStepSettlementTest, AHeldLetterIsWrittenAgainWhenItsConnectionIsLost) 
   EXPECT_TRUE(settlement_.Idle());
 }
 
-// A replica that disconnects cannot confirm; the one that comes back syncs from this master,
-// letter included: held letters are acknowledged rather than held for as long as it is away.
-TEST_F(TwoStepSettlementTest, ALetterIsAcknowledgedOnceTheMasterHasNoReplicaLeft) {
+// Review finding: a replica gone from ROLE may be the one a partition promotes, and this master
+// rejoin as its replica without the letter: a held letter stays held until WAIT confirms it (or
+// the connection moves, which writes it again).
+TEST_F(TwoStepSettlementTest, AHeldLetterStaysHeldWhenRoleListsNoReplicaAnyMore) {
   DeadLettering("7-0");
   settlement_.QueueDeadLetter("7-0", Meta("rejected"));
   RoundTrip();
   WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
   WriteRoundTrip(Except(Step::kReplicaWait, {Int(0)}));  // the probe after it: no replica
-  EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "not acknowledged";
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  clock_.Advance(Millis(100));
+  EXPECT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}))
+      << "WAIT asked although ROLE lists no replica: letters are held";
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck)) << "a replica confirmed (WAIT 1)";
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+// The ROLE or WAIT answers of a node demoted under the connection (a failover): what it has not
+// passed on is dropped when it resyncs, so held letters and this plan's are written again.
+TEST_F(TwoStepSettlementTest, ADemotedMasterHasItsLettersWrittenAgain) {
+  const std::vector<std::pair<std::string, Answer>> demotions = {
+      {"ROLE says slave",
+       [](const SettlePlan::Span& span) {
+         if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(0)};
+         if (span.step == Step::kReplicaProbe) {
+           return std::vector<std::string>{
+               Arr({Bulk("slave"), Bulk("10.0.0.2"), Int(6379), Bulk("connected"), Int(9)})};
+         }
+         return Success(span);
+       }},
+      {"WAIT unblocked",
+       Except(Step::kReplicaWait,
+              {Err("UNBLOCKED force unblock from blocking operation, instance state changed "
+                   "(master -> replica?)")})},
+      {"WAIT on a replica",
+       Except(Step::kReplicaWait, {Err("ERR WAIT cannot be used with replica instances. Please "
+                                       "also note that since Redis 4.0 if a replica is "
+                                       "configured to be writable (which is not the default) "
+                                       "writes to replicas are just local and are not "
+                                       "propagated.")})},
+  };
+  int id = 0;
+  for (const auto& [name, demoted] : demotions) {
+    SCOPED_TRACE(name);
+    const std::string entry = std::to_string(++id) + "-0";
+    DeadLettering(entry);
+    settlement_.QueueDeadLetter(entry, Meta("rejected"));
+    RoundTrip();
+    settlement_.OnDeadLetterConnectionReady();  // a fresh connection: ROLE first
+    WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
+    WriteRoundTrip(demoted);
+    EXPECT_EQ(ledger_.StateOf(entry), EntryState::kDeadLettering) << "to be written again";
+    EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "not acknowledged";
+    EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value()) << "not on this node now";
+    // The connection follows the slot to the new master.
+    settlement_.OnDeadLetterConnectionReady();
+    WriteRoundTrip();  // ROLE: no replica
+    EXPECT_EQ(Steps(WriteRoundTrip()),
+              (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
+    EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+    EXPECT_FALSE(ledger_.Holds(entry));
+    EXPECT_TRUE(settlement_.Idle());
+  }
+  // Once: the same warning within a second is counted, not repeated (SPEC 6).
+  EXPECT_EQ(Logged({"the dead-letter stream's master was demoted before a replica confirmed"}), 1u);
+}
+
+TEST_F(TwoStepSettlementTest, AWaitRefusedByTheAclAcknowledgesAndABusyOneIsAskedAgain) {
+  DeadLettering("7-0");
+  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  RoundTrip();
+  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
+  WriteRoundTrip([](const SettlePlan::Span& span) {
+    if (span.step == Step::kReplicaWait) {
+      return std::vector<std::string>{Err("BUSY Redis is busy running a script")};
+    }
+    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
+  });
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "BUSY confirms nothing";
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  clock_.Advance(Millis(100));
+  WriteRoundTrip([](const SettlePlan::Span& span) {
+    if (span.step == Step::kReplicaWait) {
+      return std::vector<std::string>{
+          Err("NOPERM this user has no permissions to run the 'wait' command")};
+    }
+    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
+  });
+  EXPECT_EQ(Logged({"waiting for a replica failed, the original is acknowledged", "NOPERM"}), 1u);
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_TRUE(settlement_.Idle());
 }
 

@@ -507,6 +507,10 @@ Status Topology::Impl::RefreshCluster(SteadyTime deadline,
     std::lock_guard lock(mu_);
     if (has_map_) candidates = current_.RefreshCandidates();
     failures_before = failure_seq_;
+    // Nodes reported failed last: each may cost a connect or command timeout, and the deadline
+    // is checked between nodes, so silent ones first would use it up on every read.
+    std::stable_partition(candidates.begin(), candidates.end(),
+                          [this](const NodeAddress& node) { return !failed_.contains(node); });
   }
   for (const NodeAddress& seed : seeds_) {
     if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) {
