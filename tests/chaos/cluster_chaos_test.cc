@@ -489,10 +489,12 @@ TEST(ClusterChaos, ConfirmedEntriesSurviveSidecarAndRedisFaults) {
   for (int i = 0; i < chaos.cluster_->size(); ++i) ports.push_back(chaos.cluster_->node(i).port());
   std::vector<std::unique_ptr<ClusterProducer>> producers;
   const auto produce_start = Clock::now();
-  for (const auto& stream : chaos.streams_) {
+  for (int s = 0; s < kMasters; ++s) {
+    const std::string& stream = chaos.streams_[s];
     producers.push_back(std::make_unique<ClusterProducer>(
         stream, chaos.cluster_->SlotOf(stream), ports, chaos.cluster_->node(0).ClientOptions(),
-        entries / kMasters, seconds(std::max(1, chaos_seconds - 5))));
+        entries / kMasters + (s < entries % kMasters ? 1 : 0),
+        seconds(std::max(1, chaos_seconds - 5))));
   }
 
   // Chaos: one fault every 1.5-4 s (plus the time the cluster takes to settle after one).
