@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -98,6 +100,7 @@ struct Produced {
   int64_t seq = 0;
   std::string id;
   bool confirmed = false;  // WAIT 1 saw a replica take it: must be delivered
+  Clock::time_point at;    // when the XADD was answered
 };
 
 // Writes `count` entries to `stream` evenly over `spread` from its own thread, wherever the
@@ -217,7 +220,8 @@ class ClusterProducer {
       const redis::Reply& waited = (*replies)[1];
       Produced entry{.seq = seq,
                      .id = std::string(added.view().Str()),
-                     .confirmed = waited.view().IsInteger() && waited.view().Integer() >= 1};
+                     .confirmed = waited.view().IsInteger() && waited.view().Integer() >= 1,
+                     .at = Clock::now()};
       if (!entry.confirmed) home = -1;  // a master without its replica, or a demoted one
       {
         std::lock_guard lock(mutex_);
@@ -471,8 +475,10 @@ class ClusterChaos {
 // put down to the last fault that began before the gap ended ("none" before the first fault).
 struct Stall {
   milliseconds gap{0};
-  std::string stream;
+  size_t stream = 0;
+  Clock::time_point from, to;
   std::optional<Fault> fault;
+  Clock::time_point fault_at;
 };
 
 TEST(ClusterChaos, ConfirmedEntriesSurviveSidecarAndRedisFaults) {
@@ -581,16 +587,23 @@ TEST(ClusterChaos, ConfirmedEntriesSurviveSidecarAndRedisFaults) {
       ok_total += n;
       duplicates += n - 1;
     }
-    for (const auto& stream : chaos.streams_) {
+    for (size_t s = 0; s < chaos.streams_.size(); ++s) {
+      const std::string& stream = chaos.streams_[s];
       std::vector<Clock::time_point> times;
       for (const auto& [key, at] : chaos.ledger_.first) {
         if (StartsWith(key, stream + " ") && at <= produce_end) times.push_back(at);
       }
       std::sort(times.begin(), times.end());
       for (size_t i = 1; i < times.size(); ++i) {
-        Stall stall{duration_cast<milliseconds>(times[i] - times[i - 1]), stream, std::nullopt};
+        Stall stall{.gap = duration_cast<milliseconds>(times[i] - times[i - 1]),
+                    .stream = s,
+                    .from = times[i - 1],
+                    .to = times[i]};
         for (const auto& [at, fault] : chaos.fault_log_) {
-          if (at <= times[i]) stall.fault = fault;
+          if (at <= times[i]) {
+            stall.fault = fault;
+            stall.fault_at = at;
+          }
         }
         stalls.push_back(stall);
       }
@@ -614,9 +627,18 @@ TEST(ClusterChaos, ConfirmedEntriesSurviveSidecarAndRedisFaults) {
       static_cast<long long>(duration_cast<seconds>(produce_end - produce_start).count()),
       lost.confirmed.size(), lost.in_stream.size(), static_cast<long long>(left_pending),
       letters.size(), requests, chaos.ledger_.failures, chaos.ledger_.slow, ok_total, duplicates);
-  std::printf("cluster chaos: worst stall %lld ms on %s after %s | worst per fault kind:",
-              static_cast<long long>(overall.gap.count()), overall.stream.c_str(),
-              overall.fault ? FaultName(*overall.fault) : "none");
+  // Whether the producer stalled too (a cluster outage) or wrote on while nothing was delivered.
+  size_t written_in_stall = 0;
+  for (const auto& e : written[overall.stream]) {
+    written_in_stall += e.at > overall.from && e.at < overall.to ? 1 : 0;
+  }
+  std::printf(
+      "cluster chaos: worst stall %lld ms on %s, starting %+lld ms from the last fault (%s), while "
+      "the producer wrote %zu entries to it | worst per fault kind:",
+      static_cast<long long>(overall.gap.count()), chaos.streams_[overall.stream].c_str(),
+      static_cast<long long>(
+          overall.fault ? duration_cast<milliseconds>(overall.from - overall.fault_at).count() : 0),
+      overall.fault ? FaultName(*overall.fault) : "none", written_in_stall);
   for (const auto& [kind, gap] : worst) {
     std::printf(" %s %lld ms |", kind.c_str(), static_cast<long long>(gap.count()));
   }
