@@ -414,7 +414,7 @@ class ClusterChaos {
         break;
       }
     }
-    fault_log_.push_back({at, fault});
+    fault_log_.emplace_back(at, fault);
     ++counts_[fault];
   }
 
@@ -492,6 +492,7 @@ TEST(ClusterChaos, ConfirmedEntriesSurviveSidecarAndRedisFaults) {
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
 
   std::vector<int> ports;
+  ports.reserve(chaos.cluster_->size());
   for (int i = 0; i < chaos.cluster_->size(); ++i) ports.push_back(chaos.cluster_->node(i).port());
   std::vector<std::unique_ptr<ClusterProducer>> producers;
   const auto produce_start = Clock::now();
@@ -525,6 +526,7 @@ TEST(ClusterChaos, ConfirmedEntriesSurviveSidecarAndRedisFaults) {
 
   // Every must-deliver entry and every entry a stream holds: answered 2xx or dead-lettered.
   std::vector<std::vector<Produced>> written;
+  written.reserve(producers.size());
   for (const auto& producer : producers) written.push_back(producer->Entries());
   struct Missing {
     std::vector<std::string> confirmed, in_stream;
