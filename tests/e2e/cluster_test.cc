@@ -355,5 +355,52 @@ TEST_F(ClusterTest, ADeadLetterKeyOfAnotherTypeIsFoundWhenItsMasterHungThroughTh
       << sidecar->Logs();
 }
 
+// Review finding (a): a two-step dead letter that no replica has (its replica hangs, still
+// connected) is not acknowledged: the original stays pending, the letter written once, until the
+// replica confirms it; then it is acknowledged without a second letter.
+TEST_F(ClusterTest, ATwoStepDeadLetterWaitsForItsReplicaBeforeTheOriginalIsAcknowledged) {
+  const std::string stream = cluster_->KeyOnMaster(0, "held-");
+  const std::string dlq = cluster_->KeyOnMaster(1, "letters-");
+  const int replica = cluster_->ReplicaOf(cluster_->MasterIndexOf(dlq));
+  ASSERT_GE(replica, 0);
+  handler_.SetBehaviour([&](const ReceivedRequest& r) {
+    deliveries_.Record(r);
+    return HandlerReply{422, "rejected"};
+  });
+  TopologyConfig config;
+  config.redis = ClusterRedisYaml();
+  config.subscriptions = {{.name = "held",
+                           .stream = stream,
+                           .extra = "    dead_letter: { stream: \"" + dlq + "\" }\n"}};
+  auto sidecar = StartTopologySidecar(config);
+  ASSERT_TRUE(WaitReady(seconds(30))) << sidecar->Logs();
+
+  cluster_->Pause(replica);  // hangs: its master still lists it (until repl-timeout)
+  AddTo(stream, {"kind", "reject"});
+  ASSERT_TRUE(WaitUntil([&] { return ClusterLen(dlq) == 1; }, seconds(15))) << sidecar->Logs();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return sidecar->Logs().find("the original stays pending until one does") !=
+               std::string::npos;
+      },
+      seconds(10)))
+      << sidecar->Logs();
+  // Held for several WAITs: not acknowledged, not written twice.
+  const auto held_until = std::chrono::steady_clock::now() + seconds(3);
+  while (std::chrono::steady_clock::now() < held_until) {
+    ASSERT_EQ(ClusterPending(stream), 1) << sidecar->Logs();
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  EXPECT_EQ(ClusterLen(dlq), 1);
+
+  cluster_->Resume(replica);
+  EXPECT_TRUE(WaitUntil([&] { return ClusterPending(stream) == 0; }, seconds(20)))
+      << sidecar->Logs();
+  EXPECT_EQ(ClusterLen(dlq), 1) << "one letter: the replica confirmed the first";
+  EXPECT_TRUE(WaitMetric("streamcar_dead_lettered_total",
+                         {"subscription=\"held\"", "reason=\"rejected\""}, 1))
+      << Metrics();
+}
+
 }  // namespace
 }  // namespace streamcar::testing
