@@ -397,6 +397,7 @@ TEST_F(ClusterTest, ATwoStepDeadLetterWaitsForItsReplicaBeforeTheOriginalIsAckno
   EXPECT_TRUE(WaitUntil([&] { return ClusterPending(stream) == 0; }, seconds(20)))
       << sidecar->Logs();
   EXPECT_EQ(ClusterLen(dlq), 1) << "one letter: the replica confirmed the first";
+  EXPECT_EQ(deliveries_.Total(), 1u) << "rejected once, never POSTed again while held";
   EXPECT_TRUE(WaitMetric("streamcar_dead_lettered_total",
                          {"subscription=\"held\"", "reason=\"rejected\""}, 1))
       << Metrics();

@@ -209,6 +209,9 @@ class TopologyE2eTest : public E2eTest {
 
   void TearDown() override {
     if (producer_) producer_->Stop();
+    // The handler's threads feed deliveries_ (a member of this class, destroyed before the base's
+    // handler): stopped and joined here, none writes into it while or after it goes.
+    handler_.Stop();
   }
 
   // The fault tests' steps around producer_ (the test starts it):
