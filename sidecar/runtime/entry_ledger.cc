@@ -459,26 +459,21 @@ EntryLedger::LostResult EntryLedger::MarkLost(std::string_view id) {
   return LostResult::kIgnored;
 }
 
-bool EntryLedger::DeadLetterWritten(std::string_view id) {
+bool EntryLedger::Move(std::string_view id, EntryState from, EntryState to, std::string_view step) {
   Held* entry = Lookup(id);
   if (entry == nullptr) return false;
-  if (!SC_DCHECK(entry->state == EntryState::kDeadLettering,
-                 Met("DeadLetterWritten", id, entry->state))) {
-    return false;
-  }
-  entry->state = EntryState::kDeadLetterWritten;
+  if (!SC_DCHECK(entry->state == from, Met(step, id, entry->state))) return false;
+  entry->state = to;
   return true;
 }
 
+bool EntryLedger::DeadLetterWritten(std::string_view id) {
+  return Move(id, EntryState::kDeadLettering, EntryState::kDeadLetterWritten, "DeadLetterWritten");
+}
+
 bool EntryLedger::DeadLetterUnwritten(std::string_view id) {
-  Held* entry = Lookup(id);
-  if (entry == nullptr) return false;
-  if (!SC_DCHECK(entry->state == EntryState::kDeadLetterWritten,
-                 Met("DeadLetterUnwritten", id, entry->state))) {
-    return false;
-  }
-  entry->state = EntryState::kDeadLettering;
-  return true;
+  return Move(id, EntryState::kDeadLetterWritten, EntryState::kDeadLettering,
+              "DeadLetterUnwritten");
 }
 
 bool EntryLedger::ReleaseKeepingLane(std::string_view id) {

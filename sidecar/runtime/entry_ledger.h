@@ -261,6 +261,9 @@ class EntryLedger {
     uint64_t kept_at = 0;       // kept_sequence() when it was kept
   };
 
+  // `id`'s state from `from` to `to` (a debug check names `step` when it was not `from`); false
+  // when `id` is not held or not in `from`.
+  bool Move(std::string_view id, EntryState from, EntryState to, std::string_view step);
   Held* Lookup(std::string_view id) const;
   // The entry `ref` names, or nullptr when stale.
   Held* FindRef(const EntryRef& ref) const;
