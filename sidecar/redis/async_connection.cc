@@ -424,6 +424,17 @@ void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
   }
 }
 
+std::optional<int> AsyncConnection::KnownReplicas() const {
+  if (!options_.topology) return std::nullopt;
+  return options_.topology->KnownReplicasFor(options_.slot);
+}
+
+void AsyncConnection::FollowDemotedMaster(std::string_view why) {
+  if (!options_.topology) return;
+  if (node_) options_.topology->OnNodeFailed(*node_, why);
+  RequestRetarget("a new master");
+}
+
 void AsyncConnection::RequestRetarget(const std::string& to) {
   if (retarget_pending_) return;
   retarget_pending_ = true;

@@ -20,6 +20,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sidecar/common/event_loop.h"
@@ -85,6 +86,14 @@ class AsyncConnection {
   Millis command_timeout() const { return options_.command_timeout; }
   // Replies still awaited (across batches).
   size_t outstanding() const;
+
+  // Cluster: the healthy replicas of the master of this connection's slot in the topology's map
+  // now; nullopt without a topology or while the map does not know them.
+  std::optional<int> KnownReplicas() const;
+  // A reply said the node is no master any more (ROLE says "slave", WAIT is refused on a
+  // replica): as after -READONLY, the topology is told and the connection follows its slot to the
+  // new master. Without a topology, nothing.
+  void FollowDemotedMaster(std::string_view why);
 
   // Closes for good: outstanding callbacks fail with kCancelled, no reconnect.
   void Close();

@@ -213,6 +213,13 @@ bool SlotMap::Serves(std::span<const int> used) const {
   });
 }
 
+std::optional<int> SlotMap::HealthyReplicasOf(int slot) const {
+  const Shard* shard = ShardOf(slot);
+  if (shard == nullptr || !shard->replicas_known) return std::nullopt;
+  return static_cast<int>(std::count_if(shard->replicas.begin(), shard->replicas.end(),
+                                        [](const ClusterNode& node) { return node.healthy; }));
+}
+
 void SlotMap::LearnMoved(int slot, const NodeAddress& to) {
   if (slot < 0 || slot >= kClusterSlots) return;
   for (size_t i = 0; i < shards_.size(); ++i) {
@@ -226,6 +233,7 @@ void SlotMap::LearnMoved(int slot, const NodeAddress& to) {
   // with the next read.
   Shard shard;
   shard.master.address = to;
+  shard.replicas_known = false;
   owner_[slot] = static_cast<int16_t>(shards_.size());
   shards_.push_back(std::move(shard));
 }

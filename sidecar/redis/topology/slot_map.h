@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@ struct Shard {
   std::vector<SlotRange> slots;  // empty: the shard serves nothing (a failed, replaced master)
   ClusterNode master;
   std::vector<ClusterNode> replicas;
+  // False for a master learned from a -MOVED: its replicas come with the next read.
+  bool replicas_known = true;
 };
 
 class SlotMap {
@@ -53,6 +56,9 @@ class SlotMap {
 
   // The shard serving `slot`; nullptr when unserved or out of range.
   const Shard* ShardOf(int slot) const;
+  // The healthy replicas of the master serving `slot`; nullopt when the slot is unserved or its
+  // master's replicas are not known (learned from a -MOVED, until the next read).
+  std::optional<int> HealthyReplicasOf(int slot) const;
   // Every slot of `used` has a healthy master: what a freshly read map must satisfy to be adopted.
   bool Serves(std::span<const int> used) const;
   // A -MOVED: `slot` is served by `to` from now on (until the next read replaces the map). `to`

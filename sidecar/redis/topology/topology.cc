@@ -127,6 +127,11 @@ class Topology::Impl {
     std::lock_guard lock(mu_);
     return KnownLocked(slot);
   }
+  std::optional<int> KnownReplicasFor(int slot) const {
+    std::lock_guard lock(mu_);
+    if (mode_ != ResolvedMode::kCluster || !has_map_) return std::nullopt;
+    return current_.HealthyReplicasOf(slot);
+  }
   void OnMoved(const Redirect& redirect, const NodeAddress& answered);
   void OnAsk() { observer_->OnRedirect(ReplyKind::kAsk); }
   void OnNodeFailed(const NodeAddress& node, std::string_view why);
@@ -794,6 +799,9 @@ std::optional<ResolvedMode> Topology::mode() const { return impl_->mode(); }
 StatusOr<NodeAddress> Topology::MasterFor(int slot) { return impl_->MasterFor(slot); }
 std::optional<NodeAddress> Topology::KnownMasterFor(int slot) const {
   return impl_->KnownMasterFor(slot);
+}
+std::optional<int> Topology::KnownReplicasFor(int slot) const {
+  return impl_->KnownReplicasFor(slot);
 }
 void Topology::OnMoved(const Redirect& redirect, const NodeAddress& answered) {
   impl_->OnMoved(redirect, answered);
