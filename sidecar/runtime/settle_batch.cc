@@ -332,7 +332,7 @@ SettlePlan DeadLetterWriteBatch(const redis::SubscriptionOps& ops,
     AddSpan(&plan, Step::kReplicaWait,
             redis::WaitForReplicas(work.wait_replicas, work.wait_timeout));
   }
-  if (work.probe) AddSpan(&plan, Step::kReplicaProbe, redis::RoleProbe());
+  if (work.probe && !plan.empty()) AddSpan(&plan, Step::kReplicaProbe, redis::RoleProbe());
   return plan;
 }
 

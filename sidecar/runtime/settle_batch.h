@@ -123,7 +123,7 @@ struct DeadLetterWriteWork {
   std::vector<DeadLetterJob> writes;
   int wait_replicas = 0;  // WAIT for this many replicas after the writes (0: no WAIT)
   Millis wait_timeout{0};
-  bool probe = false;  // ROLE last (alone when there are no writes)
+  bool probe = false;  // ROLE last, after the writes or the WAIT (never alone)
   // WAIT even without writes: letters written earlier on this connection are still unconfirmed
   // (WAIT covers every earlier write of the connection).
   bool confirm = false;

@@ -166,14 +166,30 @@ void Settlement::WriteHeldAgain(std::string_view why) {
   dead_writes_.insert(dead_writes_.begin(), std::make_move_iterator(again.begin()),
                       std::make_move_iterator(again.end()));
   confirm_backoff_.Succeeded();
+  held_warned_at_.reset();
 }
 
-std::optional<SteadyTime> Settlement::DeadLetterConfirmDueAt() const {
-  if (dead_unconfirmed_.empty() || dlq_in_flight_) return std::nullopt;
-  return std::max(confirm_backoff_.retry_at, dlq_unsent_backoff_.retry_at);
+std::optional<SteadyTime> Settlement::DeadLetterWritesDueAt() const {
+  if (dlq_in_flight_) return std::nullopt;
+  std::optional<SteadyTime> due;
+  if (!dead_writes_.empty()) due = dlq_unsent_backoff_.retry_at;
+  if (!dead_unconfirmed_.empty()) {
+    const SteadyTime confirm = std::max(confirm_backoff_.retry_at, dlq_unsent_backoff_.retry_at);
+    due = due ? std::min(*due, confirm) : confirm;
+  }
+  return due;
 }
 
-std::optional<SettlePlan> Settlement::TakeDeadLetterWrites(SteadyTime now) {
+Settlement::ReplicasListed Settlement::ListedReplicas(std::optional<int> map_replicas) const {
+  if ((map_replicas && *map_replicas > 0) || (dlq_replicas_ && *dlq_replicas_ > 0)) {
+    return ReplicasListed::kSome;
+  }
+  if (map_replicas || dlq_replicas_) return ReplicasListed::kNone;
+  return ReplicasListed::kUnknown;
+}
+
+std::optional<SettlePlan> Settlement::TakeDeadLetterWrites(SteadyTime now,
+                                                           std::optional<int> map_replicas) {
   const bool confirm_due = !dead_unconfirmed_.empty() && confirm_backoff_.Due(now);
   if (!two_step_ || dlq_in_flight_ || (dead_writes_.empty() && !confirm_due) ||
       !dlq_unsent_backoff_.Due(now)) {
@@ -181,22 +197,19 @@ std::optional<SettlePlan> Settlement::TakeDeadLetterWrites(SteadyTime now) {
   }
   DeadLetterWriteWork work;
   work.confirm = confirm_due;
-  if (!dlq_replicas_ && !dlq_role_refused_) {
-    // ROLE alone first: whether the writes are followed by WAIT depends on its answer.
-    work.probe = true;
-  } else {
-    for (auto& queued : std::exchange(dead_writes_, {})) {
-      const StreamEntry* entry = ledger_->Find(queued.id);
-      if (entry == nullptr) continue;  // let go meanwhile: nothing to write
-      work.writes.push_back({std::move(queued.id), entry, std::move(queued.meta)});
-    }
-    // Held letters wait for a replica whatever ROLE says now (see ApplyReplicaReplies).
-    if (dlq_role_refused_ || *dlq_replicas_ > 0 || !dead_unconfirmed_.empty()) {
-      work.wait_replicas = 1;
-      work.wait_timeout = kReplicaWait;
-    }
-    work.probe = !dlq_role_refused_;  // what the next plan's WAIT goes by (replicas come and go)
+  for (auto& queued : std::exchange(dead_writes_, {})) {
+    const StreamEntry* entry = ledger_->Find(queued.id);
+    if (entry == nullptr) continue;  // let go meanwhile: nothing to write
+    work.writes.push_back({std::move(queued.id), entry, std::move(queued.meta)});
   }
+  // WAIT unless no source lists a replica (it would block its whole timeout for nothing). Held
+  // letters are asked about whatever is listed now: ApplyReplicaReplies decides what 0 means.
+  if (!dead_unconfirmed_.empty() || ListedReplicas(map_replicas) != ReplicasListed::kNone) {
+    work.wait_replicas = 1;
+    work.wait_timeout = kReplicaWait;
+  }
+  // Last, after the WAIT: whether the node is still a master, and its replicas now.
+  work.probe = !dlq_role_refused_;
   SettlePlan plan = DeadLetterWriteBatch(ops_, dlq_, std::move(work));
   if (plan.empty()) return std::nullopt;
   dlq_in_flight_ = true;
@@ -204,7 +217,7 @@ std::optional<SettlePlan> Settlement::TakeDeadLetterWrites(SteadyTime now) {
 }
 
 void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::BatchResult& result,
-                                       SteadyTime now) {
+                                       SteadyTime now, std::optional<int> map_replicas) {
   dlq_in_flight_ = false;
   const SettleResult r = ApplySettleReplies(plan, result);
   if (result.written) {
@@ -213,7 +226,7 @@ void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::Batc
     dlq_unsent_backoff_.Failed(now);
   }
   const Confirmation confirmation = ApplyReplicaReplies(
-      r, r.dead_letter_written.size(), plan.Has(SettlePlan::Step::kReplicaWait), now);
+      r, r.dead_letter_written.size(), plan.Has(SettlePlan::Step::kReplicaWait), map_replicas, now);
   // (2) done: only the owned acknowledgement is left, on the stream's connection, once a replica
   // has the letter.
   for (const auto& item : r.dead_letter_written) {
@@ -226,10 +239,13 @@ void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::Batc
     dead_.insert(dead_.end(), std::make_move_iterator(dead_unconfirmed_.begin()),
                  std::make_move_iterator(dead_unconfirmed_.end()));
     dead_unconfirmed_.clear();
+    held_warned_at_.reset();
   } else if (confirmation == Confirmation::kWriteAgain) {
     // The node is no master any more (demoted in a failover): it will drop what it did not pass
-    // on. The connection follows the slot to the new master; the letters are written there.
+    // on. The connection follows the slot to the new master (the loop asks it to); the letters
+    // are written there.
     dlq_replicas_.reset();
+    dlq_master_demoted_ = true;
     dlq_unsent_backoff_.Failed(now);  // not at once on this node
     WriteHeldAgain(
         "the dead-letter stream's master was demoted before a replica confirmed the dead letters; "
@@ -277,7 +293,9 @@ bool IsDemoted(const Status& status) {
 }  // namespace
 
 Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, size_t written,
-                                                         bool asked_wait, SteadyTime now) {
+                                                         bool asked_wait,
+                                                         std::optional<int> map_replicas,
+                                                         SteadyTime now) {
   const size_t waiting = written + dead_unconfirmed_.size();
   bool demoted = false;
   if (r.probe_answered) {
@@ -289,70 +307,102 @@ Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, 
       if (!dlq_role_refused_) {
         dlq_role_refused_ = true;
         LogWarn(
-            "cannot ask the dead-letter stream's master for its replicas; every dead letter waits "
-            "for one replica (up to 1 s) before the original is acknowledged",
+            "cannot ask the dead-letter stream's master for its role; a demotion is noticed by "
+            "WAIT and the cluster map alone",
             {{"subscription", sub_.name},
              {"dead_letter_stream", dlq_.stream},
              {"error", r.replicas.status().message()}});
       }
     }
-    // Else (BUSY, LOADING, ...): asked again with the next plan.
+    // Else (BUSY, LOADING, ...): the last answer stands; ROLE goes with the next plan.
   }
   if (demoted ||
       (!r.wait_error.empty() && IsDemoted(Status(StatusCode::kServerError, r.wait_error)))) {
     confirm_backoff_.Failed(now);
     return Confirmation::kWriteAgain;
   }
-  // Without a WAIT the master had no replica to confirm to (ROLE said so), and nothing was held.
-  if (!asked_wait) return Confirmation::kConfirmed;
-  if (!r.wait_error.empty()) {
-    if (IsRefused(Status(StatusCode::kServerError, r.wait_error))) {
-      // WAIT refused (an ACL): nothing can confirm a letter, and holding them would stop dead
-      // letters for good.
-      if (waiting > 0) {
-        LogWarn("dead letter written; waiting for a replica failed, the original is acknowledged",
-                {{"subscription", sub_.name},
-                 {"dead_letter_stream", dlq_.stream},
-                 {"error", r.wait_error}});
+  if (asked_wait) {
+    if (!r.wait_error.empty()) {
+      if (IsRefused(Status(StatusCode::kServerError, r.wait_error))) {
+        // WAIT refused (an ACL): nothing can confirm a letter, and holding them would stop dead
+        // letters for good.
+        if (waiting > 0) {
+          LogWarn("dead letter written; waiting for a replica failed, the original is acknowledged",
+                  {{"subscription", sub_.name},
+                   {"dead_letter_stream", dlq_.stream},
+                   {"error", r.wait_error}});
+        }
+        return Confirmation::kConfirmed;
       }
+      confirm_backoff_.Failed(now);  // BUSY, LOADING, ...: asked again
+      return Confirmation::kHeld;
+    }
+    if (!r.replicas_acked) {
+      // Not answered: the connection failed. Its readiness writes held letters again; until then
+      // nothing says a replica has them.
+      confirm_backoff_.Failed(now);
+      return Confirmation::kHeld;
+    }
+    if (*r.replicas_acked > 0) {
+      confirm_backoff_.Succeeded();
+      return Confirmation::kConfirmed;  // a replica has every write of this connection so far
+    }
+  }
+  // No replica confirmed (WAIT said 0, or was not asked as none was listed then).
+  switch (ListedReplicas(map_replicas)) {
+    case ReplicasListed::kSome:
+      // Held, WAIT asked again, also once ROLE lists none while the map still does (that replica
+      // may be the one a partition promotes, and this master rejoin as its replica without the
+      // letters). Not asked yet (a replica appeared since the plan): asked at once.
+      if (!asked_wait) {
+        confirm_backoff_.Succeeded();
+        return Confirmation::kHeld;
+      }
+      return Held(waiting, map_replicas, now);
+    case ReplicasListed::kNone:
+      // Neither the map nor ROLE lists one: the replica failed for good (or there never was
+      // one). Nothing could ever confirm these letters; holding them would stop the subscription.
+      if (asked_wait && waiting > 0) {
+        LogWarn(
+            "dead letter written; the dead-letter stream's master has no replica to confirm it, "
+            "the original is acknowledged",
+            {{"subscription", sub_.name},
+             {"dead_letter_stream", dlq_.stream},
+             {"entries", static_cast<int64_t>(waiting)}});
+      }
+      confirm_backoff_.Succeeded();
       return Confirmation::kConfirmed;
-    }
-    confirm_backoff_.Failed(now);  // BUSY, LOADING, ...: asked again
-    return Confirmation::kHeld;
+    case ReplicasListed::kUnknown:
+      // ROLE refused and no map (not a cluster): whether the master has a replica at all is
+      // unknown, and a master without one never confirms.
+      if (waiting > 0) {
+        LogWarn(
+            "dead letter written; no replica confirmed it within 1 s, the original is "
+            "acknowledged",
+            {{"subscription", sub_.name},
+             {"dead_letter_stream", dlq_.stream},
+             {"entries", static_cast<int64_t>(waiting)}});
+      }
+      confirm_backoff_.Succeeded();
+      return Confirmation::kConfirmed;
   }
-  if (!r.replicas_acked) {
-    // Not answered: the connection failed. Its readiness writes held letters again; until then
-    // nothing says a replica has them.
-    confirm_backoff_.Failed(now);
-    return Confirmation::kHeld;
-  }
-  if (*r.replicas_acked > 0) {
-    confirm_backoff_.Succeeded();
-    return Confirmation::kConfirmed;  // a replica has every write of this connection so far
-  }
-  if (dlq_role_refused_) {
-    // Whether the master has a replica at all is unknown: a master without one never confirms.
-    if (waiting > 0) {
-      LogWarn(
-          "dead letter written; no replica confirmed it within 1 s, the original is acknowledged",
-          {{"subscription", sub_.name},
-           {"dead_letter_stream", dlq_.stream},
-           {"entries", static_cast<int64_t>(waiting)}});
-    }
-    return Confirmation::kConfirmed;
-  }
-  // A replica was connected when the letters were written, and none has confirmed: held, and
-  // WAIT asked again, also once ROLE lists none (that replica may be promoted in a partition, and
-  // this master rejoin as its replica without the letters). The dead-letter connection following
-  // a failover writes them again on the new master.
-  if (confirm_backoff_.streak == 0) {
-    LogWarn(
-        "dead letter written; no replica confirmed it within 1 s, the original stays pending "
-        "until one does",
-        {{"subscription", sub_.name},
-         {"dead_letter_stream", dlq_.stream},
-         {"entries", static_cast<int64_t>(waiting)},
-         {"replicas_connected", static_cast<int64_t>(dlq_replicas_.value_or(-1))}});
+  return Confirmation::kHeld;
+}
+
+Settlement::Confirmation Settlement::Held(size_t waiting, std::optional<int> map_replicas,
+                                          SteadyTime now) {
+  if (!held_warned_at_ || now - *held_warned_at_ >= kHeldWarnEvery) {
+    const bool first = !held_warned_at_;
+    held_warned_at_ = now;
+    LogWarn(first ? "dead letter written; no replica confirmed it within 1 s, the original stays "
+                    "pending until one does"
+                  : "dead letters still held: no replica has confirmed them, the originals stay "
+                    "pending",
+            {{"subscription", sub_.name},
+             {"dead_letter_stream", dlq_.stream},
+             {"entries", static_cast<int64_t>(waiting)},
+             {"replicas_listed", static_cast<int64_t>(map_replicas.value_or(-1))},
+             {"replicas_connected", static_cast<int64_t>(dlq_replicas_.value_or(-1))}});
   }
   confirm_backoff_.Failed(now);
   return Confirmation::kHeld;

@@ -15,14 +15,20 @@
 // than the stream (a cluster), a dead letter is (1) checked to be still ours and (3) acknowledged
 // by an owner-checked script on the stream's connection, and (2) XADDed on a connection of its own
 // to the dead-letter stream's master in between, followed there by WAIT for a replica when that
-// master has one (ROLE says; a master without replicas would make WAIT block its whole timeout).
-// The ledger's sub-state kDeadLetterWritten records (2): a retry after a failed (3) repeats only
-// (3), never the XADD. A letter that no replica has confirmed while the master reports one
-// connected is held unconfirmed, not acknowledged: were that master to fail over now, the
-// letter would be gone and the original acknowledged. WAIT is asked again on the same connection
-// (it covers every earlier write of that connection) with the dead-letter backoff; should the
+// master may have one, and by ROLE (is the node still a master?). Whether it has one is what the
+// cluster map lists (its healthy replicas) or the last ROLE said; either listing one means WAIT
+// (a master without replicas would make WAIT block its whole timeout). The ledger's sub-state
+// kDeadLetterWritten records (2): a retry after a failed (3) repeats only (3), never the XADD. A
+// letter that no replica has confirmed while a replica is listed is held unconfirmed, not
+// acknowledged: were that master to fail over now, the letter would be gone and the original
+// acknowledged. WAIT is asked again on the same connection (it covers every earlier write of
+// that connection) with the dead-letter backoff, and a warning repeats every kHeldWarnEvery
+// while letters are held. Once neither the map nor ROLE lists a replica (it failed for good),
+// held letters are acknowledged with a warning: nothing could ever confirm them. Should the
 // connection be lost first, what became of the letter is unknown and it is written again (a
-// second letter at worst, never none). Classes: (1) or (3) refused, or (2) refused -> definite
+// second letter at worst, never none); should ROLE or WAIT say the node was demoted, the
+// connection follows the slot to the new master (TakeDeadLetterMasterDemoted) and the letters are
+// written again there. Classes: (1) or (3) refused, or (2) refused -> definite
 // (tried again with the dead-letter backoff; a refused XADD is checked again first); (2) or (3)
 // sent without an answer -> ambiguous (released; the pending list brings the entry back: at worst a
 // second letter, never none); (1) not ours -> lost_lease, nothing written, as the one-step script;
@@ -76,6 +82,8 @@ class Settlement {
   static constexpr size_t kAckFlushIds = kIdsPerCommand;
   // How long a two-step dead letter waits for a replica to have its record (WAIT's timeout).
   static constexpr Millis kReplicaWait{1000};
+  // While two-step letters are held unconfirmed, the warning that says so repeats this often.
+  static constexpr Millis kHeldWarnEvery{30000};
 
   // `ledger`, `ops` and `metrics` (nullable: no counting) outlive the settlement.
   Settlement(const config::Subscription& sub, const redis::SubscriptionOps& ops,
@@ -119,17 +127,21 @@ class Settlement {
   // The result of the plan in flight: ledger transitions, metrics, log lines, backoffs.
   void Apply(const SettlePlan& plan, const redis::BatchResult& result, SteadyTime now);
   // Two-step (2): the plan to send on the dead-letter stream's connection now, or nullopt
-  // (nothing to write, or one in flight: at most one). Its timeout is the command timeout plus
-  // kReplicaWait. Writes become due only through events the loop kicks on (a plan applied, that
-  // connection ready), so NextDue leaves them out: a timer for them could fire while that
-  // connection is down and spin.
-  std::optional<SettlePlan> TakeDeadLetterWrites(SteadyTime now);
-  // When a WAIT for letters held unconfirmed is due on the dead-letter stream's connection
-  // (arm a timer only while that connection is up: its readiness rewrites them instead), or
-  // nullopt for none held or a plan in flight.
-  std::optional<SteadyTime> DeadLetterConfirmDueAt() const;
+  // (nothing to write or confirm, or one in flight: at most one). Its timeout is the command
+  // timeout plus kReplicaWait. `map_replicas`: the healthy replicas the cluster map lists for the
+  // dead-letter stream's master now (nullopt: unknown), as in ApplyDeadLetterWrites.
+  std::optional<SettlePlan> TakeDeadLetterWrites(SteadyTime now, std::optional<int> map_replicas);
+  // When a write or a WAIT for letters held unconfirmed is due on the dead-letter stream's
+  // connection, or nullopt for none queued or a plan in flight. Arm a timer only while that
+  // connection is up (its readiness rewrites held letters and kicks the writes): one armed while
+  // it is down would fire at a plan that cannot be sent, and spin. Not part of NextDue for that
+  // reason.
+  std::optional<SteadyTime> DeadLetterWritesDueAt() const;
   void ApplyDeadLetterWrites(const SettlePlan& plan, const redis::BatchResult& result,
-                             SteadyTime now);
+                             SteadyTime now, std::optional<int> map_replicas);
+  // True once after ROLE or WAIT said the dead-letter stream's node is no master any more: the
+  // loop has its connection follow the slot to the new master.
+  bool TakeDeadLetterMasterDemoted() { return std::exchange(dlq_master_demoted_, false); }
   // When TakeDue may return a plan next (the loop's timer), `now` at the earliest. The keepalive
   // is always scheduled; the early flush of lingering acks depends on the ledger, so ask again
   // after the ledger changed. nullopt while a plan is in flight (ask again after Apply).
@@ -173,11 +185,17 @@ class Settlement {
   void ApplyAmbiguous(const SettleResult& result);
   void LogDeadLetterRefused(const DeadLetterItem& item);
   // What the ROLE and WAIT answers of a dead-letter write plan say of what it wrote and of every
-  // letter held unconfirmed: a replica has them (or nothing can ever say so: confirmed), not yet
+  // letter held unconfirmed: a replica has them (or none is listed to: confirmed), not yet
   // (held), or the node was demoted under the connection (written again).
   enum class Confirmation { kConfirmed, kHeld, kWriteAgain };
   Confirmation ApplyReplicaReplies(const SettleResult& result, size_t written, bool asked_wait,
-                                   SteadyTime now);
+                                   std::optional<int> map_replicas, SteadyTime now);
+  // Whether a replica of the dead-letter stream's master is listed, by the cluster map
+  // (`map_replicas`) or the last ROLE: some, none (by every source that knows), or unknown.
+  enum class ReplicasListed { kSome, kNone, kUnknown };
+  ReplicasListed ListedReplicas(std::optional<int> map_replicas) const;
+  // Letters stay held: logged when they start to be and every kHeldWarnEvery after.
+  Confirmation Held(size_t waiting, std::optional<int> map_replicas, SteadyTime now);
   // Every held letter back to be written (kDeadLettering), logged with `why`.
   void WriteHeldAgain(std::string_view why);
   void CountFailure(SettleClass c, size_t n);
@@ -208,10 +226,13 @@ class Settlement {
   bool dlq_in_flight_ = false;
   // After a write plan that never reached Redis: nothing is sent until its connection is back.
   StepBackoff dlq_unsent_backoff_;
-  // The replicas of the dead-letter stream's master (ROLE), unknown until asked; ROLE refused
-  // (an ACL without @admin): every write plan WAITs for one replica, as nothing says none.
+  // The replicas connected to the dead-letter stream's master (the last ROLE), unknown until
+  // answered; ROLE refused (an ACL without @admin): not asked again on this connection.
   std::optional<int> dlq_replicas_;
   bool dlq_role_refused_ = false;
+  bool dlq_master_demoted_ = false;
+  // When the last warning that letters are held was logged; nullopt while none are held.
+  std::optional<SteadyTime> held_warned_at_;
 
   StepBackoff ack_backoff_, dead_backoff_, claim_backoff_, keepalive_backoff_;
   // After a plan that never reached Redis: nothing is sent until the connection is back.

@@ -222,16 +222,20 @@ class SubscriptionLoop::Core {
   // connection is doing (a WAIT there never holds up the acknowledgements).
   void FlushDeadLetterWrites() {
     if (!dead_letters_ || !dead_letters_->ready() || undoing_) return;
-    auto plan = settlement_.TakeDeadLetterWrites(clock_.Now());
+    auto plan = settlement_.TakeDeadLetterWrites(clock_.Now(), dead_letters_->KnownReplicas());
     if (!plan) return;
     auto shared = std::make_shared<SettlePlan>(std::move(*plan));
-    dead_letters_->SendBatch(shared->commands,
-                             deps_.redis.command_timeout + Settlement::kReplicaWait,
-                             [this, shared](const redis::BatchResult& result) {
-                               settlement_.ApplyDeadLetterWrites(*shared, result, clock_.Now());
-                               if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
-                               Kick();
-                             });
+    dead_letters_->SendBatch(
+        shared->commands, deps_.redis.command_timeout + Settlement::kReplicaWait,
+        [this, shared](const redis::BatchResult& result) {
+          settlement_.ApplyDeadLetterWrites(*shared, result, clock_.Now(),
+                                            dead_letters_->KnownReplicas());
+          if (settlement_.TakeDeadLetterMasterDemoted()) {
+            dead_letters_->FollowDemotedMaster("ROLE or WAIT says the node is a replica now");
+          }
+          if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
+          Kick();
+        });
   }
 
   void FlushSettlement() {
@@ -262,11 +266,11 @@ class SubscriptionLoop::Core {
     } else {
       settle_timer_->Cancel();
     }
-    // Held two-step letters ask WAIT again, but only while their connection is up: its
-    // readiness writes them again instead.
+    // Two-step writes after a backoff, and held letters' WAIT, but only while their connection
+    // is up: its readiness writes held letters again and kicks the writes instead.
     std::optional<SteadyTime> confirm_at;
     if (dead_letters_ && dead_letters_->ready() && !undoing_) {
-      confirm_at = settlement_.DeadLetterConfirmDueAt();
+      confirm_at = settlement_.DeadLetterWritesDueAt();
     }
     if (confirm_at) {
       confirm_timer_->ArmAt(std::max(*confirm_at, now));

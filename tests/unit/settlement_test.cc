@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -849,12 +850,15 @@ class TwoStepSettlementTest : public SettlementTest {
  protected:
   TwoStepSettlementTest() { settlement_.UseTwoStepDeadLetters(); }
 
+  std::optional<SettlePlan> TakeWrites() {
+    return settlement_.TakeDeadLetterWrites(now(), map_replicas_);
+  }
   // Takes the plan for the dead-letter stream's connection, answers it, applies it.
   SettlePlan WriteRoundTrip(const Answer& answer = Success) {
-    auto plan = settlement_.TakeDeadLetterWrites(now());
+    auto plan = TakeWrites();
     EXPECT_TRUE(plan.has_value());
     if (!plan) return {};
-    settlement_.ApplyDeadLetterWrites(*plan, Answered(*plan, answer), now());
+    settlement_.ApplyDeadLetterWrites(*plan, Answered(*plan, answer), now(), map_replicas_);
     return *plan;
   }
   // An answer that differs from Success in one step.
@@ -863,14 +867,35 @@ class TwoStepSettlementTest : public SettlementTest {
       return span.step == step ? replies : Success(span);
     };
   }
-  // The entry "7-0" checked (step 1) and the dead-letter master's replicas known (none).
-  void Checked() {
-    DeadLettering("7-0");
-    settlement_.QueueDeadLetter("7-0", Meta("rejected"));
+  // An answer whose WAIT says `acked` replicas have the writes and whose ROLE lists `connected`.
+  static Answer Replicas(int acked, int connected);
+  // The entry `id` queued and checked (step 1): next, its write.
+  void Checked(const std::string& id = "7-0") {
+    DeadLettering(id);
+    settlement_.QueueDeadLetter(id, Meta("rejected"));
     ASSERT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterCheck}));
-    ASSERT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaProbe}));
   }
+
+  // The healthy replicas the cluster map lists for the dead-letter stream's master.
+  std::optional<int> map_replicas_ = 0;
 };
+
+// The ROLE answer of a master with `n` replicas connected.
+std::string RoleOfMaster(int n) {
+  std::vector<std::string> replicas;
+  for (int i = 0; i < n; ++i) {
+    replicas.push_back(Arr({Bulk("10.0.0." + std::to_string(i + 2)), Bulk("6379"), Bulk("9")}));
+  }
+  return Arr({Bulk("master"), Int(9), Arr(replicas)});
+}
+
+Answer TwoStepSettlementTest::Replicas(int acked, int connected) {
+  return [acked, connected](const SettlePlan::Span& span) {
+    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(acked)};
+    if (span.step == Step::kReplicaProbe) return std::vector<std::string>{RoleOfMaster(connected)};
+    return Success(span);
+  };
+}
 
 TEST_F(TwoStepSettlementTest, CheckedThenWrittenThenAcknowledgedCountedAsTheOneStepPath) {
   DeadLettering("7-0");
@@ -884,13 +909,11 @@ TEST_F(TwoStepSettlementTest, CheckedThenWrittenThenAcknowledgedCountedAsTheOneS
             (std::vector<std::string>{"XPENDING", "orders", "billing", "7-0", "7-0", "1", "c1"}));
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "nothing for the stream's connection";
   EXPECT_FALSE(settlement_.Idle());
-  // (2) on the dead-letter stream's connection: its replicas first, then the XADD.
-  SettlePlan probe = WriteRoundTrip();
-  ASSERT_EQ(Steps(probe), (std::vector<Step>{Step::kReplicaProbe}));
-  EXPECT_EQ(ArgsOf(probe.commands[0]), (std::vector<std::string>{"ROLE"}));
+  // (2) on the dead-letter stream's connection: the XADD, then ROLE (still a master?).
   SettlePlan write = WriteRoundTrip();
   ASSERT_EQ(Steps(write), (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}))
-      << "no WAIT: the master has no replica";
+      << "no WAIT: the map lists no replica";
+  EXPECT_EQ(ArgsOf(write.commands[1]), (std::vector<std::string>{"ROLE"}));
   StreamEntry entry = Entry("7-0");
   redis::Command expected("XADD");
   expected.Arg("orders:dlq").Arg("*");
@@ -935,11 +958,11 @@ TEST_F(TwoStepSettlementTest, ARefusedAcknowledgementRepeatsOnlyTheAcknowledgeme
                     "\"class\":\"definite\"", "READONLY"}),
             1u);
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "backing off";
-  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value()) << "never a second XADD";
+  EXPECT_FALSE(TakeWrites().has_value()) << "never a second XADD";
   clock_.Advance(Millis(100));
   SettlePlan again = RoundTrip();
   EXPECT_EQ(Steps(again), (std::vector<Step>{Step::kDeadLetterAck}));
-  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value()) << "never a second XADD";
+  EXPECT_FALSE(TakeWrites().has_value()) << "never a second XADD";
   EXPECT_FALSE(ledger_.Holds("7-0"));
   EXPECT_EQ(Rejected(), 1);
   EXPECT_TRUE(settlement_.Idle());
@@ -981,11 +1004,11 @@ TEST_F(TwoStepSettlementTest, ARefusedWriteIsCheckedAgainThenWritten) {
 // back: a second letter at worst), never held back as if it had not.
 TEST_F(TwoStepSettlementTest, AWriteWithoutAnAnswerIsAmbiguous) {
   Checked();
-  auto plan = settlement_.TakeDeadLetterWrites(now());
+  auto plan = TakeWrites();
   ASSERT_TRUE(plan.has_value());
   redis::BatchResult lost;
   lost.failure = Status(StatusCode::kIo, "connection reset by peer");
-  settlement_.ApplyDeadLetterWrites(*plan, lost, now());
+  settlement_.ApplyDeadLetterWrites(*plan, lost, now(), map_replicas_);
   EXPECT_FALSE(ledger_.Holds("7-0"));
   EXPECT_EQ(Failures(SettleClass::kAmbiguous), 1);
   EXPECT_TRUE(settlement_.TakeRecoveryRequest());
@@ -996,18 +1019,17 @@ TEST_F(TwoStepSettlementTest, AWriteWithoutAnAnswerIsAmbiguous) {
 
 TEST_F(TwoStepSettlementTest, AWriteNeverSentIsSentAgainWithoutAnotherCheck) {
   Checked();
-  auto plan = settlement_.TakeDeadLetterWrites(now());
+  auto plan = TakeWrites();
   ASSERT_TRUE(plan.has_value());
   redis::BatchResult down;
   down.written = false;
   down.failure = Status(StatusCode::kIo, "not connected to Redis");
-  settlement_.ApplyDeadLetterWrites(*plan, down, now());
+  settlement_.ApplyDeadLetterWrites(*plan, down, now(), map_replicas_);
   EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLettering);
   EXPECT_EQ(Failures(SettleClass::kAmbiguous) + Failures(SettleClass::kDefinite), 0);
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
+  EXPECT_FALSE(TakeWrites().has_value()) << "not until the connection is back";
   settlement_.OnDeadLetterConnectionReady();
-  EXPECT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaProbe}))
-      << "perhaps another master: its replicas are asked again";
   EXPECT_EQ(Steps(WriteRoundTrip()),
             (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
 }
@@ -1017,7 +1039,7 @@ TEST_F(TwoStepSettlementTest, ACheckThatFindsAPeerWritesNothing) {
   settlement_.QueueDeadLetter("7-0", Meta("rejected"));
   RoundTrip(Except(Step::kDeadLetterCheck, {Arr({})}));
   EXPECT_FALSE(ledger_.Holds("7-0"));
-  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value());
+  EXPECT_FALSE(TakeWrites().has_value());
   EXPECT_EQ(Failures(SettleClass::kLostLease), 1);
   EXPECT_EQ(Logged({"dead letter not written: the entry is no longer this consumer's (lost lease)",
                     "\"class\":\"lost_lease\"", "\"id\":\"7-0\""}),
@@ -1039,78 +1061,81 @@ TEST_F(TwoStepSettlementTest, AnAcknowledgementThatFindsAPeerIsALostLease) {
   EXPECT_TRUE(settlement_.Idle());
 }
 
-// The ROLE answer of a master with one replica connected.
-std::vector<std::string> OneReplica() {
-  return {Arr({Bulk("master"), Int(9), Arr({Arr({Bulk("10.0.0.2"), Bulk("6379"), Bulk("9")})})})};
-}
-
-TEST_F(TwoStepSettlementTest, WritesWaitForAReplicaOnlyWhenTheMasterHasOne) {
-  DeadLettering("7-0");
-  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
-  RoundTrip();
-  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
-  SettlePlan write = WriteRoundTrip([](const SettlePlan::Span& span) {
-    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(1)};
-    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
-  });
+// Review finding: whether a letter waits for a replica is decided by the cluster map (or the last
+// ROLE), never by a stale ROLE answer of none alone.
+TEST_F(TwoStepSettlementTest, WritesWaitForAReplicaWhenTheMapOrRoleListsOne) {
+  map_replicas_ = 1;
+  Checked("1-0");
+  SettlePlan write = WriteRoundTrip(Replicas(1, 0));
   ASSERT_EQ(Steps(write),
-            (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaWait, Step::kReplicaProbe}));
+            (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaWait, Step::kReplicaProbe}))
+      << "the map lists a replica: WAIT, although this connection's ROLE was never asked";
   EXPECT_EQ(ArgsOf(write.commands[1]), (std::vector<std::string>{"WAIT", "1", "1000"}));
-  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
   EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}))
       << "a replica has the letter: the original is acknowledged";
+
+  // The map lists none, and ROLE (just answered: none) agrees: no WAIT.
+  map_replicas_ = 0;
+  Checked("2-0");
+  EXPECT_FALSE(WriteRoundTrip().Has(Step::kReplicaWait));
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+
+  // The map not yet caught up with a replica ROLE lists: WAIT.
+  Checked("3-0");
+  EXPECT_FALSE(WriteRoundTrip(Replicas(0, 1)).Has(Step::kReplicaWait));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value())
+      << "written without WAIT while ROLE listed a replica: held, not acknowledged";
+  ASSERT_TRUE(settlement_.DeadLetterWritesDueAt().has_value());
+  EXPECT_LE(*settlement_.DeadLetterWritesDueAt(), now()) << "WAIT asked at once";
+  EXPECT_EQ(Steps(WriteRoundTrip(Replicas(1, 1))),
+            (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+  Checked("4-0");
+  EXPECT_TRUE(WriteRoundTrip(Replicas(1, 1)).Has(Step::kReplicaWait)) << "ROLE's last answer";
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_TRUE(settlement_.Idle());
 }
 
 // Review finding: acknowledging after WAIT said 0 would lose the letter to a failover of the
 // dead-letter stream's master (its replica never had it) while the acknowledgement stays.
-TEST_F(TwoStepSettlementTest, ALetterNoConnectedReplicaConfirmedIsHeldUntilOneDoes) {
-  DeadLettering("7-0");
-  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
-  RoundTrip();
-  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
-  const auto unconfirmed = [](const SettlePlan::Span& span) {
-    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(0)};
-    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
-  };
-  WriteRoundTrip(unconfirmed);
+TEST_F(TwoStepSettlementTest, ALetterNoListedReplicaConfirmedIsHeldUntilOneDoes) {
+  map_replicas_ = 1;
+  Checked();
+  WriteRoundTrip(Replicas(0, 1));
   EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "not acknowledged";
   EXPECT_FALSE(settlement_.Idle());
   EXPECT_EQ(Logged({"no replica confirmed it within 1 s, the original stays pending until one does",
-                    "\"dead_letter_stream\":\"orders:dlq\""}),
+                    "\"dead_letter_stream\":\"orders:dlq\"", "\"replicas_listed\":1"}),
             1u);
-  ASSERT_TRUE(settlement_.DeadLetterConfirmDueAt().has_value());
-  EXPECT_GT(*settlement_.DeadLetterConfirmDueAt(), now()) << "asked again after a backoff";
-  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value());
+  ASSERT_TRUE(settlement_.DeadLetterWritesDueAt().has_value());
+  EXPECT_GT(*settlement_.DeadLetterWritesDueAt(), now()) << "asked again after a backoff";
+  EXPECT_FALSE(TakeWrites().has_value());
   clock_.Advance(Millis(100));
   // Asked again: WAIT alone (it covers the connection's earlier writes), never a second XADD.
-  EXPECT_EQ(Steps(WriteRoundTrip(unconfirmed)),
+  EXPECT_EQ(Steps(WriteRoundTrip(Replicas(0, 1))),
             (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value());
-  EXPECT_EQ(Logged({"the original stays pending until one does"}), 1u) << "once per streak";
-  clock_.Advance(Millis(300));
-  SettlePlan confirm = WriteRoundTrip([](const SettlePlan::Span& span) {
-    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(1)};
-    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
-  });
+  EXPECT_EQ(Logged({"the original stays pending until one does"}), 1u) << "not every round";
+  // Held for long: said again every kHeldWarnEvery.
+  clock_.Advance(Settlement::kHeldWarnEvery);
+  WriteRoundTrip(Replicas(0, 1));
+  EXPECT_EQ(Logged({"dead letters still held: no replica has confirmed them", "\"entries\":1"}),
+            1u);
+  clock_.Advance(Millis(5000));
+  SettlePlan confirm = WriteRoundTrip(Replicas(1, 1));
   EXPECT_EQ(Steps(confirm), (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
-  EXPECT_FALSE(settlement_.DeadLetterConfirmDueAt().has_value());
-  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck)) << "with the keepalive now due";
+  EXPECT_FALSE(settlement_.DeadLetterWritesDueAt().has_value());
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_FALSE(ledger_.Holds("7-0"));
   EXPECT_EQ(Rejected(), 1);
   EXPECT_TRUE(settlement_.Idle());
 }
 
 TEST_F(TwoStepSettlementTest, AHeldLetterIsWrittenAgainWhenItsConnectionIsLost) {
-  DeadLettering("7-0");
-  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
-  RoundTrip();
-  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
-  WriteRoundTrip([](const SettlePlan::Span& span) {
-    if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(0)};
-    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
-  });
+  map_replicas_ = 1;
+  Checked();
+  WriteRoundTrip(Replicas(0, 1));
   ASSERT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
   // Reconnected, perhaps to a promoted replica that never had the letter.
   settlement_.OnDeadLetterConnectionReady();
@@ -1120,36 +1145,59 @@ TEST_F(TwoStepSettlementTest, AHeldLetterIsWrittenAgainWhenItsConnectionIsLost) 
               "again",
               "\"entries\":1"}),
       1u);
-  EXPECT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaProbe}));
+  map_replicas_ = 0;
   EXPECT_EQ(Steps(WriteRoundTrip()),
             (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}))
-      << "written again (no replica now: no WAIT)";
+      << "written again (no replica listed now: no WAIT)";
   EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}));
   EXPECT_EQ(Rejected(), 1);
   EXPECT_TRUE(settlement_.Idle());
 }
 
 // Review finding: a replica gone from ROLE may be the one a partition promotes, and this master
-// rejoin as its replica without the letter: a held letter stays held until WAIT confirms it (or
-// the connection moves, which writes it again).
-TEST_F(TwoStepSettlementTest, AHeldLetterStaysHeldWhenRoleListsNoReplicaAnyMore) {
-  DeadLettering("7-0");
-  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
-  RoundTrip();
-  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
-  WriteRoundTrip(Except(Step::kReplicaWait, {Int(0)}));  // the probe after it: no replica
+// rejoin as its replica without the letter: a held letter stays held while the cluster map still
+// lists a healthy replica.
+TEST_F(TwoStepSettlementTest, AHeldLetterStaysHeldWhileTheMapListsAReplica) {
+  map_replicas_ = 1;
+  Checked();
+  WriteRoundTrip(Replicas(0, 0));
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "not acknowledged";
   EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
   clock_.Advance(Millis(100));
-  EXPECT_EQ(Steps(WriteRoundTrip()), (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}))
-      << "WAIT asked although ROLE lists no replica: letters are held";
+  EXPECT_EQ(Steps(WriteRoundTrip(Replicas(0, 0))),
+            (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}))
+      << "WAIT asked although ROLE lists no replica: the map does";
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "still held";
+  clock_.Advance(Millis(300));
+  EXPECT_TRUE(WriteRoundTrip(Replicas(1, 1)).Has(Step::kReplicaWait));
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck)) << "a replica confirmed (WAIT 1)";
   EXPECT_TRUE(settlement_.Idle());
 }
 
+// Review finding: a replica lost for good (the map marks it failed, ROLE lists none) would hold
+// letters for ever, filling intake and stalling a shutdown to its deadline.
+TEST_F(TwoStepSettlementTest, HeldLettersAreAcknowledgedOnceNoReplicaIsListedAnyMore) {
+  map_replicas_ = 1;
+  Checked();
+  WriteRoundTrip(Replicas(0, 0));
+  ASSERT_FALSE(settlement_.TakeDue(now()).has_value());
+  map_replicas_ = 0;  // the replica failed for good
+  clock_.Advance(Millis(100));
+  EXPECT_EQ(Steps(WriteRoundTrip(Replicas(0, 0))),
+            (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
+  EXPECT_EQ(Logged({"the dead-letter stream's master has no replica to confirm it, the original "
+                    "is acknowledged",
+                    "\"entries\":1"}),
+            1u);
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+  EXPECT_FALSE(ledger_.Holds("7-0"));
+  EXPECT_TRUE(settlement_.Idle());
+}
+
 // The ROLE or WAIT answers of a node demoted under the connection (a failover): what it has not
-// passed on is dropped when it resyncs, so held letters and this plan's are written again.
-TEST_F(TwoStepSettlementTest, ADemotedMasterHasItsLettersWrittenAgain) {
+// passed on is dropped when it resyncs, so held letters and this plan's are written again, on the
+// new master the connection is asked to follow.
+TEST_F(TwoStepSettlementTest, ADemotedMasterHasItsLettersWrittenAgainOnTheNewMaster) {
   const std::vector<std::pair<std::string, Answer>> demotions = {
       {"ROLE says slave",
        [](const SettlePlan::Span& span) {
@@ -1175,18 +1223,21 @@ TEST_F(TwoStepSettlementTest, ADemotedMasterHasItsLettersWrittenAgain) {
   for (const auto& [name, demoted] : demotions) {
     SCOPED_TRACE(name);
     const std::string entry = std::to_string(++id) + "-0";
-    DeadLettering(entry);
-    settlement_.QueueDeadLetter(entry, Meta("rejected"));
-    RoundTrip();
-    settlement_.OnDeadLetterConnectionReady();  // a fresh connection: ROLE first
-    WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
+    map_replicas_ = 1;
+    Checked(entry);
+    settlement_.OnDeadLetterConnectionReady();  // a fresh connection
     WriteRoundTrip(demoted);
     EXPECT_EQ(ledger_.StateOf(entry), EntryState::kDeadLettering) << "to be written again";
+    EXPECT_TRUE(settlement_.TakeDeadLetterMasterDemoted()) << "the connection is moved";
+    EXPECT_FALSE(settlement_.TakeDeadLetterMasterDemoted()) << "once";
     EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "not acknowledged";
-    EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value()) << "not on this node now";
-    // The connection follows the slot to the new master.
+    EXPECT_FALSE(TakeWrites().has_value()) << "not on this node now";
+    ASSERT_TRUE(settlement_.DeadLetterWritesDueAt().has_value())
+        << "due after a backoff, should the connection stay where it is";
+    EXPECT_GT(*settlement_.DeadLetterWritesDueAt(), now());
+    // The connection follows the slot to the new master (no replica there yet).
+    map_replicas_ = 0;
     settlement_.OnDeadLetterConnectionReady();
-    WriteRoundTrip();  // ROLE: no replica
     EXPECT_EQ(Steps(WriteRoundTrip()),
               (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
     EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
@@ -1198,41 +1249,52 @@ TEST_F(TwoStepSettlementTest, ADemotedMasterHasItsLettersWrittenAgain) {
 }
 
 TEST_F(TwoStepSettlementTest, AWaitRefusedByTheAclAcknowledgesAndABusyOneIsAskedAgain) {
-  DeadLettering("7-0");
-  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
-  RoundTrip();
-  WriteRoundTrip(Except(Step::kReplicaProbe, OneReplica()));
-  WriteRoundTrip([](const SettlePlan::Span& span) {
-    if (span.step == Step::kReplicaWait) {
-      return std::vector<std::string>{Err("BUSY Redis is busy running a script")};
-    }
-    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
-  });
+  map_replicas_ = 1;
+  Checked();
+  WriteRoundTrip(Except(Step::kReplicaWait, {Err("BUSY Redis is busy running a script")}));
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "BUSY confirms nothing";
   EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  EXPECT_FALSE(TakeWrites().has_value()) << "after a backoff";
   clock_.Advance(Millis(100));
-  WriteRoundTrip([](const SettlePlan::Span& span) {
-    if (span.step == Step::kReplicaWait) {
-      return std::vector<std::string>{
-          Err("NOPERM this user has no permissions to run the 'wait' command")};
-    }
-    return span.step == Step::kReplicaProbe ? OneReplica() : Success(span);
-  });
+  WriteRoundTrip(Except(Step::kReplicaWait,
+                        {Err("NOPERM this user has no permissions to run the 'wait' command")}));
   EXPECT_EQ(Logged({"waiting for a replica failed, the original is acknowledged", "NOPERM"}), 1u);
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_TRUE(settlement_.Idle());
 }
 
-TEST_F(TwoStepSettlementTest, WithoutTheRightToAskForReplicasEveryWriteWaitsForOne) {
-  DeadLettering("7-0");
-  settlement_.QueueDeadLetter("7-0", Meta("rejected"));
-  RoundTrip();
+// Review finding: a plan of ROLE alone, answered BUSY, was sent again at once for as long as
+// the server stayed busy. ROLE now only rides along with writes or a WAIT.
+TEST_F(TwoStepSettlementTest, ABusyRoleIsNeverAskedAlone) {
+  Checked();
+  SettlePlan write =
+      WriteRoundTrip(Except(Step::kReplicaProbe, {Err("BUSY Redis is busy running a script")}));
+  EXPECT_EQ(Steps(write), (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
+  EXPECT_FALSE(TakeWrites().has_value()) << "nothing to write or confirm: no plan";
+  EXPECT_FALSE(settlement_.DeadLetterWritesDueAt().has_value());
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck)) << "the map lists no replica";
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+TEST_F(TwoStepSettlementTest, WithoutTheRightToAskForTheRoleTheMapDecides) {
+  map_replicas_ = 1;
+  Checked("1-0");
   WriteRoundTrip(Except(Step::kReplicaProbe, {Err("NOPERM this user has no permissions")}));
-  EXPECT_EQ(Logged({"cannot ask the dead-letter stream's master for its replicas", "NOPERM"}), 1u);
-  SettlePlan write = WriteRoundTrip();
+  EXPECT_EQ(Logged({"cannot ask the dead-letter stream's master for its role", "NOPERM"}), 1u);
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+  Checked("2-0");
+  SettlePlan write = WriteRoundTrip(Replicas(0, 0));
   EXPECT_EQ(Steps(write), (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaWait}))
       << "ROLE is not asked again on this connection";
-  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "the map lists a replica: held";
+  EXPECT_EQ(ledger_.StateOf("2-0"), EntryState::kDeadLetterWritten);
+  // No map (nothing lists replicas at all): WAIT, and 0 cannot be told from "no replica".
+  map_replicas_.reset();
+  clock_.Advance(Millis(100));
+  WriteRoundTrip(Replicas(0, 0));
+  EXPECT_EQ(Logged({"no replica confirmed it within 1 s, the original is acknowledged"}), 1u);
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+  EXPECT_TRUE(settlement_.Idle());
 }
 
 // The one-step path is untouched by the two-step machinery.
@@ -1240,7 +1302,7 @@ TEST_F(SettlementTest, WithoutTwoStepADeadLetterIsOneScriptAndNoWrites) {
   DeadLettering("7-0");
   settlement_.QueueDeadLetter("7-0", Meta("rejected"));
   EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetter}));
-  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now()).has_value());
+  EXPECT_FALSE(settlement_.TakeDeadLetterWrites(now(), 1).has_value());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -346,6 +347,32 @@ TEST(SlotMapTest, MovedTakesEffectAtOnceAndAMigrationIsNoFailover) {
   map.LearnMoved(16384, Local(1));
   map.LearnMoved(-1, Local(1));
   EXPECT_EQ(map.Masters().size(), 5u);
+}
+
+// What a two-step dead letter's WAIT goes by (runtime/settlement.h): the healthy replicas listed
+// for a slot's master, unknown where the map cannot say.
+TEST(SlotMapTest, HealthyReplicasAreCountedPerSlotAndUnknownForAMovedToStranger) {
+  for (const SlotMap& map : {Shards("shards_ok"), Slots("slots_ok")}) {
+    for (int slot : kUsed) EXPECT_EQ(map.HealthyReplicasOf(slot), 1) << slot;
+  }
+  // 09da39b2's replica stopped too: SHARDS lists it failed, SLOTS no more.
+  for (const SlotMap& map : {Shards("shards_master_down"), Slots("slots_master_down")}) {
+    EXPECT_EQ(map.HealthyReplicasOf(12182), 0);
+    EXPECT_EQ(map.HealthyReplicasOf(9954), 1);
+  }
+  // The promoted replica serves 105 without a replica of its own (its old master is dead).
+  EXPECT_EQ(Shards("shards_after_failover").HealthyReplicasOf(105), 0);
+  // The old master rejoined as its replica: SHARDS says "loading" (its sync not done), which
+  // confirms nothing yet; SLOTS lists no health.
+  EXPECT_EQ(Shards("shards_rejoined").HealthyReplicasOf(105), 0);
+  EXPECT_EQ(Slots("slots_rejoined").HealthyReplicasOf(105), 1);
+  SlotMap moved = Shards("shards_ok");
+  moved.LearnMoved(12182, Local(48079));
+  EXPECT_EQ(moved.HealthyReplicasOf(12182), 1) << "a known master: its replicas are known";
+  moved.LearnMoved(0, NodeAddress{"10.9.9.9", 7000});
+  EXPECT_EQ(moved.HealthyReplicasOf(0), std::nullopt) << "until the next read";
+  EXPECT_EQ(SlotMap().HealthyReplicasOf(0), std::nullopt);
+  EXPECT_EQ(moved.HealthyReplicasOf(kClusterSlots), std::nullopt);
 }
 
 TEST(SlotMapTest, AnEmptyMapServesNothing) {
