@@ -425,14 +425,16 @@ void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
 }
 
 std::optional<int> AsyncConnection::KnownReplicas() const {
-  if (!options_.topology) return std::nullopt;
-  return options_.topology->KnownReplicasFor(options_.slot);
+  if (!options_.topology || !node_ || ask_node_) return std::nullopt;
+  return options_.topology->KnownReplicasFor(options_.slot, *node_);
 }
 
 void AsyncConnection::FollowDemotedMaster(std::string_view why) {
   if (!options_.topology) return;
   if (node_) options_.topology->OnNodeFailed(*node_, why);
-  RequestRetarget("a new master");
+  // Broken meanwhile (the reply that said so came with a failure): the reconnect under way asks
+  // the topology anyway, and a retarget requested now would never run.
+  if (connected()) RequestRetarget("a new master");
 }
 
 void AsyncConnection::RequestRetarget(const std::string& to) {

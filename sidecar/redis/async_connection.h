@@ -87,12 +87,15 @@ class AsyncConnection {
   // Replies still awaited (across batches).
   size_t outstanding() const;
 
-  // Cluster: the healthy replicas of the master of this connection's slot in the topology's map
-  // now; nullopt without a topology or while the map does not know them.
+  // Cluster: the live replicas the topology's map lists for the node this connection is on,
+  // when that node is its slot's master there; nullopt without a topology, while the map does
+  // not know them, while following an -ASK, or when the map names another master (the slot moved
+  // under the connection: the count would be another node's).
   std::optional<int> KnownReplicas() const;
   // A reply said the node is no master any more (ROLE says "slave", WAIT is refused on a
   // replica): as after -READONLY, the topology is told and the connection follows its slot to the
-  // new master. Without a topology, nothing.
+  // new master (a connection already down asks the topology again as it reconnects). Without a
+  // topology, nothing.
   void FollowDemotedMaster(std::string_view why);
 
   // Closes for good: outstanding callbacks fail with kCancelled, no reconnect.

@@ -184,7 +184,10 @@ Settlement::ReplicasListed Settlement::ListedReplicas(std::optional<int> map_rep
   if ((map_replicas && *map_replicas > 0) || (dlq_replicas_ && *dlq_replicas_ > 0)) {
     return ReplicasListed::kSome;
   }
-  if (map_replicas || dlq_replicas_) return ReplicasListed::kNone;
+  // ROLE alone never says none: the map may not know the node (a master learned from a -MOVED,
+  // typically a replica just promoted), or the connection may be on another node than the map's
+  // master (KnownReplicas says nullopt then).
+  if (map_replicas) return ReplicasListed::kNone;
   return ReplicasListed::kUnknown;
 }
 
@@ -351,9 +354,12 @@ Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, 
   // No replica confirmed (WAIT said 0, or was not asked as none was listed then).
   switch (ListedReplicas(map_replicas)) {
     case ReplicasListed::kSome:
+    case ReplicasListed::kUnknown:
       // Held, WAIT asked again, also once ROLE lists none while the map still does (that replica
       // may be the one a partition promotes, and this master rejoin as its replica without the
-      // letters). Not asked yet (a replica appeared since the plan): asked at once.
+      // letters), and while the map cannot say for this node (the slot moved under the
+      // connection: it follows, and its readiness writes the letters again). Not asked yet (a
+      // replica appeared since the plan): asked at once.
       if (!asked_wait) {
         confirm_backoff_.Succeeded();
         return Confirmation::kHeld;
@@ -366,19 +372,6 @@ Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, 
         LogWarn(
             "dead letter written; the dead-letter stream's master has no replica to confirm it, "
             "the original is acknowledged",
-            {{"subscription", sub_.name},
-             {"dead_letter_stream", dlq_.stream},
-             {"entries", static_cast<int64_t>(waiting)}});
-      }
-      confirm_backoff_.Succeeded();
-      return Confirmation::kConfirmed;
-    case ReplicasListed::kUnknown:
-      // ROLE refused and no map (not a cluster): whether the master has a replica at all is
-      // unknown, and a master without one never confirms.
-      if (waiting > 0) {
-        LogWarn(
-            "dead letter written; no replica confirmed it within 1 s, the original is "
-            "acknowledged",
             {{"subscription", sub_.name},
              {"dead_letter_stream", dlq_.stream},
              {"entries", static_cast<int64_t>(waiting)}});

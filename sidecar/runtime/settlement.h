@@ -16,26 +16,28 @@
 // by an owner-checked script on the stream's connection, and (2) XADDed on a connection of its own
 // to the dead-letter stream's master in between, followed there by WAIT for a replica when that
 // master may have one, and by ROLE (is the node still a master?). Whether it has one is what the
-// cluster map lists (its healthy replicas) or the last ROLE said; either listing one means WAIT
-// (a master without replicas would make WAIT block its whole timeout). The ledger's sub-state
+// cluster map lists for that node (its replicas not marked failed) or the last ROLE said; only the
+// map listing none (and ROLE none connected) skips the WAIT, which on a master without replicas
+// would block its whole timeout; a map that cannot say for that node counts as a replica listed
+// (a master learned from a -MOVED, a slot that moved under the connection). The ledger's sub-state
 // kDeadLetterWritten records (2): a retry after a failed (3) repeats only (3), never the XADD. A
 // letter that no replica has confirmed while a replica is listed is held unconfirmed, not
 // acknowledged: were that master to fail over now, the letter would be gone and the original
 // acknowledged. WAIT is asked again on the same connection (it covers every earlier write of
 // that connection) with the dead-letter backoff, and a warning repeats every kHeldWarnEvery
-// while letters are held. Once neither the map nor ROLE lists a replica (it failed for good),
-// held letters are acknowledged with a warning: nothing could ever confirm them. Should the
-// connection be lost first, what became of the letter is unknown and it is written again (a
-// second letter at worst, never none); should ROLE or WAIT say the node was demoted, the
-// connection follows the slot to the new master (TakeDeadLetterMasterDemoted) and the letters are
-// written again there. Classes: (1) or (3) refused, or (2) refused -> definite
+// while letters are held. Once the map lists no replica for that node and ROLE none connected
+// (it failed for good), held letters are acknowledged with a warning: nothing could ever confirm
+// them. Should the connection be lost first, what became of the letter is unknown and it is
+// written again (a second letter at worst, never none); should ROLE or WAIT say the node was
+// demoted, the connection follows the slot to the new master (TakeDeadLetterMasterDemoted) and
+// the letters are written again there. Classes: (1) or (3) refused, or (2) refused -> definite
 // (tried again with the dead-letter backoff; a refused XADD is checked again first); (2) or (3)
-// sent without an answer -> ambiguous (released; the pending list brings the entry back: at worst a
-// second letter, never none); (1) not ours -> lost_lease, nothing written, as the one-step script;
-// (3) not ours -> lost_lease, the letter stays written (logged as such).
-// Work that never reached Redis (the connection was down) stays queued, unclassed, and is sent
-// again once the connection is back (after OnConnectionReady, or a capped delay). A NOSCRIPT reply
-// (Redis restarted, SCRIPT FLUSH) is not a failure either: the next plan loads the scripts first.
+// sent without an answer -> ambiguous (released; the pending list brings the entry back: at worst
+// a second letter, never none); (1) not ours -> lost_lease, nothing written, as the one-step
+// script; (3) not ours -> lost_lease, the letter stays written (logged as such). Work that never
+// reached Redis (the connection was down) stays queued, unclassed, and is sent again once the
+// connection is back (after OnConnectionReady, or a capped delay). A NOSCRIPT reply (Redis
+// restarted, SCRIPT FLUSH) is not a failure either: the next plan loads the scripts first.
 //
 // Single-threaded: the subscription's loop thread makes every call. No I/O and no waiting: the
 // loop sends the plan TakeDue returns and hands its result to Apply; time is passed in (the clock
@@ -128,7 +130,7 @@ class Settlement {
   void Apply(const SettlePlan& plan, const redis::BatchResult& result, SteadyTime now);
   // Two-step (2): the plan to send on the dead-letter stream's connection now, or nullopt
   // (nothing to write or confirm, or one in flight: at most one). Its timeout is the command
-  // timeout plus kReplicaWait. `map_replicas`: the healthy replicas the cluster map lists for the
+  // timeout plus kReplicaWait. `map_replicas`: the live replicas the cluster map lists for the
   // dead-letter stream's master now (nullopt: unknown), as in ApplyDeadLetterWrites.
   std::optional<SettlePlan> TakeDeadLetterWrites(SteadyTime now, std::optional<int> map_replicas);
   // When a write or a WAIT for letters held unconfirmed is due on the dead-letter stream's
@@ -191,7 +193,8 @@ class Settlement {
   Confirmation ApplyReplicaReplies(const SettleResult& result, size_t written, bool asked_wait,
                                    std::optional<int> map_replicas, SteadyTime now);
   // Whether a replica of the dead-letter stream's master is listed, by the cluster map
-  // (`map_replicas`) or the last ROLE: some, none (by every source that knows), or unknown.
+  // (`map_replicas`: for the node the connection is on) or the last ROLE: some, none (the map
+  // lists none and ROLE none connected), or unknown (the map cannot say for this node).
   enum class ReplicasListed { kSome, kNone, kUnknown };
   ReplicasListed ListedReplicas(std::optional<int> map_replicas) const;
   // Letters stay held: logged when they start to be and every kHeldWarnEvery after.

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,15 +166,20 @@ TEST_F(TopologyClusterTest, ManualFailoverIsFoundByTheNextMasterFor) {
   ASSERT_TRUE(topology.Resolve(In(seconds(20))).ok());
   const int replica = cluster_->ReplicaOf(0);
   ASSERT_GE(replica, 0);
+  // Node 0 serves the slot with one live replica (online, or loading while it syncs).
+  EXPECT_EQ(topology.KnownReplicasFor(slots_[0], AddressOf(cluster_->node(0))), 1);
+  EXPECT_EQ(topology.KnownReplicasFor(slots_[0], AddressOf(cluster_->node(replica))), std::nullopt)
+      << "not that slot's master in this map: its count would be another node's";
   cluster_->ManualFailover(replica);
   ASSERT_FALSE(HasFatalFailure());
   const uint64_t before = topology.version();
   EXPECT_EQ(topology.KnownMasterFor(slots_[0]), AddressOf(cluster_->node(0)));
-
   topology.OnNodeFailed(AddressOf(cluster_->node(0)), "READONLY");
   auto master = topology.MasterFor(slots_[0]);
   ASSERT_TRUE(master.ok()) << master.status().message();
   EXPECT_EQ(*master, AddressOf(cluster_->node(replica)));
+  // A connection still on the demoted node gets no count (runtime/settlement.h holds its letters).
+  EXPECT_EQ(topology.KnownReplicasFor(slots_[0], AddressOf(cluster_->node(0))), std::nullopt);
   EXPECT_GT(topology.version(), before);
   EXPECT_EQ(observer_.failovers.load(), 1);
   EXPECT_EQ(Address(topology.MasterFor(slots_[1])), AddressOf(cluster_->node(1)));

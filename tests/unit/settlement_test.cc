@@ -876,7 +876,7 @@ class TwoStepSettlementTest : public SettlementTest {
     ASSERT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterCheck}));
   }
 
-  // The healthy replicas the cluster map lists for the dead-letter stream's master.
+  // The live replicas the cluster map lists for the dead-letter stream's master.
   std::optional<int> map_replicas_ = 0;
 };
 
@@ -1074,24 +1074,50 @@ TEST_F(TwoStepSettlementTest, WritesWaitForAReplicaWhenTheMapOrRoleListsOne) {
   EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetterAck}))
       << "a replica has the letter: the original is acknowledged";
 
+  // The last ROLE said none connected (perhaps a moment's resync), the map lists one: WAIT.
+  Checked("2-0");
+  EXPECT_TRUE(WriteRoundTrip(Replicas(1, 0)).Has(Step::kReplicaWait))
+      << "a ROLE of none alone never skips the WAIT";
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+
   // The map lists none, and ROLE (just answered: none) agrees: no WAIT.
   map_replicas_ = 0;
-  Checked("2-0");
+  Checked("3-0");
   EXPECT_FALSE(WriteRoundTrip().Has(Step::kReplicaWait));
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
 
-  // The map not yet caught up with a replica ROLE lists: WAIT.
-  Checked("3-0");
+  // The map not yet caught up with a replica ROLE lists: held, and WAIT asked at once.
+  Checked("4-0");
   EXPECT_FALSE(WriteRoundTrip(Replicas(0, 1)).Has(Step::kReplicaWait));
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value())
       << "written without WAIT while ROLE listed a replica: held, not acknowledged";
   ASSERT_TRUE(settlement_.DeadLetterWritesDueAt().has_value());
-  EXPECT_LE(*settlement_.DeadLetterWritesDueAt(), now()) << "WAIT asked at once";
+  EXPECT_LE(*settlement_.DeadLetterWritesDueAt(), now()) << "due now, no backoff";
   EXPECT_EQ(Steps(WriteRoundTrip(Replicas(1, 1))),
             (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
-  Checked("4-0");
+  Checked("5-0");
   EXPECT_TRUE(WriteRoundTrip(Replicas(1, 1)).Has(Step::kReplicaWait)) << "ROLE's last answer";
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+// Review finding: the map cannot say for the connection's node when that node is a master
+// learned from a -MOVED (typically a replica just promoted) or no longer the slot's master in the
+// map (it failed over under the connection): WAIT, and a 0 holds the letters, whatever ROLE says.
+TEST_F(TwoStepSettlementTest, AMapThatCannotSayForTheNodeHoldsTheLetters) {
+  map_replicas_.reset();
+  Checked();
+  SettlePlan write = WriteRoundTrip(Replicas(0, 0));
+  EXPECT_TRUE(write.Has(Step::kReplicaWait));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "held, although ROLE lists none";
+  EXPECT_EQ(ledger_.StateOf("7-0"), EntryState::kDeadLetterWritten);
+  EXPECT_EQ(Logged({"the original stays pending until one does", "\"replicas_listed\":-1"}), 1u);
+  // The map read again: that node has a replica, which confirms.
+  map_replicas_ = 1;
+  clock_.Advance(Millis(100));
+  EXPECT_EQ(Steps(WriteRoundTrip(Replicas(1, 1))),
+            (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_TRUE(settlement_.Idle());
 }
@@ -1156,7 +1182,7 @@ TEST_F(TwoStepSettlementTest, AHeldLetterIsWrittenAgainWhenItsConnectionIsLost) 
 
 // Review finding: a replica gone from ROLE may be the one a partition promotes, and this master
 // rejoin as its replica without the letter: a held letter stays held while the cluster map still
-// lists a healthy replica.
+// lists a live replica.
 TEST_F(TwoStepSettlementTest, AHeldLetterStaysHeldWhileTheMapListsAReplica) {
   map_replicas_ = 1;
   Checked();
@@ -1266,13 +1292,30 @@ TEST_F(TwoStepSettlementTest, AWaitRefusedByTheAclAcknowledgesAndABusyOneIsAsked
 // Review finding: a plan of ROLE alone, answered BUSY, was sent again at once for as long as
 // the server stayed busy. ROLE now only rides along with writes or a WAIT.
 TEST_F(TwoStepSettlementTest, ABusyRoleIsNeverAskedAlone) {
-  Checked();
-  SettlePlan write =
-      WriteRoundTrip(Except(Step::kReplicaProbe, {Err("BUSY Redis is busy running a script")}));
+  const std::string busy = Err("BUSY Redis is busy running a script");
+  Checked("1-0");
+  SettlePlan write = WriteRoundTrip(Except(Step::kReplicaProbe, {busy}));
   EXPECT_EQ(Steps(write), (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
   EXPECT_FALSE(TakeWrites().has_value()) << "nothing to write or confirm: no plan";
   EXPECT_FALSE(settlement_.DeadLetterWritesDueAt().has_value());
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck)) << "the map lists no replica";
+
+  // Held letters whose ROLE answers BUSY while WAIT answers: WAIT decides, after its backoff.
+  map_replicas_ = 1;
+  Checked("2-0");
+  const auto wait_then_busy = [busy](int acked) -> Answer {
+    return [busy, acked](const SettlePlan::Span& span) {
+      if (span.step == Step::kReplicaWait) return std::vector<std::string>{Int(acked)};
+      return span.step == Step::kReplicaProbe ? std::vector<std::string>{busy} : Success(span);
+    };
+  };
+  WriteRoundTrip(wait_then_busy(0));
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "held";
+  EXPECT_FALSE(TakeWrites().has_value()) << "not before the backoff: no spinning";
+  clock_.Advance(Millis(100));
+  EXPECT_EQ(Steps(WriteRoundTrip(wait_then_busy(1))),
+            (std::vector<Step>{Step::kReplicaWait, Step::kReplicaProbe}));
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_TRUE(settlement_.Idle());
 }
 
@@ -1288,11 +1331,16 @@ TEST_F(TwoStepSettlementTest, WithoutTheRightToAskForTheRoleTheMapDecides) {
       << "ROLE is not asked again on this connection";
   EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "the map lists a replica: held";
   EXPECT_EQ(ledger_.StateOf("2-0"), EntryState::kDeadLetterWritten);
-  // No map (nothing lists replicas at all): WAIT, and 0 cannot be told from "no replica".
+  // The map cannot say for this node: still held.
   map_replicas_.reset();
   clock_.Advance(Millis(100));
   WriteRoundTrip(Replicas(0, 0));
-  EXPECT_EQ(Logged({"no replica confirmed it within 1 s, the original is acknowledged"}), 1u);
+  EXPECT_FALSE(settlement_.TakeDue(now()).has_value()) << "held while the map cannot say";
+  // The map lists none now: nothing could confirm them.
+  map_replicas_ = 0;
+  clock_.Advance(Millis(300));
+  WriteRoundTrip(Replicas(0, 0));
+  EXPECT_EQ(Logged({"has no replica to confirm it, the original is acknowledged"}), 1u);
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_TRUE(settlement_.Idle());
 }

@@ -349,30 +349,30 @@ TEST(SlotMapTest, MovedTakesEffectAtOnceAndAMigrationIsNoFailover) {
   EXPECT_EQ(map.Masters().size(), 5u);
 }
 
-// What a two-step dead letter's WAIT goes by (runtime/settlement.h): the healthy replicas listed
-// for a slot's master, unknown where the map cannot say.
+// What a two-step dead letter's WAIT goes by (runtime/settlement.h): the replicas of a slot's
+// master the cluster has not marked failed, unknown where the map cannot say.
 TEST(SlotMapTest, HealthyReplicasAreCountedPerSlotAndUnknownForAMovedToStranger) {
   for (const SlotMap& map : {Shards("shards_ok"), Slots("slots_ok")}) {
-    for (int slot : kUsed) EXPECT_EQ(map.HealthyReplicasOf(slot), 1) << slot;
+    for (int slot : kUsed) EXPECT_EQ(map.LiveReplicasOf(slot), 1) << slot;
   }
   // 09da39b2's replica stopped too: SHARDS lists it failed, SLOTS no more.
   for (const SlotMap& map : {Shards("shards_master_down"), Slots("slots_master_down")}) {
-    EXPECT_EQ(map.HealthyReplicasOf(12182), 0);
-    EXPECT_EQ(map.HealthyReplicasOf(9954), 1);
+    EXPECT_EQ(map.LiveReplicasOf(12182), 0);
+    EXPECT_EQ(map.LiveReplicasOf(9954), 1);
   }
   // The promoted replica serves 105 without a replica of its own (its old master is dead).
-  EXPECT_EQ(Shards("shards_after_failover").HealthyReplicasOf(105), 0);
+  EXPECT_EQ(Shards("shards_after_failover").LiveReplicasOf(105), 0);
   // The old master rejoined as its replica: SHARDS says "loading" (its sync not done), which
-  // confirms nothing yet; SLOTS lists no health.
-  EXPECT_EQ(Shards("shards_rejoined").HealthyReplicasOf(105), 0);
-  EXPECT_EQ(Slots("slots_rejoined").HealthyReplicasOf(105), 1);
+  // counts (it will confirm once synced; only "fail" does not); SLOTS lists no health.
+  EXPECT_EQ(Shards("shards_rejoined").LiveReplicasOf(105), 1);
+  EXPECT_EQ(Slots("slots_rejoined").LiveReplicasOf(105), 1);
   SlotMap moved = Shards("shards_ok");
   moved.LearnMoved(12182, Local(48079));
-  EXPECT_EQ(moved.HealthyReplicasOf(12182), 1) << "a known master: its replicas are known";
+  EXPECT_EQ(moved.LiveReplicasOf(12182), 1) << "a known master: its replicas are known";
   moved.LearnMoved(0, NodeAddress{"10.9.9.9", 7000});
-  EXPECT_EQ(moved.HealthyReplicasOf(0), std::nullopt) << "until the next read";
-  EXPECT_EQ(SlotMap().HealthyReplicasOf(0), std::nullopt);
-  EXPECT_EQ(moved.HealthyReplicasOf(kClusterSlots), std::nullopt);
+  EXPECT_EQ(moved.LiveReplicasOf(0), std::nullopt) << "until the next read";
+  EXPECT_EQ(SlotMap().LiveReplicasOf(0), std::nullopt);
+  EXPECT_EQ(moved.LiveReplicasOf(kClusterSlots), std::nullopt);
 }
 
 TEST(SlotMapTest, AnEmptyMapServesNothing) {

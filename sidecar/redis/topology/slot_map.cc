@@ -125,6 +125,7 @@ StatusOr<SlotMap> SlotMap::FromShards(const ReplyView& reply, const NodeAddress&
       // 7.0 always says; should a server not, only the endpoint decides.
       const ReplyView health = Field(node_reply, "health");
       node.healthy = host.has_value() && (health.IsNil() || health.Str() == "online");
+      node.failed = !health.IsNil() && health.Str() == "fail";
       if (Field(node_reply, "role").Str() == "master") {
         masters.push_back(std::move(node));
       } else {
@@ -213,11 +214,11 @@ bool SlotMap::Serves(std::span<const int> used) const {
   });
 }
 
-std::optional<int> SlotMap::HealthyReplicasOf(int slot) const {
+std::optional<int> SlotMap::LiveReplicasOf(int slot) const {
   const Shard* shard = ShardOf(slot);
   if (shard == nullptr || !shard->replicas_known) return std::nullopt;
   return static_cast<int>(std::count_if(shard->replicas.begin(), shard->replicas.end(),
-                                        [](const ClusterNode& node) { return node.healthy; }));
+                                        [](const ClusterNode& node) { return !node.failed; }));
 }
 
 void SlotMap::LearnMoved(int slot, const NodeAddress& to) {

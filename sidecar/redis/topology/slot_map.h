@@ -28,6 +28,9 @@ struct ClusterNode {
   // A usable address and, in SHARDS, health "online" (7.0.15 says "fail" for a failed node);
   // SLOTS lists no health.
   bool healthy = true;
+  // SHARDS health "fail": the cluster agreed the node is down. A replica "loading" (syncing, or
+  // one whose offset the asked node has not heard of yet: idle since it joined) is not.
+  bool failed = false;
 };
 
 struct Shard {
@@ -56,9 +59,10 @@ class SlotMap {
 
   // The shard serving `slot`; nullptr when unserved or out of range.
   const Shard* ShardOf(int slot) const;
-  // The healthy replicas of the master serving `slot`; nullopt when the slot is unserved or its
-  // master's replicas are not known (learned from a -MOVED, until the next read).
-  std::optional<int> HealthyReplicasOf(int slot) const;
+  // The replicas of the master serving `slot` that the cluster has not marked failed (what may
+  // confirm a WAIT, now or once synced); nullopt when the slot is unserved or its master's
+  // replicas are not known (learned from a -MOVED, until the next read).
+  std::optional<int> LiveReplicasOf(int slot) const;
   // Every slot of `used` has a healthy master: what a freshly read map must satisfy to be adopted.
   bool Serves(std::span<const int> used) const;
   // A -MOVED: `slot` is served by `to` from now on (until the next read replaces the map). `to`

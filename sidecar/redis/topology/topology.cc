@@ -127,10 +127,11 @@ class Topology::Impl {
     std::lock_guard lock(mu_);
     return KnownLocked(slot);
   }
-  std::optional<int> KnownReplicasFor(int slot) const {
+  std::optional<int> KnownReplicasFor(int slot, const NodeAddress& master) const {
     std::lock_guard lock(mu_);
     if (mode_ != ResolvedMode::kCluster || !has_map_) return std::nullopt;
-    return current_.HealthyReplicasOf(slot);
+    if (MapMasterFor(current_, slot) != master) return std::nullopt;
+    return current_.LiveReplicasOf(slot);
   }
   void OnMoved(const Redirect& redirect, const NodeAddress& answered);
   void OnAsk() { observer_->OnRedirect(ReplyKind::kAsk); }
@@ -800,8 +801,8 @@ StatusOr<NodeAddress> Topology::MasterFor(int slot) { return impl_->MasterFor(sl
 std::optional<NodeAddress> Topology::KnownMasterFor(int slot) const {
   return impl_->KnownMasterFor(slot);
 }
-std::optional<int> Topology::KnownReplicasFor(int slot) const {
-  return impl_->KnownReplicasFor(slot);
+std::optional<int> Topology::KnownReplicasFor(int slot, const NodeAddress& master) const {
+  return impl_->KnownReplicasFor(slot, master);
 }
 void Topology::OnMoved(const Redirect& redirect, const NodeAddress& answered) {
   impl_->OnMoved(redirect, answered);
