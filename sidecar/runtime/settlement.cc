@@ -188,6 +188,7 @@ Settlement::ReplicasListed Settlement::ListedReplicas(std::optional<int> map_rep
   // typically a replica just promoted), or the connection may be on another node than the map's
   // master (KnownReplicas says nullopt then).
   if (map_replicas) return ReplicasListed::kNone;
+  if (!cluster_map_ && dlq_replicas_) return ReplicasListed::kNone;  // ROLE is all there is
   return ReplicasListed::kUnknown;
 }
 
@@ -352,7 +353,21 @@ Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, 
     }
   }
   // No replica confirmed (WAIT said 0, or was not asked as none was listed then).
-  switch (ListedReplicas(map_replicas)) {
+  const ReplicasListed listed = ListedReplicas(map_replicas);
+  if (listed == ReplicasListed::kUnknown && !cluster_map_) {
+    // No map, and ROLE refused (or never answered): nothing will ever say whether the master has
+    // a replica, and a master without one never confirms.
+    if (waiting > 0) {
+      LogWarn(
+          "dead letter written; no replica confirmed it within 1 s, the original is acknowledged",
+          {{"subscription", sub_.name},
+           {"dead_letter_stream", dlq_.stream},
+           {"entries", static_cast<int64_t>(waiting)}});
+    }
+    confirm_backoff_.Succeeded();
+    return Confirmation::kConfirmed;
+  }
+  switch (listed) {
     case ReplicasListed::kSome:
     case ReplicasListed::kUnknown:
       // Held, WAIT asked again, also once ROLE lists none while the map still does (that replica

@@ -94,8 +94,14 @@ class Settlement {
   // Known after the group setup, before any outcome.
   void SetAckMode(redis::AckMode mode) { ack_mode_ = mode; }
   // The dead-letter stream is in another slot than the stream (SPEC 8): dead letters take the
-  // two-step path (above). Set once, before any outcome.
-  void UseTwoStepDeadLetters() { two_step_ = true; }
+  // two-step path (above). Set once, before any outcome. `cluster_map`: a cluster map lists the
+  // dead-letter master's replicas (always in production: two-step exists only in a cluster), and
+  // a count it cannot give holds letters; without one (the runtime's integration tests force
+  // two-step on a standalone server), ROLE alone decides.
+  void UseTwoStepDeadLetters(bool cluster_map) {
+    two_step_ = true;
+    cluster_map_ = cluster_map;
+  }
   bool two_step() const { return two_step_; }
   // Acknowledge `id`, which the ledger holds kAcking (Accept, AdmitForAck, RetryClaimedGone).
   // `delivered`: a 2xx (counted in the end-to-end latency); false: its payload is gone.
@@ -226,6 +232,7 @@ class Settlement {
   std::vector<QueuedDeadLetter> dead_unconfirmed_;
   StepBackoff confirm_backoff_;
   bool two_step_ = false;
+  bool cluster_map_ = false;
   bool dlq_in_flight_ = false;
   // After a write plan that never reached Redis: nothing is sent until its connection is back.
   StepBackoff dlq_unsent_backoff_;

@@ -105,7 +105,7 @@ class SubscriptionLoop::Core {
     });
     command_.OnFatal([this](const Status& status) { deps_.fatal(status); });
     if (dead_letters_) {
-      settlement_.UseTwoStepDeadLetters();
+      settlement_.UseTwoStepDeadLetters(/*cluster_map=*/deps_.redis.topology != nullptr);
       dead_letters_->OnReady([this] {
         settlement_.OnDeadLetterConnectionReady();
         CheckDeadLetterType();

@@ -848,7 +848,7 @@ TEST_F(SettlementTest, WithoutMetricsNothingIsCounted) {
 
 class TwoStepSettlementTest : public SettlementTest {
  protected:
-  TwoStepSettlementTest() { settlement_.UseTwoStepDeadLetters(); }
+  TwoStepSettlementTest() { settlement_.UseTwoStepDeadLetters(/*cluster_map=*/true); }
 
   std::optional<SettlePlan> TakeWrites() {
     return settlement_.TakeDeadLetterWrites(now(), map_replicas_);
@@ -1341,6 +1341,34 @@ TEST_F(TwoStepSettlementTest, WithoutTheRightToAskForTheRoleTheMapDecides) {
   clock_.Advance(Millis(300));
   WriteRoundTrip(Replicas(0, 0));
   EXPECT_EQ(Logged({"has no replica to confirm it, the original is acknowledged"}), 1u);
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
+  EXPECT_TRUE(settlement_.Idle());
+}
+
+// Without a cluster map (the runtime's integration tests force two-step on a standalone server),
+// ROLE alone decides; the first letter, before any ROLE answer, waits for one replica.
+TEST_F(SettlementTest, TwoStepWithoutAClusterMapGoesByRole) {
+  settlement_.UseTwoStepDeadLetters(/*cluster_map=*/false);
+  const auto write_round_trip = [&](const Answer& answer) {
+    auto plan = settlement_.TakeDeadLetterWrites(now(), std::nullopt);
+    EXPECT_TRUE(plan.has_value());
+    if (!plan) return SettlePlan{};
+    settlement_.ApplyDeadLetterWrites(*plan, Answered(*plan, answer), now(), std::nullopt);
+    return *plan;
+  };
+  const auto no_replica = [](const SettlePlan::Span& span) {
+    return span.step == Step::kReplicaWait ? std::vector<std::string>{Int(0)} : Success(span);
+  };
+  DeadLettering("1-0");
+  settlement_.QueueDeadLetter("1-0", Meta("rejected"));
+  RoundTrip();
+  EXPECT_TRUE(write_round_trip(no_replica).Has(Step::kReplicaWait)) << "nothing known yet";
+  EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck)) << "ROLE says the master has no replica";
+  DeadLettering("2-0");
+  settlement_.QueueDeadLetter("2-0", Meta("rejected"));
+  RoundTrip();
+  EXPECT_EQ(Steps(write_round_trip(Success)),
+            (std::vector<Step>{Step::kDeadLetterWrite, Step::kReplicaProbe}));
   EXPECT_TRUE(RoundTrip().Has(Step::kDeadLetterAck));
   EXPECT_TRUE(settlement_.Idle());
 }
