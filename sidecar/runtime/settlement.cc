@@ -357,15 +357,9 @@ Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, 
   if (listed == ReplicasListed::kUnknown && !cluster_map_) {
     // No map, and ROLE refused (or never answered): nothing will ever say whether the master has
     // a replica, and a master without one never confirms.
-    if (waiting > 0) {
-      LogWarn(
-          "dead letter written; no replica confirmed it within 1 s, the original is acknowledged",
-          {{"subscription", sub_.name},
-           {"dead_letter_stream", dlq_.stream},
-           {"entries", static_cast<int64_t>(waiting)}});
-    }
-    confirm_backoff_.Succeeded();
-    return Confirmation::kConfirmed;
+    return ConfirmedWithoutReplica(
+        "dead letter written; no replica confirmed it within 1 s, the original is acknowledged",
+        waiting);
   }
   switch (listed) {
     case ReplicasListed::kSome:
@@ -383,18 +377,22 @@ Settlement::Confirmation Settlement::ApplyReplicaReplies(const SettleResult& r, 
     case ReplicasListed::kNone:
       // Neither the map nor ROLE lists one: the replica failed for good (or there never was
       // one). Nothing could ever confirm these letters; holding them would stop the subscription.
-      if (asked_wait && waiting > 0) {
-        LogWarn(
-            "dead letter written; the dead-letter stream's master has no replica to confirm it, "
-            "the original is acknowledged",
-            {{"subscription", sub_.name},
-             {"dead_letter_stream", dlq_.stream},
-             {"entries", static_cast<int64_t>(waiting)}});
-      }
-      confirm_backoff_.Succeeded();
-      return Confirmation::kConfirmed;
+      return ConfirmedWithoutReplica(
+          "dead letter written; the dead-letter stream's master has no replica to confirm it, the "
+          "original is acknowledged",
+          asked_wait ? waiting : 0);  // not asked: none was listed when it was written
   }
   return Confirmation::kHeld;
+}
+
+Settlement::Confirmation Settlement::ConfirmedWithoutReplica(std::string_view why, size_t waiting) {
+  if (waiting > 0) {
+    LogWarn(why, {{"subscription", sub_.name},
+                  {"dead_letter_stream", dlq_.stream},
+                  {"entries", static_cast<int64_t>(waiting)}});
+  }
+  confirm_backoff_.Succeeded();
+  return Confirmation::kConfirmed;
 }
 
 Settlement::Confirmation Settlement::Held(size_t waiting, std::optional<int> map_replicas,

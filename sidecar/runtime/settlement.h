@@ -203,6 +203,8 @@ class Settlement {
   // lists none and ROLE none connected), or unknown (the map cannot say for this node).
   enum class ReplicasListed { kSome, kNone, kUnknown };
   ReplicasListed ListedReplicas(std::optional<int> map_replicas) const;
+  // Nothing can confirm the letters: acknowledged, logged with `why` when any were waiting.
+  Confirmation ConfirmedWithoutReplica(std::string_view why, size_t waiting);
   // Letters stay held: logged when they start to be and every kHeldWarnEvery after.
   Confirmation Held(size_t waiting, std::optional<int> map_replicas, SteadyTime now);
   // Every held letter back to be written (kDeadLettering), logged with `why`.
