@@ -12,7 +12,10 @@ StatusOr<int> ParseReplicaCount(const ReplyView& reply) {
     return Status(StatusCode::kProtocol, "unexpected reply to ROLE");
   }
   if (reply[0].Str() != "master") return kNotAMaster;
-  // ["master", offset, [[ip, port, offset], ...]]
+  // ["master", offset, [[ip, port, offset], ...]]: a list cut short is no count of none.
+  if (reply.Size() < 3 || !reply[2].IsArray()) {
+    return Status(StatusCode::kProtocol, "unexpected reply to ROLE");
+  }
   return static_cast<int>(reply[2].Size());
 }
 

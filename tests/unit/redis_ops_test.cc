@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sidecar/redis/group_info.h"
+#include "sidecar/redis/replica_wait.h"
 #include "sidecar/redis/script.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
@@ -307,6 +308,24 @@ TEST(RedisOpsTest, GroupInfoAndTheOneLagComputation) {
   EXPECT_TRUE(*ParseHasAckDel(ReplyOf(Arr({Arr({Bulk("xackdel"), Int(-5)})})).view()));
   EXPECT_FALSE(*ParseHasAckDel(ReplyOf(Arr({NilArray()})).view()));
   EXPECT_EQ(*ParseType(ReplyOf("+stream\r\n").view()), "stream");
+}
+
+// ROLE, as the two-step dead letter reads it (runtime/settlement.h): a master's connected
+// replicas, a demoted node, or a reply that says neither.
+TEST(ReplicaWaitTest, RoleSaysHowManyReplicasAMasterHasOrThatItIsNone) {
+  const auto count = [](const std::string& resp) {
+    return ParseReplicaCount(ReplyOf(resp).view());
+  };
+  const std::string replica = Arr({Bulk("10.0.0.2"), Bulk("6379"), Bulk("9")});
+  EXPECT_EQ(*count(Arr({Bulk("master"), Int(9), Arr({replica, replica})})), 2);
+  EXPECT_EQ(*count(Arr({Bulk("master"), Int(9), Arr({})})), 0);
+  EXPECT_EQ(*count(Arr({Bulk("slave"), Bulk("10.0.0.1"), Int(6379), Bulk("connected"), Int(9)})),
+            kNotAMaster);
+  EXPECT_EQ(count(Arr({Bulk("master")})).status().code(), StatusCode::kProtocol)
+      << "cut short: not a master without replicas";
+  EXPECT_EQ(count(Arr({Bulk("master"), Int(9), Bulk("x")})).status().code(), StatusCode::kProtocol);
+  EXPECT_EQ(count(Int(1)).status().code(), StatusCode::kProtocol);
+  EXPECT_EQ(count(Err("NOPERM no")).status().code(), StatusCode::kServerError);
 }
 
 }  // namespace

@@ -351,7 +351,7 @@ TEST(SlotMapTest, MovedTakesEffectAtOnceAndAMigrationIsNoFailover) {
 
 // What a two-step dead letter's WAIT goes by (runtime/settlement.h): the replicas of a slot's
 // master the cluster has not marked failed, unknown where the map cannot say.
-TEST(SlotMapTest, HealthyReplicasAreCountedPerSlotAndUnknownForAMovedToStranger) {
+TEST(SlotMapTest, LiveReplicasAreCountedPerSlotAndUnknownForAMovedToStranger) {
   for (const SlotMap& map : {Shards("shards_ok"), Slots("slots_ok")}) {
     for (int slot : kUsed) EXPECT_EQ(map.LiveReplicasOf(slot), 1) << slot;
   }
