@@ -89,9 +89,8 @@ class Topology {
   std::optional<NodeAddress> KnownMasterFor(int slot) const;
   // Cluster: the live replicas of `slot`'s master in the map now (not marked failed:
   // SlotMap::LiveReplicasOf), never blocking; nullopt in the other modes, while the map does not
-  // know them, or when
-  // `master` does not serve `slot` in it (the count would be another node's: a caller connected
-  // to `master` asks about the node it is connected to).
+  // know them, or when `master` does not serve `slot` in it (the count would be another node's: a
+  // caller connected to `master` asks about the node it is connected to).
   std::optional<int> KnownReplicasFor(int slot, const NodeAddress& master) const;
   // Bumps whenever the answer of MasterFor may have changed for some slot: a connection that
   // connected at an older version checks KnownMasterFor against its node before its next
