@@ -11,7 +11,9 @@ Status Unexpected(std::string_view command) {
   return Status(StatusCode::kProtocol, "unexpected reply to " + std::string(command));
 }
 
-const char* AckModeArg(AckMode mode) {
+}  // namespace
+
+std::string_view AckModeArg(AckMode mode) {
   switch (mode) {
     case AckMode::kAckOnly:
       return "ack";
@@ -22,8 +24,6 @@ const char* AckModeArg(AckMode mode) {
   }
   return "ack";
 }
-
-}  // namespace
 
 // --- parsers ---------------------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ struct CommandGroup {
 
 // How acknowledged entries leave the stream (SPEC 4.3).
 enum class AckMode { kAckOnly, kAckDel, kAckThenDelete };
+// The mode as the scripts take it: ack | ackdel | ackxdel.
+std::string_view AckModeArg(AckMode mode);
 
 // What XAUTOCLAIM found.
 struct AutoClaimReply {

@@ -1,0 +1,99 @@
+#pragma once
+// One heartbeat of a member to the coordinator (SHARDING.md B4): the request as the script's
+// arguments, and its reply parsed. This file is the wire form of both; the script's own comment
+// lists the same positions.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+#include "sidecar/redis/reply.h"
+#include "sidecar/sharding/sharding_keys.h"
+
+namespace streamcar::sharding {
+
+// The member epochs with a meaning of their own (KIP-848, KIP-345).
+inline constexpr int64_t kJoinEpoch = 0;
+inline constexpr int64_t kLeaveEpoch = -1;
+inline constexpr int64_t kStaticLeaveEpoch = -2;
+// What the script and this file agree on; a newer group state is refused (INVALID_REQUEST).
+inline constexpr int kProtocolVersion = 1;
+inline constexpr int kSchemaVersion = 1;
+
+enum class HeartbeatStatus {
+  kOk,
+  kRevokePending,         // drain only: revoke the shards not listed, start nothing
+  kSyncMetadata,          // drain only, and heartbeat again at once with a full request
+  kFencedMemberEpoch,     // fencing flow: drop everything, rejoin with epoch 0
+  kUnknownMemberId,       // the same as fenced
+  kUnreleasedInstanceId,  // another live process holds the instance id: back off
+  kInvalidRequest,        // configuration mismatch with the group: not ready, back off
+};
+std::string_view HeartbeatStatusName(HeartbeatStatus status);
+
+enum class RevokeState { kDraining, kRevoked };
+
+// What a member reports of a shard it runs (the coordinator keeps it for `status`).
+struct ShardProgress {
+  int shard = 0;
+  std::string last_acked_id;  // "" before the first acknowledgement
+  int64_t in_flight = 0;
+  int64_t pending = 0;
+};
+
+struct HeartbeatRequest {
+  std::string member_id;
+  int64_t member_epoch = kJoinEpoch;
+  std::string instance_id;  // "": dynamic membership
+  std::vector<int> owned;   // starting, running or draining
+  std::vector<std::pair<int, RevokeState>> revoking;
+  std::vector<std::pair<int, int64_t>> fence_conflicts;  // shard, the installed token
+  int64_t metadata_version = 0;
+  int shard_count = 0;
+  Millis session_timeout{15000};
+  Millis rebalance_timeout{60000};
+  Millis initial_delay{3000};
+  Millis min_assignment_interval{1000};
+  Millis heartbeat_interval{3000};
+  std::vector<ShardProgress> progress;
+  bool static_takeover_wait = false;  // static_takeover: wait (else immediate)
+  std::string pod;
+  std::string host;
+};
+
+struct ShardGrant {
+  int shard = 0;
+  int64_t token = 0;
+  bool operator==(const ShardGrant&) const = default;
+};
+
+struct HeartbeatReply {
+  HeartbeatStatus status = HeartbeatStatus::kOk;
+  int64_t member_epoch = 0;
+  int64_t group_epoch = 0;
+  int64_t assignment_epoch = 0;
+  // The store's version. A member keeps it (and reports it back) only from OK, REVOKE_PENDING
+  // and SYNC_METADATA: a refusal may come from a store that rolled back, and adopting its
+  // version would hide the rollback from the next request.
+  int64_t metadata_version = 0;
+  Millis heartbeat_interval{0};
+  Millis session_timeout{0};
+  Millis rebalance_timeout{0};
+  std::vector<ShardGrant> assigned;  // the member's shards with their fence tokens
+  std::vector<int> pending;          // its target shards still held by previous owners
+  std::string detail;                // why, for anything but OK
+  // The group, for every member's metrics (SHARDING.md C1).
+  int64_t members = 0;
+  int64_t unowned_shards = 0;
+  Millis unowned_oldest{0};
+  int64_t target_computations = 0;
+};
+
+redis::Command HeartbeatCommand(const CoordinatorKeys& keys, const HeartbeatRequest& request);
+StatusOr<HeartbeatReply> ParseHeartbeatReply(const redis::ReplyView& reply);
+
+}  // namespace streamcar::sharding

@@ -1,0 +1,41 @@
+#pragma once
+// The Redis keys of a sharded subscription (SHARDING.md B2), spelled in this file only.
+//
+// The coordinator's keys share one hash tag per (logical stream, group), so one script touches
+// all of them in one slot: sc:{orders:billing}:meta and so on. A shard's data-plane keys share
+// the shard's own tag: orders:{3}, orders:{3}:sc:billing:fence, orders:{3}:dlq.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace streamcar::sharding {
+
+struct CoordinatorKeys {
+  std::string meta;       // HASH: schema, shard count, epochs, fence_seq, timing of targets
+  std::string members;    // HASH: member id -> JSON record
+  std::string sessions;   // ZSET: member id -> session (or rebalance) deadline, Redis TIME ms
+  std::string target;     // HASH: shard -> member id (target assignment)
+  std::string owner;      // HASH: shard -> member id (current grant, revoking included)
+  std::string tokens;     // HASH: shard -> fence token of the current grant
+  std::string instances;  // HASH: instance id -> member id (static membership)
+  std::string progress;   // HASH: shard -> member|last acked|in flight|pending|ms
+  std::string free;       // HASH: shard -> Redis TIME ms since it has had no owner
+  std::string events;     // STREAM: the audit trail
+
+  // In the order the heartbeat script takes them as KEYS.
+  std::vector<std::string_view> InOrder() const;
+};
+
+CoordinatorKeys CoordinatorKeysFor(std::string_view stream, std::string_view group);
+
+// "<stream>:{%d}": each shard its own hash tag, so shards spread over a cluster's slots.
+std::string DefaultKeyPattern(std::string_view stream);
+// The pattern with its "%d" replaced by the shard index.
+std::string ShardKey(std::string_view key_pattern, int shard);
+// The shard's fence: the token installed by its current owner. Only ever moves forward.
+std::string FenceKey(std::string_view shard_key, std::string_view group);
+// The shard's own dead-letter stream, in the shard's slot (DLQ write and ack are one step).
+std::string ShardDeadLetterKey(std::string_view shard_key);
+
+}  // namespace streamcar::sharding

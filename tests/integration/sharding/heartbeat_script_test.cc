@@ -1,0 +1,333 @@
+// The coordinator's heartbeat script (SHARDING.md B4, B10.1) against a real redis-server: the
+// initial delay, revoke before assign, the KIP-848 epoch rules, expiry, static membership, the
+// repair after a wipe, and the herd.
+
+#include <thread>
+
+#include "tests/integration/sharding/coordinator_fixture.h"
+
+namespace streamcar::sharding::testing {
+namespace {
+
+using Status = HeartbeatStatus;
+
+std::set<int> ShardsOf(const HeartbeatReply& reply) {
+  std::set<int> out;
+  for (const ShardGrant& grant : reply.assigned) out.insert(grant.shard);
+  return out;
+}
+
+TEST_F(CoordinatorTest, TheInitialDelayGivesNoAssignmentThenOneBalancedTarget) {
+  timing_.initial_delay = Millis(400);
+  Member a("a"), b("b"), c("c");
+  for (Member* member : {&a, &b, &c}) {
+    HeartbeatReply reply = Beat(*member);
+    EXPECT_EQ(reply.status, Status::kOk);
+    EXPECT_TRUE(reply.assigned.empty()) << "assigned inside the initial delay";
+    EXPECT_GT(reply.member_epoch, 0) << "a joined member has an epoch";
+  }
+  EXPECT_EQ(MetaField("targets"), 0);
+  std::this_thread::sleep_for(Millis(450));
+  Settle({&a, &b, &c});
+  EXPECT_EQ(MetaField("targets"), 1) << "one target for the three joins";
+  std::multiset<size_t> sizes = {a.Shards().size(), b.Shards().size(), c.Shards().size()};
+  EXPECT_EQ(sizes, (std::multiset<size_t>{2, 3, 3}));
+  std::set<int> all;
+  for (Member* member : {&a, &b, &c}) all.merge(member->Shards());
+  EXPECT_EQ(all.size(), 8u);
+  EXPECT_EQ(Events("revoke"), 0);
+  EXPECT_EQ(a.epoch(), MetaField("assignment_epoch"));
+}
+
+TEST_F(CoordinatorTest, AJoinerGetsNothingUntilTheDonorsHaveRevoked) {
+  Member a("a"), b("b");
+  Settle({&a, &b});
+  ASSERT_EQ(a.Shards().size() + b.Shards().size(), 8u);
+  const int64_t fence_before = MetaField("fence_seq");
+
+  Member c("c");
+  HeartbeatReply joined = Beat(c);
+  EXPECT_EQ(joined.status, Status::kOk);
+  EXPECT_TRUE(joined.assigned.empty());
+  EXPECT_EQ(joined.pending.size(), 2u) << "c's target shards are still held by a and b";
+
+  // The donors are told to revoke; they drain first (still running the shards).
+  HeartbeatReply to_a = Beat(a, /*revoke_at_once=*/false);
+  EXPECT_EQ(to_a.status, Status::kRevokePending) << to_a.detail;
+  EXPECT_EQ(ShardsOf(to_a).size(), 3u) << "the shards a keeps are listed";
+  EXPECT_TRUE(Beat(c).assigned.empty()) << "nothing is granted while a still drains";
+
+  // Now a reports its revocation; c gets the shard with a token above every earlier one.
+  a.Apply(to_a, /*revoke_at_once=*/true);
+  EXPECT_EQ(Beat(a).status, Status::kOk);
+  HeartbeatReply granted = Beat(c);
+  ASSERT_EQ(granted.assigned.size(), 1u);
+  EXPECT_GT(granted.assigned[0].token, fence_before);
+  Settle({&a, &b, &c});
+  EXPECT_EQ(a.Shards().size() + b.Shards().size() + c.Shards().size(), 8u);
+  for (int shard : c.Shards()) {
+    EXPECT_FALSE(a.Shards().contains(shard) || b.Shards().contains(shard)) << shard;
+  }
+}
+
+TEST_F(CoordinatorTest, EpochRulesFenceAheadAndUnknownMembers) {
+  Member a("a");
+  Settle({&a});
+  const int64_t epoch = a.epoch();
+  Member ahead = a;
+  ahead.SetEpoch(epoch + 5);
+  EXPECT_EQ(Beat(ahead).status, Status::kFencedMemberEpoch);
+  Member stranger("stranger");
+  stranger.SetEpoch(3);
+  HeartbeatReply unknown = Beat(stranger);
+  EXPECT_EQ(unknown.status, Status::kUnknownMemberId);
+  EXPECT_TRUE(stranger.running().empty());
+  EXPECT_EQ(stranger.epoch(), kJoinEpoch) << "the fencing flow rejoins with epoch 0";
+}
+
+TEST_F(CoordinatorTest, ALostReplyIsRepeatedWithThePreviousEpochButNoOlderOne) {
+  Member a("a");
+  Settle({&a});
+  Member b("b");
+  Beat(b);  // a new target: a must give shards up, then moves to the new epoch
+  HeartbeatReply told = Beat(a, /*revoke_at_once=*/false);
+  ASSERT_EQ(told.status, Status::kRevokePending);
+  a.Apply(told, /*revoke_at_once=*/true);
+  const Member lost = a;  // the request whose reply will be lost
+  HeartbeatReply moved = Beat(a);
+  ASSERT_EQ(moved.status, Status::kOk);
+  ASSERT_GT(a.epoch(), lost.epoch());
+
+  Member repeat = lost;  // the member never saw `moved`: it sends its previous epoch again
+  HeartbeatReply again = Beat(repeat);
+  EXPECT_EQ(again.status, Status::kOk) << again.detail;
+  EXPECT_EQ(again.member_epoch, a.epoch());
+
+  Member older = lost;
+  older.SetEpoch(lost.epoch() - 1);
+  ASSERT_GT(older.epoch(), 0);
+  EXPECT_EQ(Beat(older).status, Status::kFencedMemberEpoch);
+}
+
+TEST_F(CoordinatorTest, SessionExpiryFreesTheShardsForTheSurvivors) {
+  timing_.session = Millis(300);
+  Member a("a"), b("b");
+  Settle({&a, &b});
+  ASSERT_EQ(a.Shards().size(), 4u);
+  std::this_thread::sleep_for(Millis(150));
+  Beat(a);  // a keeps its session; b falls silent
+  std::this_thread::sleep_for(Millis(250));
+  Settle({&a});
+  EXPECT_EQ(a.Shards().size(), 8u);
+  EXPECT_EQ(Events("fenced"), 1);
+  HeartbeatReply late = Beat(b);
+  EXPECT_EQ(late.status, Status::kUnknownMemberId) << "b was expired: it must rejoin";
+}
+
+TEST_F(CoordinatorTest, ARevokingMemberIsFencedAtTheRebalanceTimeout) {
+  timing_.rebalance = Millis(300);
+  Member a("a"), b("b");
+  Settle({&a});
+  Beat(b);
+  HeartbeatReply told = Beat(a, /*revoke_at_once=*/false);
+  ASSERT_EQ(told.status, Status::kRevokePending);
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(Millis(100));
+    Beat(b);  // b heartbeats on; a keeps draining without reporting REVOKED or heartbeating
+  }
+  Settle({&b});
+  EXPECT_EQ(b.Shards().size(), 8u);
+  auto events = server_.Run({"XRANGE", keys_.events, "-", "+"});
+  bool rebalance_timeout = false;
+  for (size_t i = 0; i < events.view().Size(); ++i) {
+    auto fields = events.view()[i][1];
+    for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
+      if (fields[f].Str() == "reason" && fields[f + 1].Str() == "rebalance_timeout") {
+        rebalance_timeout = true;
+      }
+    }
+  }
+  EXPECT_TRUE(rebalance_timeout);
+  EXPECT_EQ(Beat(a).status, Status::kUnknownMemberId);
+}
+
+TEST_F(CoordinatorTest, AShardNeitherAssignedNorRevokingIsStaleOwnership) {
+  Member a("a"), b("b");
+  Settle({&a, &b});
+  int foreign = *b.Shards().begin();
+  a.PretendToRun(foreign, 1);
+  HeartbeatReply reply = Beat(a);
+  EXPECT_EQ(reply.status, Status::kFencedMemberEpoch);
+  EXPECT_NE(reply.detail.find("stale ownership"), std::string::npos) << reply.detail;
+  EXPECT_FALSE(Hash(keys_.members).contains("a")) << "the member is removed";
+}
+
+TEST_F(CoordinatorTest, LeavingFreesTheShardsAndTheRestTakeThemOver) {
+  Member a("a"), b("b");
+  Settle({&a, &b});
+  b.Leave();
+  EXPECT_EQ(Beat(b).status, Status::kOk);
+  b.Leave();
+  EXPECT_EQ(Beat(b).status, Status::kOk) << "leaving twice is harmless";
+  EXPECT_FALSE(Hash(keys_.members).contains("b"));
+  Settle({&a});
+  EXPECT_EQ(a.Shards().size(), 8u);
+  EXPECT_EQ(Hash(keys_.owner).size(), 8u);
+}
+
+TEST_F(CoordinatorTest, AStaticMemberComingBackGetsItsShardsWithoutARebalance) {
+  Member a("a-1", "pod-a"), b("b-1", "pod-b");
+  Settle({&a, &b});
+  const std::set<int> b_shards = b.Shards();
+  const int64_t targets = MetaField("targets");
+  b.SetEpoch(kStaticLeaveEpoch);
+  EXPECT_EQ(Beat(b).status, Status::kOk);
+  EXPECT_EQ(Hash(keys_.owner).size(), 4u) << "b's shards are freed";
+  Beat(a);
+  EXPECT_EQ(a.Shards().size(), 4u) << "b's shards stay reserved for its instance";
+
+  Member b2("b-2", "pod-b");  // the restarted pod: a new process, the same instance id
+  Settle({&a, &b2});
+  EXPECT_EQ(b2.Shards(), b_shards);
+  EXPECT_EQ(MetaField("targets"), targets) << "no target computation";
+}
+
+TEST_F(CoordinatorTest, AnInstanceHeldByALiveProcessWaitsOrIsTakenOver) {
+  Member a("a-1", "pod-a");
+  Settle({&a});
+  Member twin("a-2", "pod-a");
+  HeartbeatRequest wait = twin.Request(timing_);
+  wait.static_takeover_wait = true;
+  HeartbeatReply waited = BeatWith(twin, wait);
+  EXPECT_EQ(waited.status, Status::kUnreleasedInstanceId) << waited.detail;
+
+  // immediate: the newcomer takes the target over; the old process is removed.
+  Settle({&twin});
+  EXPECT_EQ(twin.Shards().size(), 8u);
+  EXPECT_EQ(Beat(a).status, Status::kUnknownMemberId);
+
+  // Two live processes sharing the id flip it back and forth: after 3 flips in 60 s, refused.
+  HeartbeatReply last;
+  for (int flip = 0; flip < 6; ++flip) {
+    Member& joiner = flip % 2 == 0 ? a : twin;
+    joiner.Rejoin();
+    last = Beat(joiner);
+    if (last.status == Status::kUnreleasedInstanceId) break;
+  }
+  EXPECT_EQ(last.status, Status::kUnreleasedInstanceId);
+  EXPECT_NE(last.detail.find("two live processes"), std::string::npos) << last.detail;
+}
+
+TEST_F(CoordinatorTest, ConfigurationMismatchesAreInvalidRequestsThatWriteNothing) {
+  Member a("a");
+  Settle({&a});
+  Member other("other");
+  HeartbeatRequest wrong_count = other.Request(timing_);
+  wrong_count.shard_count = 16;
+  HeartbeatReply refused = BeatWith(other, wrong_count);
+  EXPECT_EQ(refused.status, Status::kInvalidRequest);
+  EXPECT_NE(refused.detail.find("8 shards"), std::string::npos) << refused.detail;
+  EXPECT_FALSE(Hash(keys_.members).contains("other"));
+
+  HeartbeatRequest owned_on_join = other.Request(timing_);
+  owned_on_join.owned = {1};
+  EXPECT_EQ(BeatWith(other, owned_on_join).status, Status::kInvalidRequest);
+  HeartbeatRequest bad_shard = a.Request(timing_);
+  bad_shard.owned.push_back(99);
+  EXPECT_EQ(BeatWith(a, bad_shard).status, Status::kInvalidRequest);
+  server_.Run({"HSET", keys_.meta, "schema", "2"});
+  HeartbeatReply newer = Beat(a);
+  EXPECT_EQ(newer.status, Status::kInvalidRequest);
+  EXPECT_NE(newer.detail.find("schema 2"), std::string::npos) << newer.detail;
+}
+
+TEST_F(CoordinatorTest, AWipedCoordinatorIssuesTokensAboveTheInstalledOnesAfterAConflict) {
+  Member a("a");
+  Settle({&a});
+  const int64_t token = a.running().at(0);
+  // Tokens on the shards are ahead: the coordinator's keys are lost.
+  for (const std::string_view key : keys_.InOrder()) server_.Run({"DEL", std::string(key)});
+  HeartbeatReply unknown = Beat(a);
+  ASSERT_EQ(unknown.status, Status::kUnknownMemberId);
+  HeartbeatReply rejoined = Beat(a);  // its metadata version is ahead of the new store
+  EXPECT_EQ(rejoined.status, Status::kSyncMetadata) << rejoined.detail;
+  Settle({&a});
+  ASSERT_TRUE(a.running().contains(0));
+  const int64_t reissued = a.running().at(0);
+  ASSERT_LE(reissued, token + 8) << "a new counter starts low";
+  // The install of shard 0 would answer STALE with the installed token: the member reports it.
+  const int64_t installed = token + 100;
+  a.ReportConflict(0, installed);
+  HeartbeatReply conflict = Beat(a);
+  EXPECT_EQ(conflict.status, Status::kSyncMetadata);
+  Settle({&a});
+  ASSERT_TRUE(a.running().contains(0));
+  EXPECT_GT(a.running().at(0), installed) << "the repair issued a token above the installed one";
+}
+
+TEST_F(CoordinatorTest, ProgressIsRecordedOnlyForTheReportersOwnShards) {
+  Member a("a"), b("b");
+  Settle({&a, &b});
+  HeartbeatRequest request = a.Request(timing_);
+  const int mine = *a.Shards().begin();
+  const int theirs = *b.Shards().begin();
+  request.progress = {{mine, "5-0", 1, 2}, {theirs, "9-0", 0, 0}};
+  BeatWith(a, request);
+  auto progress = Hash(keys_.progress);
+  ASSERT_TRUE(progress.contains(std::to_string(mine)));
+  EXPECT_EQ(progress[std::to_string(mine)].rfind("a|5-0|1|2|", 0), 0u);
+  EXPECT_FALSE(progress.contains(std::to_string(theirs)));
+}
+
+TEST_F(CoordinatorTest, TheGroupFiguresCountMembersAndUnownedShards) {
+  Member a("a");
+  HeartbeatReply first = Beat(a);
+  EXPECT_EQ(first.members, 1);
+  Settle({&a});
+  HeartbeatReply settled = Beat(a);
+  EXPECT_EQ(settled.unowned_shards, 0);
+  EXPECT_EQ(settled.unowned_oldest.count(), 0);
+  a.Leave();
+  Beat(a);
+  Member b("b");
+  HeartbeatReply joined = Beat(b);
+  EXPECT_EQ(joined.members, 1);
+  EXPECT_GE(joined.unowned_shards, 0);
+}
+
+// B10.4 at the script level: ten members joining within the initial delay cause one target
+// computation, one grant per shard and no revocation.
+TEST_F(CoordinatorTest, AHerdJoiningWithinTheInitialDelayComputesOneTarget) {
+  timing_.shards = 16;
+  timing_.initial_delay = Millis(500);
+  timing_.min_interval = Millis(200);
+  std::vector<Member> herd;
+  for (int i = 0; i < 10; ++i) herd.emplace_back("m" + std::to_string(i));
+  for (Member& member : herd) {
+    Beat(member);
+    std::this_thread::sleep_for(Millis(20));
+  }
+  std::this_thread::sleep_for(Millis(550));
+  std::vector<Member*> all;
+  for (Member& member : herd) all.push_back(&member);
+  Settle(all);
+  EXPECT_EQ(MetaField("targets"), 1);
+  EXPECT_EQ(Events("grant"), 16);
+  EXPECT_EQ(Events("revoke"), 0);
+}
+
+TEST_F(CoordinatorTest, WithoutTheInitialDelayTheHerdRevokesAsItGrows) {
+  timing_.shards = 16;
+  std::vector<Member> herd;
+  for (int i = 0; i < 10; ++i) herd.emplace_back("m" + std::to_string(i));
+  std::vector<Member*> all;
+  for (Member& member : herd) {
+    all.push_back(&member);
+    Settle(all);
+  }
+  EXPECT_EQ(MetaField("targets"), 10);
+  EXPECT_GT(Events("revoke"), 0);
+}
+
+}  // namespace
+}  // namespace streamcar::sharding::testing
