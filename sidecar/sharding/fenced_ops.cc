@@ -14,8 +14,7 @@ Status Unexpected(std::string_view op) {
 // The common shape {'OK' | 'FENCED' | 'STALE' | 'EMPTY', value}: a refusal fills
 // installed_instead; anything else hands the value to `parse`.
 template <typename T, typename Parse>
-StatusOr<Fenced<T>> ParseFenced(const redis::ReplyView& reply, std::string_view op,
-                                Parse&& parse) {
+StatusOr<Fenced<T>> ParseFenced(const redis::ReplyView& reply, std::string_view op, Parse&& parse) {
   if (reply.IsError()) return redis::ErrorOf(reply);
   if (!reply.IsArray() || reply.Size() != 2 || !reply[0].IsString()) return Unexpected(op);
   Fenced<T> out;
@@ -102,12 +101,13 @@ redis::Command FencedOps::DeadLetter(int64_t token, const StreamEntry& entry,
 }
 
 StatusOr<Fenced<int64_t>> FencedOps::ParseInstall(const redis::ReplyView& reply) {
-  return ParseFenced<int64_t>(reply, "install", [](std::string_view kind, redis::ReplyView value,
-                                                   int64_t* token) {
-    if (kind != "OK" || !value.IsInteger()) return Unexpected("install");
-    *token = value.Integer();
-    return Status::Ok();
-  });
+  return ParseFenced<int64_t>(reply, "install",
+                              [](std::string_view kind, redis::ReplyView value, int64_t* token) {
+                                if (kind != "OK" || !value.IsInteger())
+                                  return Unexpected("install");
+                                *token = value.Integer();
+                                return Status::Ok();
+                              });
 }
 
 StatusOr<Fenced<redis::AutoClaimReply>> FencedOps::ParseClaimAll(const redis::ReplyView& reply) {
@@ -136,16 +136,15 @@ StatusOr<Fenced<FencedRead>> FencedOps::ParseRead(const redis::ReplyView& reply)
 }
 
 StatusOr<Fenced<int64_t>> FencedOps::ParseAck(const redis::ReplyView& reply) {
-  return ParseFenced<int64_t>(
-      reply, "ack", [](std::string_view kind, redis::ReplyView value, int64_t* count) {
-        if (kind != "OK" || !value.IsInteger()) return Unexpected("ack");
-        *count = value.Integer();
-        return Status::Ok();
-      });
+  return ParseFenced<int64_t>(reply, "ack",
+                              [](std::string_view kind, redis::ReplyView value, int64_t* count) {
+                                if (kind != "OK" || !value.IsInteger()) return Unexpected("ack");
+                                *count = value.Integer();
+                                return Status::Ok();
+                              });
 }
 
-StatusOr<Fenced<std::vector<StreamEntry>>> FencedOps::ParseEntries(
-    const redis::ReplyView& reply) {
+StatusOr<Fenced<std::vector<StreamEntry>>> FencedOps::ParseEntries(const redis::ReplyView& reply) {
   return ParseFenced<std::vector<StreamEntry>>(
       reply, "retry",
       [](std::string_view kind, redis::ReplyView value, std::vector<StreamEntry>* entries) {

@@ -2,12 +2,12 @@
 // acts only while it is the installed one, installs only move forward, takeover claims the whole
 // PEL in id order, and the wait for new entries changes nothing.
 
-#include "sidecar/sharding/fenced_ops.h"
+#include "sidecar/sharding/fenced_script.h"
 
 #include <gtest/gtest.h>
 
 #include "sidecar/redis/connection.h"
-#include "sidecar/sharding/fenced_script.h"
+#include "sidecar/sharding/fenced_ops.h"
 #include "sidecar/sharding/sharding_keys.h"
 #include "tests/support/redis_server.h"
 
@@ -170,8 +170,9 @@ TEST_F(FencedScriptTest, AReadReturnsAtOnceInOrderAndAnEmptyOneGivesTheTail) {
 TEST_F(FencedScriptTest, RedisRefusesABlockingGroupReadInsideAScript) {
   server_.Run({"XGROUP", "CREATE", key_, "billing", "0", "MKSTREAM"});
   auto reply = server_.RunAllowingError(
-      {"EVAL", "return redis.call('XREADGROUP','GROUP','billing','c','BLOCK','100','STREAMS',"
-               "KEYS[1],'>')",
+      {"EVAL",
+       "return redis.call('XREADGROUP','GROUP','billing','c','BLOCK','100','STREAMS',"
+       "KEYS[1],'>')",
        "1", key_});
   ASSERT_TRUE(reply.view().IsError());
   EXPECT_NE(reply.view().Str().find("BLOCK"), std::string_view::npos) << reply.view().Str();
