@@ -4,6 +4,7 @@
 
 #include "sidecar/log/entry_id.h"
 #include "sidecar/log/stream_keys.h"
+#include "sidecar/redis/capped_add_lua.h"
 #include "sidecar/redis/script.h"
 
 namespace streamcar::log {
@@ -22,18 +23,12 @@ constexpr size_t kMaxFields = 3000;
 // ARGV[4] notify channel ('': none), ARGV[5..] field, value, ...
 // Returns {'appended', id} | {'duplicate', first id} | {'nonmonotonic', top id}, or the XADD's
 // error reply.
-const redis::Script kAppendScript(R"lua(
+const redis::Script kAppendScript(std::string(redis::kCappedAddLua) + R"lua(
 if KEYS[2] then
   local seen = redis.call('GET', KEYS[2])
   if seen then return {'duplicate', seen} end
 end
-local add = {'XADD', KEYS[1]}
-if ARGV[2] ~= '0' then
-  add[#add + 1] = 'MAXLEN'
-  add[#add + 1] = '~'
-  add[#add + 1] = ARGV[2]
-end
-add[#add + 1] = ARGV[1]
+local add = capped_add(KEYS[1], ARGV[2], ARGV[1])
 for i = 5, #ARGV do add[#add + 1] = ARGV[i] end
 local id = redis.pcall(unpack(add))
 if type(id) == 'table' and id.err then

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "sidecar/redis/capped_add_lua.h"
+
 namespace streamcar::redis {
 namespace {
 
@@ -59,14 +61,8 @@ const Script kDeadLetterScript(std::string(R"lua(
 -- KEYS[1] stream, KEYS[2] dead-letter stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] id,
 -- ARGV[4] ack mode (ack | ackdel | ackxdel), ARGV[5] dead-letter max length (0: none),
 -- ARGV[6..] the fields to write. A failing XADD stops the script before the acknowledgement.)lua") +
-                               std::string(kReturnUnlessOursLua) +
-                               R"lua(local add = {'XADD', KEYS[2]}
-if ARGV[5] ~= '0' then
-  add[#add + 1] = 'MAXLEN'
-  add[#add + 1] = '~'
-  add[#add + 1] = ARGV[5]
-end
-add[#add + 1] = '*'
+                               std::string(kReturnUnlessOursLua) + std::string(kCappedAddLua) +
+                               R"lua(local add = capped_add(KEYS[2], ARGV[5], '*')
 for i = 6, #ARGV do add[#add + 1] = ARGV[i] end
 redis.call(unpack(add)))lua" + std::string(kAcknowledgeLua));
 

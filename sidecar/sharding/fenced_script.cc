@@ -1,5 +1,9 @@
 #include "sidecar/sharding/fenced_script.h"
 
+#include <string>
+
+#include "sidecar/redis/capped_add_lua.h"
+
 namespace streamcar::sharding {
 namespace {
 
@@ -8,7 +12,7 @@ namespace {
 // script, in the shard's slot. A replaced owner can then no longer read, claim, acknowledge or
 // dead-letter, whatever the coordinator believes at that moment. The blocking wait is not here:
 // Redis refuses BLOCK inside scripts, and a plain XREAD on the tail id changes nothing.
-const redis::Script kFencedScript(R"lua(
+const redis::Script kFencedScript(std::string(redis::kCappedAddLua) + R"lua(
 -- KEYS[1] shard stream, KEYS[2] its fence hash, KEYS[3] its dead-letter stream (dead_letter only).
 -- ARGV[1] op, ARGV[2] token, ARGV[3] group, then per op:
 --   install     member, member epoch, start id      -> {'OK', token} | {'STALE', installed}
@@ -75,13 +79,7 @@ elseif op == 'retry' or op == 'keepalive' then
   if op == 'keepalive' then claim[#claim + 1] = 'JUSTID' end
   return {'OK', redis.call(unpack(claim))}
 elseif op == 'dead_letter' then
-  local add = {'XADD', KEYS[3]}
-  if ARGV[5] ~= '0' then
-    add[#add + 1] = 'MAXLEN'
-    add[#add + 1] = '~'
-    add[#add + 1] = ARGV[5]
-  end
-  add[#add + 1] = '*'
+  local add = capped_add(KEYS[3], ARGV[5], '*')
   for i = 7, #ARGV do add[#add + 1] = ARGV[i] end
   redis.call(unpack(add))
   acknowledge(ARGV[4], {ARGV[6]})
