@@ -62,8 +62,9 @@ class FencedOps {
   redis::Command Retry(int64_t token, std::span<const std::string> ids) const;
   // Refreshes their idle time without counting a delivery. ParseIds.
   redis::Command KeepAlive(int64_t token, std::span<const std::string> ids) const;
-  // XADD the record to the shard's dead-letter stream, then acknowledge the entry, one step.
-  // ParseDone.
+  // XADD the record to the shard's dead-letter stream, then acknowledge the entry, one step, and
+  // only while the entry is pending (a repeat after a lost reply writes nothing). ParseDone: true
+  // written, false no longer pending.
   redis::Command DeadLetter(int64_t token, const StreamEntry& entry,
                             const redis::DeadLetterMeta& meta, redis::AckMode mode,
                             int64_t max_len) const;

@@ -21,7 +21,7 @@ const redis::Script kFencedScript(std::string(redis::kCappedAddLua) + R"lua(
 --   ack         ack mode, ids...                    -> {'OK', acknowledged}
 --   retry       consumer, ids...                    -> {'OK', XCLAIM reply}  (one more delivery)
 --   keepalive   consumer, ids...                    -> {'OK', ids}           (no delivery counted)
---   dead_letter ack mode, dead-letter max length, id, fields... -> {'OK', 1}
+--   dead_letter ack mode, dead-letter max length, id, fields... -> {'OK', 1 | 0 not pending}
 -- Every op but install answers {'FENCED', installed} when the token is not the installed one.
 local op, token, group = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local installed = tonumber(redis.call('HGET', KEYS[2], 'token') or '0')
@@ -79,6 +79,9 @@ elseif op == 'retry' or op == 'keepalive' then
   if op == 'keepalive' then claim[#claim + 1] = 'JUSTID' end
   return {'OK', redis.call(unpack(claim))}
 elseif op == 'dead_letter' then
+  -- Only an entry still pending is written: a repeated call (its reply lost) writes no second
+  -- record.
+  if not redis.call('XPENDING', KEYS[1], group, ARGV[6], ARGV[6], 1)[1] then return {'OK', 0} end
   local add = capped_add(KEYS[3], ARGV[5], '*')
   for i = 7, #ARGV do add[#add + 1] = ARGV[i] end
   redis.call(unpack(add))

@@ -45,6 +45,10 @@ struct ShardProgress {
   int64_t pending = 0;
 };
 
+// At most this many shards per subscription (the script refuses more: its writes are chunked,
+// but a member's request and reply carry every shard it holds).
+inline constexpr int kMaxShards = 4096;
+
 struct HeartbeatRequest {
   std::string member_id;
   int64_t member_epoch = kJoinEpoch;
@@ -83,9 +87,11 @@ struct HeartbeatReply {
   Millis heartbeat_interval{0};
   Millis session_timeout{0};
   Millis rebalance_timeout{0};
-  std::vector<ShardGrant> assigned;  // the member's shards with their fence tokens
-  std::vector<int> pending;          // its target shards still held by previous owners
-  std::string detail;                // why, for anything but OK
+  // The member's shards with their fence tokens. A shard the member is draining may be listed
+  // again: the target gave it back, and it stays the member's on the same token.
+  std::vector<ShardGrant> assigned;
+  std::vector<int> pending;  // its target shards still held by previous owners
+  std::string detail;        // why, for anything but OK
   // The group, for every member's metrics (SHARDING.md C1).
   int64_t members = 0;
   int64_t unowned_shards = 0;

@@ -22,7 +22,7 @@ const redis::Script kHeartbeatScript(R"lua(
 --         members, unowned shards, oldest unowned age ms, target computations}.
 local META, MEMBERS, SESSIONS, TARGET, OWNER, TOKENS, INSTANCES, PROGRESS, FREE, EVENTS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local SCHEMA, PROTOCOL = 1, 1
+local SCHEMA, PROTOCOL, MAX_SHARDS = 1, 1, 4096  -- heartbeat.h: kProtocolVersion, kSchemaVersion, kMaxShards
 local FLIP_LIMIT, FLIP_WINDOW_MS = 3, 60000
 
 local id, epoch, instance = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -35,11 +35,20 @@ local static_takeover, pod, host = ARGV[17], ARGV[18], ARGV[19]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
+-- Empty fields are kept ("0::1:2" is four fields: an empty last acked id is one); "" is none.
 local function split(text, separator)
   local out = {}
   if text == nil or text == '' then return out end
-  for part in string.gmatch(text, '[^' .. separator .. ']+') do out[#out + 1] = part end
-  return out
+  local from = 1
+  while true do
+    local at = string.find(text, separator, from, true)
+    if not at then
+      out[#out + 1] = string.sub(text, from)
+      return out
+    end
+    out[#out + 1] = string.sub(text, from, at - 1)
+    from = at + 1
+  end
 end
 local function join(list) return table.concat(list, ',') end
 local function set_of(list)
@@ -65,6 +74,15 @@ local function stored_shards(text)
   local out = {}
   for _, part in ipairs(split(text, ',')) do out[#out + 1] = tonumber(part) end
   return out
+end
+
+-- HSET of many pairs in chunks: Lua's unpack() stops near 8000 values.
+local function hset_pairs(key, pairs_list)
+  for first = 1, #pairs_list, 1000 do
+    local set = {'HSET', key}
+    for i = first, math.min(first + 999, #pairs_list) do set[#set + 1] = pairs_list[i] end
+    redis.call(unpack(set))
+  end
 end
 
 local function event(kind, fields)
@@ -113,18 +131,23 @@ local function reply(status, rec, pending, detail)
 end
 
 -- Step 1: load or create meta. A newer schema or another shard count is refused before any write.
+if shard_count == nil or shard_count < 1 or shard_count > MAX_SHARDS or
+   shard_count ~= math.floor(shard_count) then
+  return {'INVALID_REQUEST', 0, 0, 0, 0, heartbeat_ms or 0, session_ms or 0, rebalance_ms or 0,
+          '', '', 'shard count ' .. ARGV[8] .. ' is not in 1..' .. MAX_SHARDS, 0, 0, 0, 0}
+end
 if meta.schema == nil then
   meta = {schema = SCHEMA, shard_count = shard_count, group_epoch = 1, assignment_epoch = 1,
           fence_seq = 0, metadata_version = 0, assign_not_before = 0, last_assign = 0,
           targets = 0}
   meta_dirty = true
-  local free = {'HSET', FREE}
+  local free = {}
   for shard = 0, shard_count - 1 do
     free[#free + 1] = shard
     free[#free + 1] = now
   end
   redis.call('DEL', FREE)
-  redis.call(unpack(free))
+  hset_pairs(FREE, free)
 elseif meta.schema > SCHEMA then
   return reply('INVALID_REQUEST', nil, nil,
                'the group state has schema ' .. meta.schema .. '; this sidecar understands ' ..
@@ -153,6 +176,8 @@ for _, part in ipairs(split(ARGV[5], ',')) do
     return reply('INVALID_REQUEST', nil, nil, 'revoking shard ' .. part)
   end
   revoking[shard] = pair[2]
+  -- A draining shard is still held, whether or not the member listed it as owned too.
+  if pair[2] == 'DRAINING' then owned[#owned + 1] = shard end
 end
 for _, part in ipairs(split(ARGV[6], ',')) do
   local pair = split(part, ':')
@@ -163,6 +188,9 @@ for _, part in ipairs(split(ARGV[6], ',')) do
   conflicts[shard] = installed
 end
 local owned_set = set_of(owned)
+owned = {}
+for shard in pairs(owned_set) do owned[#owned + 1] = shard end
+table.sort(owned)
 
 local function load_member(member)
   local raw = redis.call('HGET', MEMBERS, member)
@@ -245,13 +273,19 @@ elseif epoch == 0 then
     return reply('INVALID_REQUEST', nil, nil, 'a join (epoch 0) must report no owned shards')
   end
   local inherited, flips = nil, {}
+  local function recent_flips(record)
+    for _, at in ipairs(split(record.fl or '', ',')) do
+      if now - tonumber(at) < FLIP_WINDOW_MS then flips[#flips + 1] = at end
+    end
+  end
+  -- The instance's flip history travels with whoever holds it, across rejoins too.
+  if rec then recent_flips(rec) end
   local holder_id = instance ~= '' and redis.call('HGET', INSTANCES, instance)
   if holder_id and holder_id ~= id then
     local holder = load_member(holder_id)
     if holder then
-      for _, at in ipairs(split(holder.fl or '', ',')) do
-        if now - tonumber(at) < FLIP_WINDOW_MS then flips[#flips + 1] = at end
-      end
+      flips = {}
+      recent_flips(holder)
       if holder.b ~= 1 then
         -- A live process holds the instance id.
         if static_takeover == 'wait' then
@@ -284,14 +318,12 @@ elseif epoch == 0 then
     if inherited then
       -- Static membership: the target moves with the instance id, without a rebalance.
       rec.t = inherited.t
-      if #rec.t > 0 then
-        local moves = {'HSET', TARGET}
-        for _, shard in ipairs(rec.t) do
-          moves[#moves + 1] = shard
-          moves[#moves + 1] = id
-        end
-        redis.call(unpack(moves))
+      local moves = {}
+      for _, shard in ipairs(rec.t) do
+        moves[#moves + 1] = shard
+        moves[#moves + 1] = id
       end
+      hset_pairs(TARGET, moves)
     else
       bump_group_epoch()
       if first then meta.assign_not_before = now + initial_delay_ms end
@@ -426,7 +458,7 @@ local function compute_target()
     end
   end
   redis.call('DEL', TARGET)
-  local set = {'HSET', TARGET}
+  local set = {}
   for _, member in ipairs(ids) do
     table.sort(targets[member])
     recs[member].t = targets[member]
@@ -436,7 +468,7 @@ local function compute_target()
     end
     if member ~= id then save_member(member, recs[member]) end
   end
-  if #set > 2 then redis.call(unpack(set)) end
+  hset_pairs(TARGET, set)
   meta.assignment_epoch, meta.last_assign = meta.group_epoch, now
   meta.targets = (meta.targets or 0) + 1
   meta_dirty, state_changed = true, true
@@ -452,6 +484,21 @@ end
 local pending = {}
 if status == 'OK' then
   local target_set = set_of(rec.t)
+  -- A shard still draining that the target gives back stays with this member, on its token.
+  local back = {}
+  for _, shard in ipairs(rec.r) do
+    if target_set[shard] then
+      back[shard] = true
+      rec.a[#rec.a + 1] = shard
+      event('kept', {'member', id, 'shard', shard})
+    end
+  end
+  if next(back) then
+    rec.r = without(rec.r, back)
+    table.sort(rec.a)
+    if #rec.r == 0 then rec.rdl = 0 end
+    state_changed = true
+  end
   local keep, revoke = {}, {}
   for _, shard in ipairs(rec.a) do
     if target_set[shard] then
@@ -464,12 +511,14 @@ if status == 'OK' then
   end
   rec.a = keep
   if #revoke > 0 then
+    -- The deadline counts from the first revocation still pending: later ones do not push it
+    -- back (B9: the rebalance timeout is the outer bound of a broken drain).
+    if #rec.r == 0 then rec.rdl = now + rebalance_ms end
     for _, shard in ipairs(revoke) do
       rec.r[#rec.r + 1] = shard
       event('revoke', {'member', id, 'shard', shard})
     end
     table.sort(rec.r)
-    rec.rdl = now + rebalance_ms
     state_changed = true
   end
   if #rec.r > 0 then

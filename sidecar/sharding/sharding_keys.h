@@ -29,6 +29,11 @@ struct CoordinatorKeys {
 
 CoordinatorKeys CoordinatorKeysFor(std::string_view stream, std::string_view group);
 
+// What the configuration must check, as these functions assume it (SHARDING.md B1):
+// - a key pattern holds exactly one "%d", inside its hash tag (else shards share keys or slots);
+// - two sharded subscriptions never share coordinator keys: ("orders:eu", "billing") and
+//   ("orders", "eu:billing") both give sc:{orders:eu:billing}:...
+
 // "<stream>:{%d}": each shard its own hash tag, so shards spread over a cluster's slots.
 std::string DefaultKeyPattern(std::string_view stream);
 // The pattern with its "%d" replaced by the shard index.

@@ -125,17 +125,16 @@ TEST_P(AssignorTest, TheSameHistoryGivesTheSameTargets) {
 
 INSTANTIATE_TEST_SUITE_P(ShardCounts, AssignorTest, ::testing::Values(1, 7, 16, 64, 256));
 
-// Stickiness by instance id: a StatefulSet pod restarted under a new member id, after its
-// reservation ran out, scores the same shards highest again (HRW on the instance id).
+// Stickiness by instance id: StatefulSet pods that left for good (epoch -1: no reservation)
+// and come back as new processes score the same shards highest again (HRW on the instance id).
 TEST_F(CoordinatorTest, ARestartedInstanceScoresTheSameShardsAgain) {
   timing_.shards = 16;
-  timing_.session = Millis(200);
   Member a("a-1", "pod-a"), b("b-1", "pod-b");
   Beat(a);
   Beat(b);
   Beat(a);
   const auto before = Target();
-  // Both leave for good and come back as new processes after their sessions ran out.
+  // Both leave for good and come back as new processes.
   a.Leave();
   Beat(a);
   b.Leave();

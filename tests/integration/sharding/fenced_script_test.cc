@@ -229,6 +229,13 @@ TEST_F(FencedScriptTest, ADeadLetterGoesToTheShardsOwnStreamAndIsAcknowledgedInT
   redis::DeadLetterRecord letter(redis::SubscriptionOps::ParseEntries(record.view())[0]);
   EXPECT_EQ(letter.Meta("streamcar.stream"), key_);
   EXPECT_EQ(letter.Meta("streamcar.reason"), "max_attempts");
+
+  auto repeated = FencedOps::ParseDone(
+      Run(new_owner_.DeadLetter(9, read[0], meta, redis::AckMode::kAckOnly, 0)).view());
+  ASSERT_TRUE(repeated.ok() && repeated->done());
+  EXPECT_FALSE(repeated->value) << "a repeat (its reply lost) finds the entry no longer pending";
+  EXPECT_EQ(server_.Run({"XLEN", new_owner_.dead_letter_key()}).view().Integer(), 1)
+      << "and writes no second record";
 }
 
 TEST_F(FencedScriptTest, AcknowledgementsFollowTheAckMode) {

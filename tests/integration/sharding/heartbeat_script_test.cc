@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "sidecar/sharding/fenced_ops.h"
+#include "sidecar/sharding/fenced_script.h"
 #include "tests/integration/sharding/coordinator_fixture.h"
 
 namespace streamcar::sharding::testing {
@@ -221,6 +223,7 @@ TEST_F(CoordinatorTest, AnInstanceHeldByALiveProcessWaitsOrIsTakenOver) {
 TEST_F(CoordinatorTest, ConfigurationMismatchesAreInvalidRequestsThatWriteNothing) {
   Member a("a");
   Settle({&a});
+  const auto meta_before = Hash(keys_.meta);
   Member other("other");
   HeartbeatRequest wrong_count = other.Request(timing_);
   wrong_count.shard_count = 16;
@@ -235,34 +238,68 @@ TEST_F(CoordinatorTest, ConfigurationMismatchesAreInvalidRequestsThatWriteNothin
   HeartbeatRequest bad_shard = a.Request(timing_);
   bad_shard.owned.push_back(99);
   EXPECT_EQ(BeatWith(a, bad_shard).status, Status::kInvalidRequest);
+  EXPECT_EQ(Hash(keys_.meta), meta_before) << "a refused request writes nothing";
+  HeartbeatRequest too_many = other.Request(timing_);
+  too_many.shard_count = kMaxShards + 1;
+  EXPECT_EQ(BeatWith(other, too_many).status, Status::kInvalidRequest);
   server_.Run({"HSET", keys_.meta, "schema", "2"});
   HeartbeatReply newer = Beat(a);
   EXPECT_EQ(newer.status, Status::kInvalidRequest);
   EXPECT_NE(newer.detail.find("schema 2"), std::string::npos) << newer.detail;
 }
 
+// B5.1 with the real fenced install: after the coordinator's keys are lost, its new counter
+// issues tokens below the installed fences; the install answers STALE, the member reports the
+// conflict, and the repair issues a token above the installed one, which installs.
 TEST_F(CoordinatorTest, AWipedCoordinatorIssuesTokensAboveTheInstalledOnesAfterAConflict) {
+  timing_.shards = 2;
+  ASSERT_TRUE(connection_->Run(FencedScript().Load()).ok());
   Member a("a");
-  Settle({&a});
-  const int64_t token = a.running().at(0);
-  // Tokens on the shards are ahead: the coordinator's keys are lost.
+  // Each grant is installed on its shard, as a member's takeover does; a STALE install is
+  // reported as a conflict. Returns the shards whose install was refused.
+  auto install_all = [&]() {
+    std::set<int> refused;
+    for (const auto& [shard, token] : std::map<int, int64_t>(a.running())) {
+      FencedOps ops(ShardKey(DefaultKeyPattern("orders"), shard), "billing", "pod-a");
+      auto reply = connection_->Run(ops.Install(token, a.id(), a.epoch(), "0"));
+      EXPECT_TRUE(reply.ok()) << reply.status().message();
+      auto installed = FencedOps::ParseInstall(reply->view());
+      EXPECT_TRUE(installed.ok());
+      if (!installed->done()) {
+        refused.insert(shard);
+        a.ReportConflict(shard, *installed->installed_instead);
+      }
+    }
+    return refused;
+  };
+  // Three rounds of grants (the member leaves and rejoins): the fences reach tokens 5 and 6.
+  for (int round = 0; round < 3; ++round) {
+    Settle({&a});
+    ASSERT_EQ(a.running().size(), 2u);
+    EXPECT_TRUE(install_all().empty());
+    if (round < 2) {
+      a.Leave();
+      Beat(a);
+    }
+  }
+  const int64_t highest = std::max(a.running().at(0), a.running().at(1));
+  ASSERT_EQ(highest, 6);
+
   for (const std::string_view key : keys_.InOrder()) server_.Run({"DEL", std::string(key)});
-  HeartbeatReply unknown = Beat(a);
-  ASSERT_EQ(unknown.status, Status::kUnknownMemberId);
+  EXPECT_EQ(Beat(a).status, Status::kUnknownMemberId);
   HeartbeatReply rejoined = Beat(a);  // its metadata version is ahead of the new store
   EXPECT_EQ(rejoined.status, Status::kSyncMetadata) << rejoined.detail;
   Settle({&a});
-  ASSERT_TRUE(a.running().contains(0));
-  const int64_t reissued = a.running().at(0);
-  ASSERT_LE(reissued, token + 8) << "a new counter starts low";
-  // The install of shard 0 would answer STALE with the installed token: the member reports it.
-  const int64_t installed = token + 100;
-  a.ReportConflict(0, installed);
+  ASSERT_EQ(a.running().size(), 2u);
+  EXPECT_LT(a.running().at(0), 5) << "the new counter starts low";
+  EXPECT_EQ(install_all(), (std::set<int>{0, 1})) << "both installs are stale";
   HeartbeatReply conflict = Beat(a);
   EXPECT_EQ(conflict.status, Status::kSyncMetadata);
   Settle({&a});
-  ASSERT_TRUE(a.running().contains(0));
-  EXPECT_GT(a.running().at(0), installed) << "the repair issued a token above the installed one";
+  ASSERT_EQ(a.running().size(), 2u);
+  EXPECT_GT(a.running().at(0), highest);
+  EXPECT_GT(a.running().at(1), highest);
+  EXPECT_TRUE(install_all().empty()) << "the repaired tokens install";
 }
 
 TEST_F(CoordinatorTest, ProgressIsRecordedOnlyForTheReportersOwnShards) {
@@ -280,19 +317,89 @@ TEST_F(CoordinatorTest, ProgressIsRecordedOnlyForTheReportersOwnShards) {
 }
 
 TEST_F(CoordinatorTest, TheGroupFiguresCountMembersAndUnownedShards) {
-  Member a("a");
-  HeartbeatReply first = Beat(a);
-  EXPECT_EQ(first.members, 1);
-  Settle({&a});
+  timing_.initial_delay = Millis(300);
+  Member a("a"), b("b");
+  Beat(a);
+  std::this_thread::sleep_for(Millis(100));
+  HeartbeatReply waiting = Beat(b);
+  EXPECT_EQ(waiting.members, 2);
+  EXPECT_EQ(waiting.unowned_shards, 8) << "nothing is granted inside the initial delay";
+  EXPECT_GE(waiting.unowned_oldest.count(), 100);
+  EXPECT_LT(waiting.unowned_oldest.count(), 5000);
+  std::this_thread::sleep_for(Millis(250));
+  Settle({&a, &b});
   HeartbeatReply settled = Beat(a);
   EXPECT_EQ(settled.unowned_shards, 0);
   EXPECT_EQ(settled.unowned_oldest.count(), 0);
-  a.Leave();
-  Beat(a);
-  Member b("b");
-  HeartbeatReply joined = Beat(b);
-  EXPECT_EQ(joined.members, 1);
-  EXPECT_GE(joined.unowned_shards, 0);
+  b.Leave();
+  Beat(b);
+  HeartbeatReply after_leave = Beat(a);  // b's shards wait for the recomputed target's grant
+  EXPECT_EQ(after_leave.members, 1);
+  Settle({&a});
+  EXPECT_EQ(Beat(a).unowned_shards, 0);
+}
+
+TEST_F(CoordinatorTest, AnEmptyLastAckedIdIsStillRecordedAsProgress) {
+  Member a("a");
+  Settle({&a});
+  HeartbeatRequest request = a.Request(timing_);
+  request.progress = {{0, "", 1, 3}};
+  BeatWith(a, request);
+  auto progress = Hash(keys_.progress);
+  ASSERT_TRUE(progress.contains("0"));
+  EXPECT_EQ(progress["0"].rfind("a||1|3|", 0), 0u) << progress["0"];
+}
+
+TEST_F(CoordinatorTest, LaterRevocationsDoNotPushTheRebalanceDeadlineBack) {
+  timing_.rebalance = Millis(2000);
+  Member a("a"), b("b"), c("c");
+  Settle({&a});
+  Beat(b);
+  ASSERT_EQ(Beat(a, /*revoke_at_once=*/false).status, Status::kRevokePending);
+  const std::string deadline(server_.Run({"ZSCORE", keys_.sessions, "a"}).view().Str());
+  std::this_thread::sleep_for(Millis(50));
+  Beat(c);  // a second target: a has more to revoke
+  HeartbeatReply more = Beat(a, /*revoke_at_once=*/false);
+  ASSERT_EQ(more.status, Status::kRevokePending);
+  EXPECT_EQ(std::string(server_.Run({"ZSCORE", keys_.sessions, "a"}).view().Str()), deadline);
+}
+
+TEST_F(CoordinatorTest, AShardTheTargetGivesBackWhileDrainingStaysOnItsToken) {
+  Member a("a"), b("b");
+  Settle({&a});
+  const std::map<int, int64_t> before = a.running();
+  Beat(b);
+  HeartbeatReply told = Beat(a, /*revoke_at_once=*/false);  // a drains b's four shards
+  ASSERT_EQ(told.status, Status::kRevokePending);
+  b.Leave();
+  Beat(b);
+  HeartbeatReply back = Beat(a);  // the next target gives everything back to a
+  EXPECT_EQ(back.status, Status::kOk) << back.detail;
+  EXPECT_EQ(a.running(), before) << "the same shards on the same tokens";
+  EXPECT_EQ(Events("kept"), 4);
+}
+
+TEST_F(CoordinatorTest, AFlipHistorySurvivesTheHoldersRejoin) {
+  Member a("a-1", "pod-a"), twin("a-2", "pod-a");
+  Settle({&a});
+  for (Member* joiner : {&twin, &a, &twin}) {  // three takeovers within 60 s
+    joiner->Rejoin();
+    ASSERT_EQ(Beat(*joiner).status, Status::kOk);
+  }
+  twin.Rejoin();  // the holder is fenced and rejoins under its own id
+  ASSERT_EQ(Beat(twin).status, Status::kOk);
+  a.Rejoin();
+  HeartbeatReply refused = Beat(a);
+  EXPECT_EQ(refused.status, Status::kUnreleasedInstanceId) << refused.detail;
+}
+
+TEST_F(CoordinatorTest, TheLargestShardCountStartsAGroup) {
+  timing_.shards = kMaxShards;
+  Member a("a");
+  HeartbeatReply first = Beat(a);
+  ASSERT_EQ(first.status, Status::kOk) << first.detail;
+  EXPECT_EQ(first.assigned.size(), static_cast<size_t>(kMaxShards));
+  EXPECT_EQ(Hash(keys_.target).size(), static_cast<size_t>(kMaxShards));
 }
 
 // B10.4 at the script level: ten members joining within the initial delay cause one target
