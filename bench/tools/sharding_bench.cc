@@ -7,7 +7,6 @@
 // Prints one JSON object per line.
 // Usage: sharding_bench PORT heartbeat S M | sharding_bench PORT fenced N BATCH
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -19,6 +18,7 @@
 #include "sidecar/sharding/fenced_script.h"
 #include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/heartbeat_script.h"
+#include "sidecar/sharding/membership.h"
 
 namespace {
 
@@ -48,83 +48,54 @@ double EvalshaMicros(Connection& redis) {
   return std::stod(text.substr(per_call + 14));
 }
 
-// A member that does at once what it is told: the bench measures Redis, not a member's drain.
-struct BenchMember {
-  std::string id;
-  int64_t epoch = sharding::kJoinEpoch;
-  int64_t metadata_version = 0;
-  std::vector<int> running;
-  std::vector<int> revoked;
+// A member (the real state machine) whose runtime does at once what it is told: the bench
+// measures Redis, not a member's takeover or drain.
+class BenchMember {
+ public:
+  BenchMember(std::string id, int shards)
+      : membership_({.member_id = std::move(id),
+                     .shard_count = shards,
+                     .initial_delay = Millis(0),
+                     .min_assignment_interval = Millis(0)},
+                    streamcar::SystemClock::Instance()) {}
 
-  sharding::HeartbeatRequest Request(int shards) const {
-    sharding::HeartbeatRequest request;
-    request.member_id = id;
-    request.member_epoch = epoch;
-    request.owned = running;
-    for (int shard : revoked) request.revoking.emplace_back(shard, sharding::RevokeState::kRevoked);
-    request.metadata_version = metadata_version;
-    request.shard_count = shards;
-    request.initial_delay = Millis(0);
-    request.min_assignment_interval = Millis(0);
-    for (int shard : running) request.progress.push_back({shard, "1-0", 0, 0});
-    return request;
+  // One heartbeat, with every shard's progress, and the runtime's instant answer to it.
+  void Beat(Connection& redis, const sharding::CoordinatorKeys& keys) {
+    std::vector<sharding::ShardProgress> progress;
+    for (const auto& [shard, state] : membership_.shards())
+      progress.push_back({shard, "1-0", 0, 0});
+    auto reply = Run(redis, sharding::HeartbeatCommand(keys, membership_.NextRequest(progress)));
+    auto parsed = sharding::ParseHeartbeatReply(reply.view());
+    if (!parsed.ok()) Fail(parsed.status().message());
+    const sharding::MemberActions actions = membership_.OnReply(*parsed);
+    for (const auto& grant : actions.start) membership_.ShardStarted(grant.shard);
+    for (int shard : actions.drain) membership_.ShardDrained(shard);
   }
-  // OK: run exactly the listed shards. Anything else: keep only the listed shards it runs.
-  // Every other shard is revoked at once and reported in the next request.
-  void Apply(const sharding::HeartbeatReply& reply) {
-    const bool ok = reply.status == sharding::HeartbeatStatus::kOk;
-    std::vector<int> listed;
-    for (const auto& grant : reply.assigned) listed.push_back(grant.shard);
-    auto is_listed = [&](int shard) { return std::ranges::find(listed, shard) != listed.end(); };
-    revoked.clear();
-    for (int shard : running) {
-      if (!is_listed(shard)) revoked.push_back(shard);
-    }
-    if (ok) {
-      epoch = reply.member_epoch;
-      running = listed;
-    } else {
-      std::erase_if(running, [&](int shard) { return !is_listed(shard); });
-    }
-    if (ok || reply.status == sharding::HeartbeatStatus::kRevokePending ||
-        reply.status == sharding::HeartbeatStatus::kSyncMetadata) {
-      metadata_version = reply.metadata_version;
-    }
-  }
+  bool Stable() const { return membership_.state() == sharding::MemberState::kStable; }
+
+ private:
+  sharding::Membership membership_;
 };
-
-sharding::HeartbeatReply Beat(Connection& redis, const sharding::CoordinatorKeys& keys,
-                              BenchMember& member, int shards) {
-  auto reply = Run(redis, sharding::HeartbeatCommand(keys, member.Request(shards)));
-  auto parsed = sharding::ParseHeartbeatReply(reply.view());
-  if (!parsed.ok()) Fail(parsed.status().message());
-  member.Apply(*parsed);
-  return *parsed;
-}
 
 void HeartbeatCost(Connection& redis, int shards, int members) {
   const auto keys = sharding::CoordinatorKeysFor("bench-" + std::to_string(shards), "g");
-  std::vector<BenchMember> group(static_cast<size_t>(members));
-  for (int i = 0; i < members; ++i)
-    group[static_cast<size_t>(i)].id = "member-" + std::to_string(i);
-  for (BenchMember& member : group) Beat(redis, keys, member, shards);
-  for (int round = 0; round < 20; ++round) {
-    bool changed = false;
+  std::vector<BenchMember> group;
+  for (int i = 0; i < members; ++i) group.emplace_back("member-" + std::to_string(i), shards);
+  for (int round = 0; round < 50; ++round) {
+    bool stable = true;
     for (BenchMember& member : group) {
-      auto before = member.running;
-      Beat(redis, keys, member, shards);
-      changed |= before != member.running || !member.revoked.empty();
+      member.Beat(redis, keys);
+      stable &= member.Stable();
     }
-    if (!changed) break;
+    if (stable && round > 0) break;
   }
   Run(redis, Command("CONFIG").Arg("RESETSTAT"));
   const int beats = 20 * members;
-  for (int i = 0; i < beats; ++i)
-    Beat(redis, keys, group[static_cast<size_t>(i % members)], shards);
+  for (int i = 0; i < beats; ++i) group[static_cast<size_t>(i % members)].Beat(redis, keys);
   const double steady = EvalshaMicros(redis);
-  BenchMember joiner{.id = "joiner"};
+  BenchMember joiner("joiner", shards);
   Run(redis, Command("CONFIG").Arg("RESETSTAT"));
-  Beat(redis, keys, joiner, shards);
+  joiner.Beat(redis, keys);
   const double target = EvalshaMicros(redis);
   std::printf(
       "{\"shards\": %d, \"members\": %d, \"steady_heartbeat_us\": %.1f, "

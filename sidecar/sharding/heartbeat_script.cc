@@ -557,13 +557,25 @@ if rec.rdl > 0 and rec.rdl < deadline then deadline = rec.rdl end
 redis.call('ZADD', SESSIONS, deadline, id)
 rec.hb, rec.sess, rec.reb, rec.pod, rec.host = now, session_ms, rebalance_ms, pod, host
 save_member(id, rec)
+local reported, rows = {}, {}
 for _, part in ipairs(split(ARGV[16], ',')) do
   local fields = split(part, ':')
   local shard = shard_of(fields[1])
-  if shard ~= nil and #fields == 4 and redis.call('HGET', OWNER, shard) == id then
-    redis.call('HSET', PROGRESS, shard,
-               table.concat({id, fields[2], fields[3], fields[4], now}, '|'))
+  if shard ~= nil and #fields == 4 then
+    reported[#reported + 1] = shard
+    rows[#rows + 1] = table.concat({id, fields[2], fields[3], fields[4], now}, '|')
   end
+end
+if #reported > 0 then
+  -- One read and one write for all of them: a member's own shards only.
+  local owners, set = redis.call('HMGET', OWNER, unpack(reported)), {}
+  for i, shard in ipairs(reported) do
+    if owners[i] == id then
+      set[#set + 1] = shard
+      set[#set + 1] = rows[i]
+    end
+  end
+  hset_pairs(PROGRESS, set)
 end
 return reply(status, rec, pending, detail)
 )lua");
