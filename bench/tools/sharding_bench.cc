@@ -154,22 +154,19 @@ void FencedAgainstPlain(Connection& redis, int entries, int batch) {
   }
   const double plain = Rate(drained, start);
 
-  sharding::FencedOps ops(fenced_key, "g", "c");
-  Run(redis, sharding::FencedScript().Load());
-  auto installed =
-      sharding::FencedOps::ParseInstall(Run(redis, ops.Install(1, "m", 1, "0")).view());
-  if (!installed.ok() || !installed->done()) Fail("install");
+  sharding::FencedShardOps ops(fenced_key, "g", "c", 1, "m", 1);
+  for (const auto* script : sharding::FencedScripts()) Run(redis, script->Load());
+  Run(redis, ops.EnsureGroup("0"));
   int fenced_drained = 0;
   start = std::chrono::steady_clock::now();
   while (true) {
-    auto read = sharding::FencedOps::ParseRead(Run(redis, ops.Read(1, batch)).view());
-    if (!read.ok() || !read->done()) Fail("fenced read");
-    if (read->value.entries.empty()) break;
+    auto read =
+        sharding::FencedShardOps::ParseFencedRead(Run(redis, ops.ReadNew(batch, {})).view());
+    if (!read.ok()) Fail("fenced read: " + read.status().message());
+    if (read->entries.empty()) break;
     std::vector<std::string> ids;
-    for (const auto& entry : read->value.entries) ids.push_back(entry.id);
-    auto acked = sharding::FencedOps::ParseAck(
-        Run(redis, ops.Ack(1, ids, streamcar::redis::AckMode::kAckOnly)).view());
-    if (!acked.ok() || !acked->done()) Fail("fenced ack");
+    for (const auto& entry : read->entries) ids.push_back(entry.id);
+    Run(redis, ops.Ack(ids, streamcar::redis::AckMode::kAckOnly).commands[0]);
     fenced_drained += static_cast<int>(ids.size());
   }
   const double fenced = Rate(fenced_drained, start);

@@ -1,178 +1,158 @@
 #include "sidecar/sharding/fenced_ops.h"
 
+#include <charconv>
+
 #include "sidecar/redis/connection.h"
+#include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/sharding/fenced_script.h"
 #include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::sharding {
-namespace {
 
-Status Unexpected(std::string_view op) {
-  return {StatusCode::kProtocol, "unexpected reply to the fenced " + std::string(op)};
+FencedShardOps::FencedShardOps(const std::string& shard_key, const std::string& group,
+                               std::string consumer, int64_t token, std::string member_id,
+                               int64_t member_epoch)
+    : plain_(shard_key, group, std::move(consumer)),
+      fence_key_(FenceKey(shard_key, group)),
+      dead_letter_key_(ShardDeadLetterKey(shard_key)),
+      token_(token),
+      member_id_(std::move(member_id)),
+      member_epoch_(member_epoch) {}
+
+redis::Command FencedShardOps::Call(const redis::Script& script, std::string_view extra_key) const {
+  redis::Command command = extra_key.empty() ? script.Call({stream(), fence_key_})
+                                             : script.Call({stream(), extra_key, fence_key_});
+  command.Arg(token_);
+  return command;
 }
 
-// The common shape {'OK' | 'FENCED' | 'STALE' | 'EMPTY', value}: a refusal fills
-// installed_instead; anything else hands the value to `parse`.
-template <typename T, typename Parse>
-StatusOr<Fenced<T>> ParseFenced(const redis::ReplyView& reply, std::string_view op, Parse&& parse) {
-  if (reply.IsError()) return redis::ErrorOf(reply);
-  if (!reply.IsArray() || reply.Size() != 2 || !reply[0].IsString()) return Unexpected(op);
-  Fenced<T> out;
-  const std::string_view kind = reply[0].Str();
-  if (kind == "FENCED" || kind == "STALE") {
-    if (!reply[1].IsInteger()) return Unexpected(op);
-    out.installed_instead = reply[1].Integer();
-    return out;
+redis::Command FencedShardOps::WithIds(const redis::Script& script,
+                                       std::span<const std::string> ids) const {
+  redis::Command command = Call(script);
+  command.Arg(group()).Arg(consumer());
+  for (const std::string& id : ids) command.Arg(id);
+  return command;
+}
+
+redis::Command FencedShardOps::EnsureGroup(std::string_view start_id) const {
+  redis::Command command = Call(FencedInstallScript());
+  command.Arg(group()).Arg(member_id_).Arg(member_epoch_).Arg(start_id);
+  return command;
+}
+
+Status FencedShardOps::ParseEnsureGroup(const redis::ReplyView& reply) const {
+  if (!reply.IsError()) return Status::Ok();
+  Status status = redis::ErrorOf(reply);
+  if (status.IsServerError("WRONGTYPE")) {
+    return Status(StatusCode::kFatal, "key \"" + stream() +
+                                          "\" exists and is not a stream (WRONGTYPE); streamcar "
+                                          "leaves it untouched: fix the key or the configuration");
   }
-  if (Status parsed = parse(kind, reply[1], &out.value); !parsed.ok()) return parsed;
-  return out;
+  return status;  // STALE (FencedBy), or another refusal
 }
 
-}  // namespace
-
-FencedOps::FencedOps(std::string shard_key, std::string group, std::string consumer)
-    : shard_key_(std::move(shard_key)),
-      fence_key_(FenceKey(shard_key_, group)),
-      dead_letter_key_(ShardDeadLetterKey(shard_key_)),
-      group_(std::move(group)),
-      consumer_(std::move(consumer)) {}
-
-redis::Command FencedOps::Call(std::string_view op, int64_t token) const {
-  redis::Command command = FencedScript().Call({shard_key_, fence_key_, dead_letter_key_});
-  command.Arg(op).Arg(token).Arg(group_);
+redis::Command FencedShardOps::ReadNew(int count, Millis /*block*/) const {
+  redis::Command command = Call(FencedReadScript());
+  command.Arg(group()).Arg(consumer()).Arg(int64_t{count}).Arg(">");
   return command;
 }
 
-redis::Command FencedOps::Install(int64_t token, std::string_view member, int64_t member_epoch,
-                                  std::string_view start_id) const {
-  redis::Command command = Call("install", token);
-  command.Arg(member).Arg(member_epoch).Arg(start_id);
+redis::Command FencedShardOps::ReadOwnPending(std::string_view cursor, int count) const {
+  redis::Command command = Call(FencedReadScript());
+  command.Arg(group()).Arg(consumer()).Arg(int64_t{count}).Arg(cursor);
   return command;
 }
 
-redis::Command FencedOps::ClaimAll(int64_t token, std::string_view cursor, int count) const {
-  redis::Command command = Call("claim_all", token);
-  command.Arg(consumer_).Arg(cursor).Arg(int64_t{count});
+redis::Command FencedShardOps::AutoClaim(Millis /*min_idle*/, std::string_view cursor,
+                                         int count) const {
+  redis::Command command = Call(FencedClaimAllScript());
+  command.Arg(group()).Arg(consumer()).Arg(cursor).Arg(int64_t{count});
   return command;
 }
 
-redis::Command FencedOps::Read(int64_t token, int count) const {
-  redis::Command command = Call("read", token);
-  command.Arg(consumer_).Arg(int64_t{count});
+std::vector<redis::Command> FencedShardOps::DeliveryCounts(
+    std::span<const StreamEntry> entries) const {
+  return plain_.DeliveryCounts(entries);
+}
+
+redis::Command FencedShardOps::OwnPendingIds(std::string_view start, int count) const {
+  return plain_.OwnPendingIds(start, count);
+}
+
+std::vector<redis::Command> FencedShardOps::Fetch(std::span<const std::string> ids) const {
+  return plain_.Fetch(ids);
+}
+
+redis::CommandGroup FencedShardOps::Ack(std::span<const std::string> ids,
+                                        redis::AckMode mode) const {
+  redis::Command command = Call(FencedAckScript());
+  command.Arg(group()).Arg(redis::AckModeArg(mode));
+  for (const std::string& id : ids) command.Arg(id);
+  redis::CommandGroup group_of_one;
+  group_of_one.commands.push_back(std::move(command));
+  return group_of_one;
+}
+
+redis::Command FencedShardOps::RetryClaim(std::span<const std::string> ids) const {
+  return WithIds(FencedRetryClaimScript(), ids);
+}
+
+redis::Command FencedShardOps::KeepAlive(std::span<const std::string> ids) const {
+  return WithIds(FencedKeepAliveScript(), ids);
+}
+
+redis::Command FencedShardOps::DeadLetter(const redis::DeadLetterTarget& dlq,
+                                          const StreamEntry& entry,
+                                          const redis::DeadLetterMeta& meta,
+                                          redis::AckMode mode) const {
+  redis::Command command = Call(FencedDeadLetterScript(), dlq.stream);
+  command.Arg(group()).Arg(consumer()).Arg(entry.id).Arg(redis::AckModeArg(mode));
+  command.Arg(dlq.max_len);
+  redis::AppendDeadLetterFields(stream(), group(), entry, meta, &command);
   return command;
 }
 
-redis::Command FencedOps::WaitForNew(std::string_view tail_id, Millis block) const {
+redis::Command FencedShardOps::OwnedAck(std::string_view id, redis::AckMode mode) const {
+  redis::Command command = Call(FencedOwnedAckScript());
+  command.Arg(group()).Arg(consumer()).Arg(id).Arg(redis::AckModeArg(mode));
+  return command;
+}
+
+redis::Command FencedShardOps::UndoReads(std::span<const std::string> ids) const {
+  return WithIds(FencedUndoReadsScript(), ids);
+}
+
+redis::Command FencedShardOps::WaitForNew(std::string_view tail_id, Millis block) const {
   redis::Command command("XREAD");
   command.Arg("COUNT").Arg(int64_t{1}).Arg("BLOCK").Arg(static_cast<int64_t>(block.count()));
-  command.Arg("STREAMS").Arg(shard_key_).Arg(tail_id);
+  command.Arg("STREAMS").Arg(stream()).Arg(tail_id);
   return command;
 }
 
-redis::Command FencedOps::Ack(int64_t token, std::span<const std::string> ids,
-                              redis::AckMode mode) const {
-  redis::Command command = Call("ack", token);
-  command.Arg(redis::AckModeArg(mode));
-  for (const std::string& id : ids) command.Arg(id);
-  return command;
+StatusOr<FencedRead> FencedShardOps::ParseFencedRead(const redis::ReplyView& reply) {
+  if (reply.IsError()) return redis::ErrorOf(reply);
+  FencedRead read;
+  if (reply.IsString()) {
+    read.tail_id = std::string(reply.Str());
+    return read;
+  }
+  auto entries = SubscriptionOps::ParseRead(reply);
+  if (!entries.ok()) return entries.status();
+  read.entries = std::move(*entries);
+  return read;
 }
 
-redis::Command FencedOps::Retry(int64_t token, std::span<const std::string> ids) const {
-  redis::Command command = Call("retry", token);
-  command.Arg(consumer_);
-  for (const std::string& id : ids) command.Arg(id);
-  return command;
-}
-
-redis::Command FencedOps::KeepAlive(int64_t token, std::span<const std::string> ids) const {
-  redis::Command command = Call("keepalive", token);
-  command.Arg(consumer_);
-  for (const std::string& id : ids) command.Arg(id);
-  return command;
-}
-
-redis::Command FencedOps::DeadLetter(int64_t token, const StreamEntry& entry,
-                                     const redis::DeadLetterMeta& meta, redis::AckMode mode,
-                                     int64_t max_len) const {
-  redis::Command command = Call("dead_letter", token);
-  command.Arg(redis::AckModeArg(mode)).Arg(max_len).Arg(entry.id);
-  redis::AppendDeadLetterFields(shard_key_, group_, entry, meta, &command);
-  return command;
-}
-
-StatusOr<Fenced<int64_t>> FencedOps::ParseInstall(const redis::ReplyView& reply) {
-  return ParseFenced<int64_t>(reply, "install",
-                              [](std::string_view kind, redis::ReplyView value, int64_t* token) {
-                                if (kind != "OK" || !value.IsInteger())
-                                  return Unexpected("install");
-                                *token = value.Integer();
-                                return Status::Ok();
-                              });
-}
-
-StatusOr<Fenced<redis::AutoClaimReply>> FencedOps::ParseClaimAll(const redis::ReplyView& reply) {
-  return ParseFenced<redis::AutoClaimReply>(
-      reply, "claim_all",
-      [](std::string_view kind, redis::ReplyView value, redis::AutoClaimReply* claimed) {
-        if (kind != "OK") return Unexpected("claim_all");
-        auto parsed = redis::SubscriptionOps::ParseAutoClaim(value);
-        if (!parsed.ok()) return parsed.status();
-        *claimed = std::move(*parsed);
-        return Status::Ok();
-      });
-}
-
-StatusOr<Fenced<FencedRead>> FencedOps::ParseRead(const redis::ReplyView& reply) {
-  return ParseFenced<FencedRead>(
-      reply, "read", [](std::string_view kind, redis::ReplyView value, FencedRead* read) {
-        if (kind == "EMPTY" && value.IsString()) {
-          read->tail_id = std::string(value.Str());
-          return Status::Ok();
-        }
-        if (kind != "OK" || !value.IsArray()) return Unexpected("read");
-        read->entries = redis::SubscriptionOps::ParseEntries(value);
-        return Status::Ok();
-      });
-}
-
-StatusOr<Fenced<int64_t>> FencedOps::ParseAck(const redis::ReplyView& reply) {
-  return ParseFenced<int64_t>(reply, "ack",
-                              [](std::string_view kind, redis::ReplyView value, int64_t* count) {
-                                if (kind != "OK" || !value.IsInteger()) return Unexpected("ack");
-                                *count = value.Integer();
-                                return Status::Ok();
-                              });
-}
-
-StatusOr<Fenced<std::vector<StreamEntry>>> FencedOps::ParseEntries(const redis::ReplyView& reply) {
-  return ParseFenced<std::vector<StreamEntry>>(
-      reply, "retry",
-      [](std::string_view kind, redis::ReplyView value, std::vector<StreamEntry>* entries) {
-        if (kind != "OK" || !value.IsArray()) return Unexpected("retry");
-        *entries = redis::SubscriptionOps::ParseEntries(value);
-        return Status::Ok();
-      });
-}
-
-StatusOr<Fenced<std::vector<std::string>>> FencedOps::ParseIds(const redis::ReplyView& reply) {
-  return ParseFenced<std::vector<std::string>>(
-      reply, "keepalive",
-      [](std::string_view kind, redis::ReplyView value, std::vector<std::string>* ids) {
-        if (kind != "OK" || !value.IsArray()) return Unexpected("keepalive");
-        for (size_t i = 0; i < value.Size(); ++i) ids->emplace_back(value[i].Str());
-        return Status::Ok();
-      });
-}
-
-StatusOr<Fenced<bool>> FencedOps::ParseDone(const redis::ReplyView& reply) {
-  return ParseFenced<bool>(reply, "dead_letter",
-                           [](std::string_view kind, redis::ReplyView value, bool* done) {
-                             if (kind != "OK" || !value.IsInteger()) {
-                               return Unexpected("dead_letter");
-                             }
-                             *done = value.Integer() == 1;
-                             return Status::Ok();
-                           });
+std::optional<int64_t> FencedShardOps::FencedBy(const Status& status) {
+  if (!status.IsServerError("FENCED") && !status.IsServerError("STALE")) return std::nullopt;
+  const std::string& message = status.message();
+  const size_t space = message.rfind(' ');
+  if (space == std::string::npos) return std::nullopt;
+  int64_t token = 0;
+  const char* begin = message.data() + space + 1;
+  const char* end = message.data() + message.size();
+  const auto [at, error] = std::from_chars(begin, end, token);
+  if (error != std::errc() || at != end) return std::nullopt;
+  return token;
 }
 
 }  // namespace streamcar::sharding

@@ -1,8 +1,18 @@
 #pragma once
-// The operations of one shard of a sharded subscription (SHARDING.md B5) as pure pairs, like
-// redis/stream_ops.h: a builder of the fenced script's call and a parser of its reply. Each step
-// carries the fence token of the member's grant; Redis compares it with the shard's installed
-// token in the same step, so a replaced owner is refused ("fenced") wherever it acts.
+// The operations of one shard of a sharded subscription (SHARDING.md B5) behind the runtime's
+// seam, redis::SubscriptionOps: the same builders and the same reply shapes as a plain
+// subscription's, but every step that changes the shard runs behind the fence check of
+// fenced_script.h with the token of this member's grant. A refusal is an error reply, "FENCED
+// <token>" or "STALE <token>", which FencedBy() reads back from the Status any parser returns.
+//
+// What differs from the plain operations:
+//   - EnsureGroup installs the fence token first (B5 takeover step 2), then creates the group;
+//   - ReadNew never blocks (Redis refuses BLOCK in scripts): when '>' finds nothing, the reply is
+//     the shard's last id, where WaitForNew starts (ParseFencedRead tells the two apart);
+//   - AutoClaim claims every pending entry of the shard, whoever read it, whatever its idle time
+//     (takeover: the whole PEL, in id order, before anything new);
+//   - the dead-letter stream is the shard's own (same slot): DLQ write and ack are one step.
+// The read-only steps (XPENDING, XRANGE) are the plain ones: they change nothing.
 
 #include <cstdint>
 #include <optional>
@@ -13,78 +23,67 @@
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
-#include "sidecar/redis/dead_letter_record.h"
-#include "sidecar/redis/entry.h"
-#include "sidecar/redis/reply.h"
 #include "sidecar/redis/stream_ops.h"
 
 namespace streamcar::sharding {
 
-// What a fenced step found: done, with its value, or refused because another token is installed.
-template <typename T>
-struct Fenced {
-  std::optional<int64_t> installed_instead;  // set: refused; the token installed on the shard
-  T value{};
-  bool done() const { return !installed_instead.has_value(); }
-};
-
-// A fenced read: entries, or none with the shard's tail id (the next wait's starting point).
+// What the fenced '>' read brought: entries, or none and the shard's last id.
 struct FencedRead {
   std::vector<StreamEntry> entries;
-  std::string tail_id;  // set when entries is empty: the last id in the stream, or "0-0"
+  std::string tail_id;  // set when entries is empty: the last id in the shard, or "0-0"
 };
 
-class FencedOps {
+class FencedShardOps final : public redis::SubscriptionOps {
  public:
-  // `shard_key`, its fence and dead-letter keys come from sharding_keys.h.
-  FencedOps(std::string shard_key, std::string group, std::string consumer);
+  FencedShardOps(const std::string& shard_key, const std::string& group, std::string consumer,
+                 int64_t token, std::string member_id, int64_t member_epoch);
 
-  const std::string& shard_key() const { return shard_key_; }
+  const std::string& stream() const override { return plain_.stream(); }
+  const std::string& group() const override { return plain_.group(); }
+  const std::string& consumer() const override { return plain_.consumer(); }
+  int64_t token() const { return token_; }
   const std::string& fence_key() const { return fence_key_; }
   const std::string& dead_letter_key() const { return dead_letter_key_; }
 
-  // Installs `token` as the shard's fence for `member` (refused when a higher token, or the same
-  // token of another member, is installed), then creates the group at `start_id` unless it
-  // exists. ParseInstall: the token, or the installed one instead.
-  redis::Command Install(int64_t token, std::string_view member, int64_t member_epoch,
-                         std::string_view start_id) const;
-  // Every pending entry of the shard, whoever read it (min-idle 0), from `cursor`, claimed to
-  // this consumer: takeover (SHARDING.md B5). ParseClaimAll.
-  redis::Command ClaimAll(int64_t token, std::string_view cursor, int count) const;
-  // New entries ('>'), without blocking. ParseRead.
-  redis::Command Read(int64_t token, int count) const;
-  // The wait for new entries, which changes nothing: XREAD BLOCK after the tail id. Its reply
-  // means only "read again"; redis::SubscriptionOps::ParseRead parses it if needed.
-  redis::Command WaitForNew(std::string_view tail_id, Millis block) const;
-  // ParseAck: how many were acknowledged.
-  redis::Command Ack(int64_t token, std::span<const std::string> ids, redis::AckMode mode) const;
-  // Claims the ids again to this consumer (one more delivery each). ParseEntries.
-  redis::Command Retry(int64_t token, std::span<const std::string> ids) const;
-  // Refreshes their idle time without counting a delivery. ParseIds.
-  redis::Command KeepAlive(int64_t token, std::span<const std::string> ids) const;
-  // XADD the record to the shard's dead-letter stream, then acknowledge the entry, one step, and
-  // only while the entry is pending (a repeat after a lost reply writes nothing). ParseDone: true
-  // written, false no longer pending.
-  redis::Command DeadLetter(int64_t token, const StreamEntry& entry,
-                            const redis::DeadLetterMeta& meta, redis::AckMode mode,
-                            int64_t max_len) const;
+  redis::Command EnsureGroup(std::string_view start_id) const override;
+  // STALE stays a kServerError (FencedBy reads it); WRONGTYPE is kFatal naming the key.
+  Status ParseEnsureGroup(const redis::ReplyView& reply) const override;
+  // `block` is ignored: see above. ParseFencedRead.
+  redis::Command ReadNew(int count, Millis block) const override;
+  redis::Command ReadOwnPending(std::string_view cursor, int count) const override;
+  // `min_idle` is ignored: a takeover claims everything (B5).
+  redis::Command AutoClaim(Millis min_idle, std::string_view cursor, int count) const override;
+  std::vector<redis::Command> DeliveryCounts(std::span<const StreamEntry> entries) const override;
+  redis::Command OwnPendingIds(std::string_view start, int count) const override;
+  std::vector<redis::Command> Fetch(std::span<const std::string> ids) const override;
+  redis::CommandGroup Ack(std::span<const std::string> ids, redis::AckMode mode) const override;
+  redis::Command RetryClaim(std::span<const std::string> ids) const override;
+  redis::Command KeepAlive(std::span<const std::string> ids) const override;
+  redis::Command DeadLetter(const redis::DeadLetterTarget& dlq, const StreamEntry& entry,
+                            const redis::DeadLetterMeta& meta, redis::AckMode mode) const override;
+  redis::Command OwnedAck(std::string_view id, redis::AckMode mode) const override;
+  redis::Command UndoReads(std::span<const std::string> ids) const override;
 
-  static StatusOr<Fenced<int64_t>> ParseInstall(const redis::ReplyView& reply);
-  static StatusOr<Fenced<redis::AutoClaimReply>> ParseClaimAll(const redis::ReplyView& reply);
-  static StatusOr<Fenced<FencedRead>> ParseRead(const redis::ReplyView& reply);
-  static StatusOr<Fenced<int64_t>> ParseAck(const redis::ReplyView& reply);
-  static StatusOr<Fenced<std::vector<StreamEntry>>> ParseEntries(const redis::ReplyView& reply);
-  static StatusOr<Fenced<std::vector<std::string>>> ParseIds(const redis::ReplyView& reply);
-  static StatusOr<Fenced<bool>> ParseDone(const redis::ReplyView& reply);
+  // The wait for new entries, which changes nothing (B5): XREAD BLOCK after `tail_id`. Any reply
+  // but nil means "read again".
+  redis::Command WaitForNew(std::string_view tail_id, Millis block) const;
+
+  // The reply of ReadNew: entries, or the tail id.
+  static StatusOr<FencedRead> ParseFencedRead(const redis::ReplyView& reply);
+  // The token installed instead, when `status` is a FENCED or STALE refusal; else nullopt.
+  static std::optional<int64_t> FencedBy(const Status& status);
 
  private:
-  redis::Command Call(std::string_view op, int64_t token) const;
+  // EVALSHA of `script` on the shard (and `extra_key`, if any) and its fence, token first.
+  redis::Command Call(const redis::Script& script, std::string_view extra_key = {}) const;
+  redis::Command WithIds(const redis::Script& script, std::span<const std::string> ids) const;
 
-  std::string shard_key_;
+  redis::PlainOps plain_;  // the read-only steps, and the names
   std::string fence_key_;
   std::string dead_letter_key_;
-  std::string group_;
-  std::string consumer_;
+  int64_t token_;
+  std::string member_id_;
+  int64_t member_epoch_;
 };
 
 }  // namespace streamcar::sharding

@@ -1,6 +1,7 @@
-// The fenced data plane of a shard (SHARDING.md B5, B10.1) against a real redis-server: a token
-// acts only while it is the installed one, installs only move forward, takeover claims the whole
-// PEL in id order, and the wait for new entries changes nothing.
+// The fenced data plane of a shard (SHARDING.md B5, B10.1) against a real redis-server, through
+// the runtime's seam (FencedShardOps : redis::SubscriptionOps) and the plain parsers: a token acts
+// only while it is the installed one, installs only move forward, takeover claims the whole PEL in
+// id order, and the wait for new entries changes nothing.
 
 #include "sidecar/sharding/fenced_script.h"
 
@@ -14,32 +15,52 @@
 namespace streamcar::sharding {
 namespace {
 
+using redis::SubscriptionOps;
 using ::streamcar::testing::RedisServer;
 
 class FencedScriptTest : public ::testing::Test {
  protected:
   void SetUp() override {
     connection_ = server_.Connect();
-    ASSERT_TRUE(connection_->Run(FencedScript().Load()).ok());
+    for (const auto* script : FencedScripts()) ASSERT_TRUE(connection_->Run(script->Load()).ok());
   }
 
-  redis::Reply Run(const redis::Command& command) {
-    auto reply = connection_->Run(command);
+  // The reply, or the Status of an error reply (Connection::Run turns those into a Status).
+  StatusOr<redis::Reply> Run(const redis::Command& command) { return connection_->Run(command); }
+  redis::Reply RunOk(const redis::Command& command) {
+    auto reply = Run(command);
     EXPECT_TRUE(reply.ok()) << reply.status().message();
     return reply.ok() ? std::move(*reply) : redis::Reply();
   }
-  Fenced<int64_t> Install(const FencedOps& ops, int64_t token, const std::string& member) {
-    auto parsed = FencedOps::ParseInstall(Run(ops.Install(token, member, 1, "0")).view());
-    EXPECT_TRUE(parsed.ok()) << parsed.status().message();
-    return parsed.ok() ? *parsed : Fenced<int64_t>{};
+  FencedShardOps Owner(int64_t token, const std::string& member, const std::string& consumer) {
+    return FencedShardOps(key_, "billing", consumer, token, member, 1);
+  }
+  // The install's outcome: nullopt installed, else the token installed instead.
+  std::optional<int64_t> Install(const FencedShardOps& ops, std::string_view start = "0") {
+    auto reply = Run(ops.EnsureGroup(start));
+    if (reply.ok()) {
+      EXPECT_TRUE(ops.ParseEnsureGroup(reply->view()).ok());
+      return std::nullopt;
+    }
+    auto by = FencedShardOps::FencedBy(reply.status());
+    EXPECT_TRUE(by.has_value()) << reply.status().message();
+    return by;
   }
   std::string Add(const std::string& value) {
     return std::string(server_.Run({"XADD", key_, "*", "n", value}).view().Str());
   }
-  std::vector<StreamEntry> ReadAll(const FencedOps& ops, int64_t token) {
-    auto parsed = FencedOps::ParseRead(Run(ops.Read(token, 100)).view());
-    EXPECT_TRUE(parsed.ok() && parsed->done());
-    return parsed.ok() ? parsed->value.entries : std::vector<StreamEntry>{};
+  std::vector<StreamEntry> ReadAll(const FencedShardOps& ops) {
+    auto read = FencedShardOps::ParseFencedRead(RunOk(ops.ReadNew(100, Millis(0))).view());
+    EXPECT_TRUE(read.ok()) << read.status().message();
+    return read.ok() ? read->entries : std::vector<StreamEntry>{};
+  }
+  // Installs `ops`, appends one entry and reads it: pending for `ops`' consumer.
+  StreamEntry InstallAndReadOne(const FencedShardOps& ops, const std::string& value) {
+    EXPECT_FALSE(Install(ops));
+    Add(value);
+    std::vector<StreamEntry> read = ReadAll(ops);
+    EXPECT_EQ(read.size(), 1u);
+    return read.empty() ? StreamEntry{} : read[0];
   }
   // [consumer, delivery count] of a pending id; consumer "" when not pending.
   std::pair<std::string, int64_t> PendingOf(const std::string& id) {
@@ -55,116 +76,122 @@ class FencedScriptTest : public ::testing::Test {
     }
     return "";
   }
+  // The token a refused step names, or nullopt when it was not refused.
+  std::optional<int64_t> RefusedWith(const redis::Command& command) {
+    auto reply = Run(command);
+    return reply.ok() ? std::nullopt : FencedShardOps::FencedBy(reply.status());
+  }
 
   RedisServer server_;
   std::unique_ptr<redis::Connection> connection_;
   const std::string key_ = ShardKey(DefaultKeyPattern("orders"), 3);
-  FencedOps old_owner_{key_, "billing", "pod-a"};
-  FencedOps new_owner_{key_, "billing", "pod-b"};
 };
 
 TEST_F(FencedScriptTest, TheKeysOfAShardShareItsHashTag) {
+  FencedShardOps ops = Owner(1, "a", "pod-a");
   EXPECT_EQ(key_, "orders:{3}");
-  EXPECT_EQ(old_owner_.fence_key(), "orders:{3}:sc:billing:fence");
-  EXPECT_EQ(old_owner_.dead_letter_key(), "orders:{3}:dlq");
+  EXPECT_EQ(ops.fence_key(), "orders:{3}:sc:billing:fence");
+  EXPECT_EQ(ops.dead_letter_key(), "orders:{3}:dlq");
   EXPECT_EQ(CoordinatorKeysFor("orders", "billing").meta, "sc:{orders:billing}:meta");
 }
 
 TEST_F(FencedScriptTest, AnOldTokenActsUntilTheNewOneIsInstalledAndNeverAfter) {
-  ASSERT_TRUE(Install(old_owner_, 7, "a").done());
+  FencedShardOps old_owner = Owner(7, "a", "pod-a");
+  FencedShardOps new_owner = Owner(9, "b", "pod-b");
+  ASSERT_FALSE(Install(old_owner));
   Add("1");
   Add("2");
-  std::vector<StreamEntry> read = ReadAll(old_owner_, 7);
+  std::vector<StreamEntry> read = ReadAll(old_owner);
   ASSERT_EQ(read.size(), 2u);
-  auto acked = FencedOps::ParseAck(
-      Run(old_owner_.Ack(7, std::vector<std::string>{read[0].id}, redis::AckMode::kAckOnly))
-          .view());
-  ASSERT_TRUE(acked.ok() && acked->done());
-  EXPECT_EQ(acked->value, 1);
+  auto acked = RunOk(old_owner.Ack(std::vector{read[0].id}, redis::AckMode::kAckOnly).commands[0]);
+  EXPECT_EQ(acked.view().Integer(), 1);
 
-  ASSERT_TRUE(Install(new_owner_, 9, "b").done());
-  auto fenced = FencedOps::ParseAck(
-      Run(old_owner_.Ack(7, std::vector<std::string>{read[1].id}, redis::AckMode::kAckOnly))
-          .view());
-  ASSERT_TRUE(fenced.ok());
-  EXPECT_EQ(fenced->installed_instead, 9);
+  ASSERT_FALSE(Install(new_owner));
+  EXPECT_EQ(
+      RefusedWith(old_owner.Ack(std::vector{read[1].id}, redis::AckMode::kAckOnly).commands[0]), 9);
   EXPECT_EQ(PendingOf(read[1].id).first, "pod-a") << "the fenced ack changed nothing";
 
   Add("3");
-  auto stale_read = FencedOps::ParseRead(Run(old_owner_.Read(7, 10)).view());
-  ASSERT_TRUE(stale_read.ok());
-  EXPECT_EQ(stale_read->installed_instead, 9);
+  EXPECT_EQ(RefusedWith(old_owner.ReadNew(10, Millis(0))), 9);
   EXPECT_EQ(LastDelivered(), read[1].id) << "a fenced read does not move the group";
-  for (const auto& command :
-       {old_owner_.ClaimAll(7, "0-0", 10), old_owner_.Retry(7, std::vector{read[1].id}),
-        old_owner_.KeepAlive(7, std::vector{read[1].id})}) {
-    EXPECT_EQ(Run(command).view()[0].Str(), "FENCED");
-  }
+  EXPECT_EQ(RefusedWith(old_owner.AutoClaim(Millis(0), "0-0", 10)), 9);
+  EXPECT_EQ(RefusedWith(old_owner.RetryClaim(std::vector{read[1].id})), 9);
+  EXPECT_EQ(RefusedWith(old_owner.KeepAlive(std::vector{read[1].id})), 9);
+  EXPECT_EQ(RefusedWith(old_owner.UndoReads(std::vector{read[1].id})), 9);
+  EXPECT_EQ(RefusedWith(old_owner.ReadOwnPending("0", 10)), 9);
+  EXPECT_EQ(PendingOf(read[1].id), (std::pair<std::string, int64_t>{"pod-a", 1}));
 }
 
 TEST_F(FencedScriptTest, InstallsOnlyMoveForward) {
-  ASSERT_TRUE(Install(new_owner_, 9, "b").done());
-  EXPECT_EQ(Install(old_owner_, 7, "a").installed_instead, 9) << "a lower token is stale";
-  EXPECT_EQ(Install(old_owner_, 9, "a").installed_instead, 9)
-      << "the same token of another member is stale";
-  EXPECT_TRUE(Install(new_owner_, 9, "b").done()) << "the same token again is idempotent";
-  auto fence = server_.Run({"HGET", new_owner_.fence_key(), "member"});
+  ASSERT_FALSE(Install(Owner(9, "b", "pod-b")));
+  EXPECT_EQ(Install(Owner(7, "a", "pod-a")), 9) << "a lower token is stale";
+  EXPECT_EQ(Install(Owner(9, "a", "pod-a")), 9) << "the same token of another member is stale";
+  EXPECT_FALSE(Install(Owner(9, "b", "pod-b"))) << "the same token again is idempotent";
+  auto fence = server_.Run({"HGET", Owner(9, "b", "pod-b").fence_key(), "member"});
   EXPECT_EQ(fence.view().Str(), "b");
-  EXPECT_EQ(server_.Run({"TTL", new_owner_.fence_key()}).view().Integer(), -1)
+  EXPECT_EQ(server_.Run({"TTL", Owner(9, "b", "pod-b").fence_key()}).view().Integer(), -1)
       << "a fence never expires";
 }
 
 TEST_F(FencedScriptTest, InstallCreatesTheGroupAtTheStartAndKeepsAnExistingOne) {
   Add("before");
-  FencedOps ops(key_, "billing", "pod-a");
-  auto installed = FencedOps::ParseInstall(Run(ops.Install(1, "a", 1, "$")).view());
-  ASSERT_TRUE(installed.ok() && installed->done());
+  FencedShardOps first = Owner(1, "a", "pod-a");
+  ASSERT_FALSE(Install(first, "$"));
   Add("after");
-  std::vector<StreamEntry> read = ReadAll(ops, 1);
-  ASSERT_EQ(read.size(), 1u) << "start $: only entries after the group was made";
-  ASSERT_TRUE(Install(ops, 2, "a").done());  // BUSYGROUP is no error
-  EXPECT_EQ(ReadAll(ops, 2).size(), 0u);
+  ASSERT_EQ(ReadAll(first).size(), 1u) << "start $: only entries after the group was made";
+  FencedShardOps second = Owner(2, "a", "pod-a");
+  ASSERT_FALSE(Install(second));  // BUSYGROUP is no error
+  EXPECT_EQ(ReadAll(second).size(), 0u);
 
   server_.Run({"SET", "orders:{4}", "a string"});
-  FencedOps wrong("orders:{4}", "billing", "pod-a");
-  auto refused = connection_->Run(wrong.Install(1, "a", 1, "0"));
+  FencedShardOps wrong("orders:{4}", "billing", "pod-a", 1, "a", 1);
+  auto refused = Run(wrong.EnsureGroup("0"));
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(refused.status().IsServerError("WRONGTYPE")) << refused.status().message();
 }
 
 TEST_F(FencedScriptTest, TakeoverClaimsEveryPendingEntryInIdOrderAndCountsTheDeleted) {
-  ASSERT_TRUE(Install(old_owner_, 7, "a").done());
+  FencedShardOps old_owner = Owner(7, "a", "pod-a");
+  ASSERT_FALSE(Install(old_owner));
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(Add(std::to_string(i)));
-  ASSERT_EQ(ReadAll(old_owner_, 7).size(), 5u);
+  ASSERT_EQ(ReadAll(old_owner).size(), 5u);
   server_.Run({"XCLAIM", key_, "billing", "pod-c", "0", ids[1], "JUSTID"});  // another consumer
   server_.Run({"XDEL", key_, ids[3]});
 
-  ASSERT_TRUE(Install(new_owner_, 9, "b").done());
-  auto claimed = FencedOps::ParseClaimAll(Run(new_owner_.ClaimAll(9, "0-0", 100)).view());
-  ASSERT_TRUE(claimed.ok() && claimed->done()) << claimed.status().message();
+  FencedShardOps new_owner = Owner(9, "b", "pod-b");
+  ASSERT_FALSE(Install(new_owner));
+  auto claimed =
+      SubscriptionOps::ParseAutoClaim(RunOk(new_owner.AutoClaim(Millis(60000), "0-0", 100)).view());
+  ASSERT_TRUE(claimed.ok()) << claimed.status().message();
   std::vector<std::string> got;
-  for (const StreamEntry& entry : claimed->value.entries) got.push_back(entry.id);
-  EXPECT_EQ(got, (std::vector<std::string>{ids[0], ids[1], ids[2], ids[4]}));
-  EXPECT_EQ(claimed->value.deleted_ids, std::vector<std::string>{ids[3]});
-  EXPECT_EQ(claimed->value.next_cursor, "0-0");
+  for (const StreamEntry& entry : claimed->entries) got.push_back(entry.id);
+  EXPECT_EQ(got, (std::vector<std::string>{ids[0], ids[1], ids[2], ids[4]}))
+      << "every pending entry, however recently read";
+  EXPECT_EQ(claimed->deleted_ids, std::vector<std::string>{ids[3]});
+  EXPECT_EQ(claimed->next_cursor, "0-0");
   EXPECT_EQ(PendingOf(ids[1]), (std::pair<std::string, int64_t>{"pod-b", 2}))
       << "claimed with one more delivery, whoever had it";
 }
 
 TEST_F(FencedScriptTest, AReadReturnsAtOnceInOrderAndAnEmptyOneGivesTheTail) {
-  ASSERT_TRUE(Install(old_owner_, 7, "a").done());
-  auto empty = FencedOps::ParseRead(Run(old_owner_.Read(7, 10)).view());
-  ASSERT_TRUE(empty.ok() && empty->done());
-  EXPECT_TRUE(empty->value.entries.empty());
-  EXPECT_EQ(empty->value.tail_id, "0-0");
+  FencedShardOps ops = Owner(7, "a", "pod-a");
+  ASSERT_FALSE(Install(ops));
+  auto empty = FencedShardOps::ParseFencedRead(RunOk(ops.ReadNew(10, Millis(5000))).view());
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->entries.empty());
+  EXPECT_EQ(empty->tail_id, "0-0");
   std::vector<std::string> ids = {Add("1"), Add("2"), Add("3")};
-  std::vector<StreamEntry> read = ReadAll(old_owner_, 7);
+  std::vector<StreamEntry> read = ReadAll(ops);
   ASSERT_EQ(read.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(read[i].id, ids[i]);
-  auto after = FencedOps::ParseRead(Run(old_owner_.Read(7, 10)).view());
+  auto after = FencedShardOps::ParseFencedRead(RunOk(ops.ReadNew(10, Millis(0))).view());
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->value.tail_id, ids[2]);
+  EXPECT_EQ(after->tail_id, ids[2]);
+  // A history read of its own pending entries (counts a delivery, as the plain one does).
+  auto history = SubscriptionOps::ParseRead(RunOk(ops.ReadOwnPending("0", 10)).view());
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(history->size(), 3u);
 }
 
 TEST_F(FencedScriptTest, RedisRefusesABlockingGroupReadInsideAScript) {
@@ -179,78 +206,86 @@ TEST_F(FencedScriptTest, RedisRefusesABlockingGroupReadInsideAScript) {
 }
 
 TEST_F(FencedScriptTest, TheWaitForNewEntriesChangesNothing) {
-  ASSERT_TRUE(Install(old_owner_, 7, "a").done());
+  FencedShardOps ops = Owner(7, "a", "pod-a");
+  ASSERT_FALSE(Install(ops));
   std::string first = Add("1");
   const std::string before = LastDelivered();
-  auto woke = connection_->RunBlocking(old_owner_.WaitForNew("0-0", Millis(100)), Millis(100));
+  auto woke = connection_->RunBlocking(ops.WaitForNew("0-0", Millis(100)), Millis(100));
   ASSERT_TRUE(woke.ok());
   EXPECT_FALSE(woke->view().IsNil()) << "an entry after the tail wakes the wait";
   EXPECT_EQ(LastDelivered(), before);
   EXPECT_EQ(PendingOf(first).first, "") << "nothing entered the PEL";
-  auto idle = connection_->RunBlocking(old_owner_.WaitForNew(first, Millis(50)), Millis(50));
+  auto idle = connection_->RunBlocking(ops.WaitForNew(first, Millis(50)), Millis(50));
   ASSERT_TRUE(idle.ok());
   EXPECT_TRUE(idle->view().IsNil());
 }
 
-TEST_F(FencedScriptTest, RetryCountsADeliveryAndKeepAliveDoesNot) {
-  ASSERT_TRUE(Install(old_owner_, 7, "a").done());
+TEST_F(FencedScriptTest, RetryCountsADeliveryAndKeepAliveDoesNotWithThePlainShapes) {
+  FencedShardOps ops = Owner(7, "a", "pod-a");
+  ASSERT_FALSE(Install(ops));
   std::string id = Add("1");
-  ASSERT_EQ(ReadAll(old_owner_, 7).size(), 1u);
-  auto kept = FencedOps::ParseIds(Run(old_owner_.KeepAlive(7, std::vector{id})).view());
-  ASSERT_TRUE(kept.ok() && kept->done());
-  EXPECT_EQ(kept->value, std::vector<std::string>{id});
+  ASSERT_EQ(ReadAll(ops).size(), 1u);
+  auto lost = SubscriptionOps::ParseIds(RunOk(ops.KeepAlive(std::vector{id})).view());
+  ASSERT_TRUE(lost.ok());
+  EXPECT_TRUE(lost->empty());
   EXPECT_EQ(PendingOf(id).second, 1);
-  auto retried = FencedOps::ParseEntries(Run(old_owner_.Retry(7, std::vector{id})).view());
-  ASSERT_TRUE(retried.ok() && retried->done());
-  ASSERT_EQ(retried->value.size(), 1u);
-  EXPECT_EQ(retried->value[0].fields[0].second, "1");
+  auto retried = SubscriptionOps::ParseRetryClaim(RunOk(ops.RetryClaim(std::vector{id})).view());
+  ASSERT_TRUE(retried.ok()) << retried.status().message();
+  ASSERT_EQ(retried->entries.size(), 1u);
+  EXPECT_EQ(retried->entries[0].fields[0].second, "1");
   EXPECT_EQ(PendingOf(id).second, 2);
+  auto undone = SubscriptionOps::ParseCount(RunOk(ops.UndoReads(std::vector{id})).view());
+  ASSERT_TRUE(undone.ok());
+  EXPECT_EQ(*undone, 1);
+  EXPECT_EQ(PendingOf(id).second, 1) << "the read's delivery taken back";
 }
 
 TEST_F(FencedScriptTest, ADeadLetterGoesToTheShardsOwnStreamAndIsAcknowledgedInTheSameStep) {
-  ASSERT_TRUE(Install(old_owner_, 7, "a").done());
-  Add("poison");
-  std::vector<StreamEntry> read = ReadAll(old_owner_, 7);
-  ASSERT_EQ(read.size(), 1u);
+  FencedShardOps old_owner = Owner(7, "a", "pod-a");
+  const std::vector<StreamEntry> read = {InstallAndReadOne(old_owner, "poison")};
   redis::DeadLetterMeta meta{.reason = "max_attempts", .status = "500", .attempts = 3};
-  ASSERT_TRUE(Install(new_owner_, 9, "b").done());
-  auto fenced = FencedOps::ParseDone(
-      Run(old_owner_.DeadLetter(7, read[0], meta, redis::AckMode::kAckOnly, 0)).view());
-  ASSERT_TRUE(fenced.ok());
-  EXPECT_EQ(fenced->installed_instead, 9);
-  EXPECT_EQ(server_.Run({"XLEN", old_owner_.dead_letter_key()}).view().Integer(), 0);
+  const redis::DeadLetterTarget dlq{old_owner.dead_letter_key(), 0};
+  FencedShardOps new_owner = Owner(9, "b", "pod-a");  // same pod name, a new grant
+  ASSERT_FALSE(Install(new_owner));
+  EXPECT_EQ(RefusedWith(old_owner.DeadLetter(dlq, read[0], meta, redis::AckMode::kAckOnly)), 9);
+  EXPECT_EQ(server_.Run({"XLEN", dlq.stream}).view().Integer(), 0);
 
-  auto written = FencedOps::ParseDone(
-      Run(new_owner_.DeadLetter(9, read[0], meta, redis::AckMode::kAckOnly, 0)).view());
-  ASSERT_TRUE(written.ok() && written->done()) << written.status().message();
-  EXPECT_EQ(server_.Run({"XLEN", new_owner_.dead_letter_key()}).view().Integer(), 1);
+  auto written = SubscriptionOps::ParseDeadLetter(
+      RunOk(new_owner.DeadLetter(dlq, read[0], meta, redis::AckMode::kAckOnly)).view());
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_EQ(*written, redis::DeadLetterResult::kWritten);
+  EXPECT_EQ(server_.Run({"XLEN", dlq.stream}).view().Integer(), 1);
   EXPECT_EQ(PendingOf(read[0].id).first, "");
-  auto record = server_.Run({"XRANGE", new_owner_.dead_letter_key(), "-", "+"});
-  redis::DeadLetterRecord letter(redis::SubscriptionOps::ParseEntries(record.view())[0]);
+  auto record = server_.Run({"XRANGE", dlq.stream, "-", "+"});
+  redis::DeadLetterRecord letter(SubscriptionOps::ParseEntries(record.view())[0]);
   EXPECT_EQ(letter.Meta("streamcar.stream"), key_);
   EXPECT_EQ(letter.Meta("streamcar.reason"), "max_attempts");
 
-  auto repeated = FencedOps::ParseDone(
-      Run(new_owner_.DeadLetter(9, read[0], meta, redis::AckMode::kAckOnly, 0)).view());
-  ASSERT_TRUE(repeated.ok() && repeated->done());
-  EXPECT_FALSE(repeated->value) << "a repeat (its reply lost) finds the entry no longer pending";
-  EXPECT_EQ(server_.Run({"XLEN", new_owner_.dead_letter_key()}).view().Integer(), 1)
-      << "and writes no second record";
+  auto repeated = SubscriptionOps::ParseDeadLetter(
+      RunOk(new_owner.DeadLetter(dlq, read[0], meta, redis::AckMode::kAckOnly)).view());
+  ASSERT_TRUE(repeated.ok());
+  EXPECT_EQ(*repeated, redis::DeadLetterResult::kNotOurs)
+      << "a repeat (its reply lost) finds the entry no longer pending";
+  EXPECT_EQ(server_.Run({"XLEN", dlq.stream}).view().Integer(), 1) << "no second record";
 }
 
 TEST_F(FencedScriptTest, AcknowledgementsFollowTheAckMode) {
-  ASSERT_TRUE(Install(old_owner_, 7, "a").done());
-  Add("1");
-  std::vector<StreamEntry> read = ReadAll(old_owner_, 7);
-  ASSERT_EQ(read.size(), 1u);
-  auto acked = FencedOps::ParseAck(
-      Run(old_owner_.Ack(7, std::vector{read[0].id}, redis::AckMode::kAckThenDelete)).view());
-  ASSERT_TRUE(acked.ok() && acked->done());
+  FencedShardOps ops = Owner(7, "a", "pod-a");
+  const StreamEntry entry = InstallAndReadOne(ops, "1");
+  RunOk(ops.Ack(std::vector{entry.id}, redis::AckMode::kAckThenDelete).commands[0]);
   EXPECT_EQ(server_.Run({"XLEN", key_}).view().Integer(), 0) << "ackxdel deletes the entry";
-  auto none = FencedOps::ParseAck(
-      Run(old_owner_.Ack(7, std::vector<std::string>{}, redis::AckMode::kAckOnly)).view());
-  ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none->value, 0);
+  EXPECT_EQ(RunOk(ops.Ack(std::vector<std::string>{}, redis::AckMode::kAckOnly).commands[0])
+                .view()
+                .Integer(),
+            0);
+}
+
+TEST(FencedBy, ReadsTheTokenOfARefusalOnly) {
+  EXPECT_EQ(FencedShardOps::FencedBy(Status(StatusCode::kServerError, "FENCED 17")), 17);
+  EXPECT_EQ(FencedShardOps::FencedBy(Status(StatusCode::kServerError, "STALE 4")), 4);
+  EXPECT_EQ(FencedShardOps::FencedBy(Status(StatusCode::kServerError, "NOGROUP x")), std::nullopt);
+  EXPECT_EQ(FencedShardOps::FencedBy(Status(StatusCode::kServerError, "FENCED x")), std::nullopt);
+  EXPECT_EQ(FencedShardOps::FencedBy(Status(StatusCode::kIo, "FENCED 3")), std::nullopt);
 }
 
 }  // namespace

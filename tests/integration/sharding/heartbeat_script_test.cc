@@ -253,22 +253,21 @@ TEST_F(CoordinatorTest, ConfigurationMismatchesAreInvalidRequestsThatWriteNothin
 // conflict, and the repair issues a token above the installed one, which installs.
 TEST_F(CoordinatorTest, AWipedCoordinatorIssuesTokensAboveTheInstalledOnesAfterAConflict) {
   timing_.shards = 2;
-  ASSERT_TRUE(connection_->Run(FencedScript().Load()).ok());
+  for (const auto* script : FencedScripts()) ASSERT_TRUE(connection_->Run(script->Load()).ok());
   Member a("a");
   // Each grant is installed on its shard, as a member's takeover does; a STALE install is
   // reported as a conflict. Returns the shards whose install was refused.
   auto install_all = [&]() {
     std::set<int> refused;
     for (const auto& [shard, token] : std::map<int, int64_t>(a.running())) {
-      FencedOps ops(ShardKey(DefaultKeyPattern("orders"), shard), "billing", "pod-a");
-      auto reply = connection_->Run(ops.Install(token, a.id(), a.epoch(), "0"));
-      EXPECT_TRUE(reply.ok()) << reply.status().message();
-      auto installed = FencedOps::ParseInstall(reply->view());
-      EXPECT_TRUE(installed.ok());
-      if (!installed->done()) {
-        refused.insert(shard);
-        a.ReportConflict(shard, *installed->installed_instead);
-      }
+      FencedShardOps ops(ShardKey(DefaultKeyPattern("orders"), shard), "billing", "pod-a", token,
+                         a.id(), a.epoch());
+      auto reply = connection_->Run(ops.EnsureGroup("0"));
+      if (reply.ok()) continue;
+      auto installed = FencedShardOps::FencedBy(reply.status());
+      EXPECT_TRUE(installed.has_value()) << reply.status().message();
+      refused.insert(shard);
+      a.ReportConflict(shard, installed.value_or(0));
     }
     return refused;
   };

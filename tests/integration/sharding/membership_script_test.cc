@@ -1,10 +1,9 @@
 // The member state machine (sidecar/sharding/membership.h) against the real heartbeat and fenced
-// scripts: members join, leave gracefully and crash at random while a simulated runtime installs
-// each grant with the real fenced install and drains at once. After every heartbeat no shard is
-// held by two live members (I2: revoke before assign), every active shard's token is the one
-// installed (I1), and the group converges with every shard active on exactly one live member.
+// scripts: members join, leave gracefully and crash on a fixed schedule while a simulated runtime
+// installs each grant with the real fenced install and drains at once. After every heartbeat no
+// shard is held by two live members (I2: revoke before assign), every active shard's token is the
+// one installed (I1), and the group converges with every shard active on exactly one live member.
 
-#include <random>
 #include <thread>
 
 #include "sidecar/sharding/fenced_ops.h"
@@ -51,16 +50,17 @@ class SimulatedMember {
   bool Handle(redis::Connection& redis, const MemberActions& actions) {
     bool again = actions.heartbeat_now;
     for (const ShardGrant& grant : actions.start) {
-      FencedOps ops(ShardKey(DefaultKeyPattern("orders"), grant.shard), "billing", id_);
-      auto reply = redis.Run(ops.Install(grant.token, id_, membership_.member_epoch(), "0"));
-      EXPECT_TRUE(reply.ok()) << reply.status().message();
-      auto installed = FencedOps::ParseInstall(reply->view());
-      EXPECT_TRUE(installed.ok());
-      if (installed->done()) {
+      FencedShardOps ops(ShardKey(DefaultKeyPattern("orders"), grant.shard), "billing", id_,
+                         grant.token, id_, membership_.member_epoch());
+      auto reply = redis.Run(ops.EnsureGroup("0"));
+      if (reply.ok()) {
         membership_.ShardStarted(grant.shard);
       } else {
-        again |= membership_.ShardInstallRefused(grant.shard, *installed->installed_instead)
-                     .heartbeat_now;
+        auto installed = FencedShardOps::FencedBy(reply.status());
+        EXPECT_TRUE(installed.has_value()) << reply.status().message();
+        if (installed) {
+          again |= membership_.ShardInstallRefused(grant.shard, *installed).heartbeat_now;
+        }
       }
     }
     for (int shard : actions.drain) again |= membership_.ShardDrained(shard).heartbeat_now;
@@ -76,7 +76,7 @@ class MembershipScriptTest : public CoordinatorTest {
  protected:
   void SetUp() override {
     CoordinatorTest::SetUp();
-    ASSERT_TRUE(connection_->Run(FencedScript().Load()).ok());
+    for (const auto* script : FencedScripts()) ASSERT_TRUE(connection_->Run(script->Load()).ok());
   }
 
   int64_t InstalledToken(int shard) {
@@ -107,46 +107,50 @@ class MembershipScriptTest : public CoordinatorTest {
 };
 
 TEST_F(MembershipScriptTest, JoinsLeavesAndCrashesKeepOneLiveOwnerPerShardAndConverge) {
-  std::mt19937 random(42);
   std::vector<std::unique_ptr<SimulatedMember>> members;
   int next_id = 0;
   auto add = [&] {
     members.push_back(std::make_unique<SimulatedMember>("m" + std::to_string(next_id++), clock_));
   };
-  for (int i = 0; i < 3; ++i) add();
-  int joins = 0, leaves = 0, crashes = 0;
-  const auto end = SteadyClock::now() + Millis(3000);
-  while (SteadyClock::now() < end) {
-    size_t live = 0;
+  // The oldest member still running normally: the next to leave or crash.
+  auto oldest = [&]() -> SimulatedMember* {
     for (auto& member : members) {
-      live += !member->crashed && member->membership().state() != MemberState::kLeft;
+      const MemberState state = member->membership().state();
+      if (!member->crashed && state != MemberState::kLeaving && state != MemberState::kLeft) {
+        return member.get();
+      }
     }
-    switch (random() % 12) {
-      case 0:
-        if (live < 6) {
+    return nullptr;
+  };
+  for (int i = 0; i < 3; ++i) add();
+  // One change every 10 rounds (a fixed schedule, not a time budget: the same churn however slow
+  // the build); at least three members keep running.
+  enum class Change { kJoin, kLeave, kCrash };
+  const std::vector<Change> schedule = {
+      Change::kJoin,  Change::kCrash, Change::kJoin,  Change::kLeave, Change::kJoin,
+      Change::kCrash, Change::kJoin,  Change::kLeave, Change::kJoin,  Change::kCrash,
+      Change::kJoin,  Change::kLeave, Change::kJoin,  Change::kLeave, Change::kJoin};
+  int joins = 0, leaves = 0, crashes = 0;
+  for (size_t round = 0; round < schedule.size() * 10; ++round) {
+    if (round % 10 == 5) {
+      switch (schedule[round / 10]) {
+        case Change::kJoin:
           add();
           ++joins;
-        }
-        break;
-      case 1:
-      case 2: {
-        auto& member = members[random() % members.size()];
-        if (live > 2 && !member->crashed && member->membership().state() != MemberState::kLeaving) {
-          member->Handle(*connection_, member->membership().Leave());
-          ++leaves;
-        }
-        break;
+          break;
+        case Change::kLeave:
+          if (SimulatedMember* member = oldest()) {
+            member->Handle(*connection_, member->membership().Leave());
+            ++leaves;
+          }
+          break;
+        case Change::kCrash:
+          if (SimulatedMember* member = oldest()) {
+            member->crashed = true;  // kill -9: it never heartbeats again
+            ++crashes;
+          }
+          break;
       }
-      case 3: {
-        auto& member = members[random() % members.size()];
-        if (live > 2 && !member->crashed && member->membership().state() != MemberState::kLeft) {
-          member->crashed = true;  // kill -9: it never heartbeats again
-          ++crashes;
-        }
-        break;
-      }
-      default:
-        break;
     }
     for (auto& member : members) {
       member->Beat(*connection_, keys_);
@@ -154,7 +158,9 @@ TEST_F(MembershipScriptTest, JoinsLeavesAndCrashesKeepOneLiveOwnerPerShardAndCon
     }
     std::this_thread::sleep_for(Millis(20));
   }
-  EXPECT_GT(joins + leaves + crashes, 5) << "the run had churn";
+  EXPECT_EQ(joins, 8);
+  EXPECT_EQ(leaves, 4);
+  EXPECT_EQ(crashes, 3);
 
   // Converge: crashed members expire (600 ms), their shards go to the live ones.
   const auto settle_by = SteadyClock::now() + Millis(3000);
