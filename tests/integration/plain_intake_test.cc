@@ -117,6 +117,7 @@ class Harness {
   PlainIntake& plain() { return *plain_; }
   EntryLedger& ledger() { return ledger_; }
   redis::AsyncConnection& read() { return *read_; }
+  redis::AsyncConnection& command() { return *command_; }
 
   config::Subscription sub_;
   redis::PlainOps ops_;
@@ -344,6 +345,9 @@ TEST(PlainIntake, StopEndsABlockingReadAtOnce) {
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
   ASSERT_TRUE(h.plain().reading());
   ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
+  // CLIENT UNBLOCK goes on the command connection: on a loaded machine it may still be
+  // connecting, and a stop then rightly waits for the read instead (the fallback).
+  ASSERT_TRUE(h.RunUntil([&] { return h.command().ready(); }));
   bool stopped = false;
   const SteadyTime begin = SteadyClock::now();
   h.plain().Stop([&] { stopped = true; });
@@ -387,6 +391,7 @@ TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   const std::string first = Add(server, "first");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
   ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
+  ASSERT_TRUE(h.RunUntil([&] { return h.command().ready(); }));  // CLIENT UNBLOCK's connection
   // The handler refuses the connection: the entry is handed back and reading pauses.
   const SteadyTime now = h.loop_->clock().Now();
   const auto refs = h.ledger().TakeReady(1, now);
