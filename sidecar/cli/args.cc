@@ -29,6 +29,8 @@ std::string CommandName(CommandKind command) {
       return "read";
     case CommandKind::kTail:
       return "tail";
+    case CommandKind::kRoute:
+      return "route";
     case CommandKind::kVersion:
       return "version";
   }
@@ -48,6 +50,7 @@ struct Accepts {
   bool produce_options = false;  // --idempotency-key, --id ID (one)
   bool since = false;
   bool until = false;
+  bool key = false;  // a KEY argument (required; may be "")
 };
 
 Accepts AcceptsOf(CommandKind command) {
@@ -72,6 +75,8 @@ Accepts AcceptsOf(CommandKind command) {
               .until = true};
     case CommandKind::kTail:
       return {.config = true, .json = true, .stream = true, .since = true};
+    case CommandKind::kRoute:
+      return {.config = true, .subscription = true, .key = true};
     case CommandKind::kVersion:
       return {};
   }
@@ -93,6 +98,7 @@ std::string GeneralHelp() {
          "  streamcar produce [-c FILE] STREAM FIELD=VALUE ...   append one entry, print its id\n"
          "  streamcar read   [-c FILE] STREAM [--since T] [--until T] [--count N] [--json]\n"
          "  streamcar tail   [-c FILE] STREAM [--since T]  follow new entries until interrupted\n"
+         "  streamcar route  [-c FILE] --subscription NAME KEY  the shard KEY goes to (sharded)\n"
          "  streamcar version\n"
          "\n"
          "Options:\n"
@@ -131,7 +137,7 @@ std::string HelpText(CommandKind command) {
              "after its copy was added (one script per entry).\n";
     case CommandKind::kProduce:
       return "Usage: streamcar produce [-c FILE] STREAM FIELD=VALUE ... [--idempotency-key K] "
-             "[--id ID]\n\n"
+             "[--id ID] [--key KEY]\n\n"
              "Appends one entry to STREAM and prints its id (the receipt). Each FIELD=VALUE is "
              "one\n"
              "field, in order; the value is everything after the first '='. A stream listed under\n"
@@ -142,6 +148,8 @@ std::string HelpText(CommandKind command) {
              "  --id ID              append with exactly this id (<ms>-<seq>); an id not above "
              "the\n"
              "                       stream's top fails (exit 1) and names the top\n"
+             "  --key KEY            a stream a sharded subscription reads: the shard KEY goes to\n"
+             "                       (crc32(KEY) mod shards, as streamcar route prints); required\n"
              "  --                   every later argument is a FIELD=VALUE, even one starting with "
              "-\n";
     case CommandKind::kRead:
@@ -160,6 +168,12 @@ std::string HelpText(CommandKind command) {
              "0).\n"
              "--since T starts at T (an RFC 3339 instant, milliseconds or an entry id; archived\n"
              "entries included) instead of now. With --json one entry per line as JSON.\n";
+    case CommandKind::kRoute:
+      return "Usage: streamcar route [-c FILE] --subscription NAME KEY\n\n"
+             "Prints the shard of the sharded subscription NAME that a producer puts KEY in, and\n"
+             "that shard's stream key: \"<index> <key>\", for example \"3 orders:{3}\". The index\n"
+             "is crc32(KEY) mod shards (CRC-32/IEEE, as zlib's crc32), so producers in any\n"
+             "language route alike. Reads only the configuration.\n";
     case CommandKind::kVersion:
       return "Usage: streamcar version\n\nPrints the version.\n";
   }
@@ -190,6 +204,8 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       parsed.command = CommandKind::kRead;
     } else if (word == "tail") {
       parsed.command = CommandKind::kTail;
+    } else if (word == "route") {
+      parsed.command = CommandKind::kRoute;
     } else if (word == "dlq") {
       if (i >= args.size() || args[i].starts_with("-")) {
         if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) {
@@ -209,11 +225,11 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       }
     } else {
       std::string message = "unknown command \"" + word + "\"";
-      if (auto meant = ClosestMatch(
-              word, {"run", "check", "status", "dlq", "produce", "read", "tail", "version"})) {
+      if (auto meant = ClosestMatch(word, {"run", "check", "status", "dlq", "produce", "read",
+                                           "tail", "route", "version"})) {
         message += " (did you mean " + *meant + "?)";
       } else {
-        message += " (commands: run, check, status, dlq, produce, read, tail, version)";
+        message += " (commands: run, check, status, dlq, produce, read, tail, route, version)";
       }
       return fail(message);
     }
@@ -226,6 +242,11 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
     const std::string command = CommandName(parsed.command);
     if (only_positionals || !arg.starts_with("-") || arg == "-") {
       // STREAM, then (produce) FIELD=VALUE ...
+      if (accepts.key && !parsed.key_given) {
+        parsed.key = arg;
+        parsed.key_given = true;
+        continue;
+      }
       if (accepts.stream && parsed.stream.empty()) {
         if (arg.empty()) return fail(command + " needs a stream name, not \"\"");
         parsed.stream = arg;
@@ -241,7 +262,7 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       }
       return fail("unexpected argument \"" + arg + "\" for \"" + command + "\"");
     }
-    if (arg == "--" && accepts.fields) {
+    if (arg == "--" && (accepts.fields || accepts.key)) {  // then a KEY may start with "-"
       only_positionals = true;
       continue;
     }
@@ -292,6 +313,12 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
       if (!v || !log::ParseId(*v)) return fail("--id needs an entry id like 1700000000000-0");
       if (!parsed.entry_id.empty()) return fail("produce takes one --id");
       parsed.entry_id = *v;
+    } else if (arg == "--key") {
+      if (!accepts.produce_options) return not_here();
+      auto v = value();
+      if (!v || v->empty()) return fail("--key needs the entry's key");
+      parsed.key = *v;
+      parsed.key_given = true;
     } else if (arg == "--idempotency-key") {
       if (!accepts.produce_options) return not_here();
       auto v = value();
@@ -328,7 +355,9 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
   if (parsed.command == CommandKind::kProduce && parsed.fields.empty()) {
     return fail("produce needs at least one FIELD=VALUE");
   }
-  if ((parsed.command == CommandKind::kDlqList || parsed.command == CommandKind::kDlqReplay) &&
+  if (accepts.key && !parsed.key_given) return fail("route needs a KEY argument");
+  if ((parsed.command == CommandKind::kDlqList || parsed.command == CommandKind::kDlqReplay ||
+       parsed.command == CommandKind::kRoute) &&
       parsed.subscription.empty()) {
     return fail(CommandName(parsed.command) + " needs --subscription NAME");
   }

@@ -18,6 +18,7 @@ enum class CommandKind {
   kProduce,
   kRead,
   kTail,
+  kRoute,
   kVersion
 };
 
@@ -38,6 +39,9 @@ struct Arguments {
   std::string entry_id;                                     // produce --id: "<ms>-<seq>"
   std::string since;  // read/tail --since, as the entry id it stands for ("" = not given)
   std::string until;  // read --until, as an entry id ("" = not given)
+  // Sharded streams (SPEC 9): route's KEY argument, produce --key.
+  std::string key;
+  bool key_given = false;
 };
 
 inline constexpr const char* kDefaultConfigPath = "/etc/streamcar/streamcar.yaml";

@@ -33,6 +33,8 @@ int Dispatch(const Arguments& args) {
       return ReadCommand(args);
     case CommandKind::kTail:
       return TailCommand(args);
+    case CommandKind::kRoute:
+      return RouteCommand(args);
   }
   return 2;
 }

@@ -17,5 +17,6 @@ int DlqReplayCommand(const Arguments& args);
 int ProduceCommand(const Arguments& args);
 int ReadCommand(const Arguments& args);
 int TailCommand(const Arguments& args);
+int RouteCommand(const Arguments& args);
 
 }  // namespace streamcar::cli

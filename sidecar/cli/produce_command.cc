@@ -29,6 +29,7 @@ int ProduceCommand(const Arguments& args) {
   request.fields = args.fields;
   request.idempotency_key = args.idempotency_key;
   request.entry_id = args.entry_id;
+  request.shard_key = args.key;
   auto result = producer.Append(*session, request);
   if (!result.ok()) {
     std::cerr << "streamcar: cannot append to " << args.stream << ": " << result.status().message()

@@ -3,6 +3,8 @@
 #include <array>
 #include <cctype>
 
+#include "sidecar/sharding/sharding_keys.h"
+
 namespace streamcar::config {
 
 bool IsSensitiveHeader(std::string_view name) {
@@ -40,6 +42,20 @@ std::string Subscription::StartId() const {
   if (start == "new") return "$";
   if (start == "beginning") return "0";
   return start;
+}
+
+void FillShardRouting(Config* config) {
+  for (auto& stream : config->streams) {
+    for (const auto& sub : config->subscriptions) {
+      if (!sub.sharding.enabled() || sub.stream != stream.name) continue;
+      stream.shards = sub.sharding.shards;
+      stream.shard_key_pattern = sub.ShardKeyPattern();
+    }
+  }
+}
+
+std::string Subscription::ShardKeyPattern() const {
+  return sharding.key_pattern.empty() ? sharding::DefaultKeyPattern(stream) : sharding.key_pattern;
 }
 
 }  // namespace streamcar::config

@@ -113,6 +113,28 @@ struct OrderingConfig {
   std::string key_field;
 };
 
+// What a new process does when its instance id is held by a live member (SHARDING.md B4 step 3).
+enum class StaticTakeover { kImmediate, kWait };
+inline constexpr std::array<std::pair<std::string_view, StaticTakeover>, 2> kStaticTakeoverNames = {
+    {{"immediate", StaticTakeover::kImmediate}, {"wait", StaticTakeover::kWait}}};
+
+// A sharded subscription (SPEC 9, SHARDING.md B1): the stream is split into `shards` shard
+// streams, each owned by one member at a time. Off while shards is 0.
+struct ShardingConfig {
+  int shards = 0;
+  std::string key_pattern;  // "" : "<stream>:{%d}" (ShardKeyPattern)
+  std::string instance_id;  // static membership (a StatefulSet's pod name); "": dynamic
+  Millis session_timeout{15000};
+  Millis heartbeat_interval{3000};
+  Millis rebalance_timeout{60000};
+  Millis drain_timeout{20000};
+  Millis initial_delay{3000};
+  Millis min_assignment_interval{1000};
+  StaticTakeover static_takeover = StaticTakeover::kImmediate;
+
+  bool enabled() const { return shards > 0; }
+};
+
 struct AckConfig {
   bool delete_entries = false;  // "ack.delete" in YAML
 };
@@ -136,9 +158,12 @@ struct Subscription {
   OrderingConfig ordering;
   AckConfig ack;
   RetentionConfig retention;
+  ShardingConfig sharding;
 
   // The id for XGROUP CREATE: "$", "0" or the declared id.
   std::string StartId() const;
+  // Sharded: the shard streams' key pattern, "<stream>:{%d}" unless sharding.key_pattern says.
+  std::string ShardKeyPattern() const;
 };
 
 struct AdminConfig {
@@ -165,6 +190,11 @@ struct LogStream {
   bool notify = false;  // PUBLISH <name>:events {"id":"<id>"} after each append
   RetentionConfig retention;
   bool archive = false;  // fold into the archive before trimming
+
+  // Not keys of their own: filled from the sharded subscription that consumes this stream, if
+  // any (SPEC 9). Its appends then go to the shard of their Streamcar-Key.
+  int shards = 0;
+  std::string shard_key_pattern;
 };
 
 // Where trimmed entries are folded (SPEC section 10, `archive:`).
@@ -186,5 +216,9 @@ struct Config {
   std::vector<LogStream> streams;
   ArchiveConfig archive;
 };
+
+// Fills each `streams` entry's shards and shard_key_pattern from the sharded subscription of the
+// same stream (validate.cc refuses two that disagree).
+void FillShardRouting(Config* config);
 
 }  // namespace streamcar::config

@@ -9,6 +9,7 @@
 
 #include "sidecar/common/text.h"
 #include "sidecar/redis/topology/node_address.h"
+#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::config {
 
@@ -386,6 +387,17 @@ void WriteStart(Writer& out, const Field<Subscription>& field, const Subscriptio
   out << YAML::Key << std::string(field.key) << YAML::Value << sub.start;
 }
 
+// sharding.key_pattern: "" (the default) or a key with exactly one "%d", the shard index.
+std::string CheckKeyPattern(const std::string& pattern) {
+  if (pattern.empty()) return {};
+  const size_t at = pattern.find("%d");
+  if (at == std::string::npos) return "must contain %d (where the shard index goes)";
+  if (pattern.find('%', at + 2) != std::string::npos || pattern.find('%') != at) {
+    return "must contain exactly one %d and no other %";
+  }
+  return {};
+}
+
 // --- the tables, in the order `check` prints them --------------------------------------------
 
 constexpr auto kTlsFields = std::to_array<Field<TlsConfig>>({
@@ -471,6 +483,20 @@ constexpr auto kRetentionFields = std::to_array<Field<RetentionConfig>>({
     Duration<&RetentionConfig::interval>("interval"),
 });
 
+// `sharding` of a subscription (SPEC 9, SHARDING.md B1); the timing relations are validate.cc's.
+constexpr auto kShardingFields = std::to_array<Field<ShardingConfig>>({
+    Int<&ShardingConfig::shards>("shards", 0, sharding::kMaxShards),
+    Text<&ShardingConfig::key_pattern>("key_pattern", 0, &CheckKeyPattern),
+    Text<&ShardingConfig::instance_id>("instance_id"),
+    Duration<&ShardingConfig::session_timeout>("session_timeout"),
+    Duration<&ShardingConfig::heartbeat_interval>("heartbeat_interval"),
+    Duration<&ShardingConfig::rebalance_timeout>("rebalance_timeout"),
+    Duration<&ShardingConfig::drain_timeout>("drain_timeout"),
+    Duration<&ShardingConfig::initial_delay>("initial_delay", Millis(0)),
+    Duration<&ShardingConfig::min_assignment_interval>("min_assignment_interval", Millis(0)),
+    Enum<&ShardingConfig::static_takeover, kStaticTakeoverNames>("static_takeover"),
+});
+
 // A subscription; `defaults:` holds the same keys but the four kNotInDefaults ones.
 constexpr auto kSubscriptionFields = std::to_array<Field<Subscription>>({
     Text<&Subscription::stream>("stream", kRequired | kNotInDefaults),
@@ -484,6 +510,7 @@ constexpr auto kSubscriptionFields = std::to_array<Field<Subscription>>({
     Section<&Subscription::ordering, kOrderingFields>("ordering"),
     Section<&Subscription::ack, kAckFields>("ack"),
     Section<&Subscription::retention, kRetentionFields>("retention"),
+    Section<&Subscription::sharding, kShardingFields>("sharding"),
 });
 
 constexpr auto kAdminFields = std::to_array<Field<AdminConfig>>({

@@ -42,6 +42,7 @@ Config Decode(const std::string& file, const EnvLookup& env, const YAML::Node& r
   ReadSection<Config>(in, root, "", ConfigFields(), &config);
   if (config.consumer_name.empty()) config.consumer_name = HostName();
   FillDeadLetterDefaults(&config);
+  FillShardRouting(&config);
   ValidateConfig(config, [&](const std::string& path, const std::string& message) {
     throw ConfigProblem{in.Locate(LineForPath(in, path, root), path, message)};
   });

@@ -1,7 +1,11 @@
 #include "sidecar/config/validate.h"
 
+#include <map>
 #include <set>
 #include <utility>
+
+#include "sidecar/common/duration.h"
+#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::config {
 
@@ -29,6 +33,33 @@ bool ValidateLogApi(const Config& config, const ProblemSink& problem) {
               "stream \"" + stream.name +
                   "\" has archive: true; max_len would trim entries before they are archived "
                   "(use retention.max_len, which folds them first)");
+      return false;
+    }
+  }
+  // A stream split into shards (SPEC 9) is appended to by shard; it has no single key to read,
+  // trim or archive.
+  std::map<std::string, std::pair<std::string, const Subscription*>> sharded;  // stream -> pattern
+  for (const auto& sub : config.subscriptions) {
+    if (!sub.sharding.enabled()) continue;
+    auto [it, inserted] = sharded.emplace(sub.stream, std::make_pair(sub.ShardKeyPattern(), &sub));
+    const Subscription& first = *it->second.second;
+    if (!inserted && (first.sharding.shards != sub.sharding.shards ||
+                      it->second.first != sub.ShardKeyPattern())) {
+      problem("subscriptions", "subscriptions \"" + first.name + "\" and \"" + sub.name +
+                                   "\" shard stream \"" + sub.stream +
+                                   "\" differently (shards and key_pattern must agree)");
+      return false;
+    }
+  }
+  for (size_t i = 0; i < config.streams.size(); ++i) {
+    const auto& stream = config.streams[i];
+    if (!sharded.contains(stream.name)) continue;
+    const std::string path = "streams[" + std::to_string(i) + "]";
+    if (stream.archive || stream.retention.enabled()) {
+      problem(path + (stream.archive ? ".archive" : ".retention"),
+              "stream \"" + stream.name +
+                  "\" is sharded (SPEC 9): its entries live in its shard streams, which the "
+                  "subscription's own retention trims; remove this from the log API stream");
       return false;
     }
   }
@@ -120,6 +151,67 @@ bool ValidateTopology(const RedisConfig& redis, const ProblemSink& problem) {
   return true;
 }
 
+std::string Show(Millis value) { return FormatDuration(value); }
+
+// SPEC 9, SHARDING.md B1: the timing relations of a sharded subscription, and what its keys
+// need. `path` is "subscriptions[i]".
+bool ValidateSharding(const Config& config, const Subscription& sub, const std::string& path,
+                      const ProblemSink& problem) {
+  const ShardingConfig& timing = sub.sharding;
+  const std::string at = path + ".sharding.";
+  if (timing.heartbeat_interval * 3 > timing.session_timeout) {
+    problem(at + "heartbeat_interval",
+            "must be at most a third of sharding.session_timeout (" + Show(timing.session_timeout) +
+                "): " + Show(timing.heartbeat_interval) + " leaves no room for a missed heartbeat");
+    return false;
+  }
+  if (config.redis.command_timeout * 3 > timing.session_timeout) {
+    problem("redis.command_timeout", "must be at most a third of " + at + "session_timeout (" +
+                                         Show(timing.session_timeout) +
+                                         "): one slow command would cost the lease");
+    return false;
+  }
+  if (sub.handler.timeout >= timing.drain_timeout) {
+    problem(at + "drain_timeout", "must exceed handler.timeout (" + Show(sub.handler.timeout) +
+                                      "): a revoked shard's last request must be able to finish");
+    return false;
+  }
+  if (timing.drain_timeout + 2 * timing.heartbeat_interval >= timing.rebalance_timeout) {
+    problem(at + "rebalance_timeout",
+            "must exceed drain_timeout + 2 x heartbeat_interval (" +
+                Show(timing.drain_timeout + 2 * timing.heartbeat_interval) +
+                "): a member that drains in time must not be fenced for it");
+    return false;
+  }
+  if (config.shutdown.drain_timeout < timing.drain_timeout) {
+    problem("shutdown.drain_timeout", "must be at least " + at + "drain_timeout (" +
+                                          Show(timing.drain_timeout) +
+                                          "): a leaving member drains every shard it holds");
+    return false;
+  }
+  const std::string pattern = sub.ShardKeyPattern();
+  if (config.redis.mode == RedisMode::kCluster) {
+    // The shard index must be inside the key's hash tag, or every shard lands in one slot.
+    const size_t open = pattern.find('{');
+    const size_t close = open == std::string::npos ? open : pattern.find('}', open + 1);
+    const size_t index = pattern.find("%d");
+    if (close == std::string::npos || index < open || index > close) {
+      problem(at + "key_pattern", "in cluster mode %d must be inside the key's hash tag, like \"" +
+                                      sub.stream + ":{%d}\" (got \"" + pattern +
+                                      "\"): each shard needs a slot of its own");
+      return false;
+    }
+  }
+  if (!sub.dead_letter.stream_defaulted && !sub.dead_letter.stream.empty()) {
+    problem(path + ".dead_letter.stream",
+            "a sharded subscription writes dead letters to each shard's own stream (" +
+                sharding::ShardDeadLetterKey(sharding::ShardKey(pattern, 0)) +
+                " for shard 0), in the shard's slot; remove dead_letter.stream");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void ValidateConfig(const Config& config, const ProblemSink& problem) {
@@ -131,6 +223,7 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
   if (!ValidateLogApi(config, problem)) return;
   std::set<std::pair<std::string, std::string>> stream_groups;
   std::set<std::string> names;
+  std::map<std::string, std::string> coordinators;  // sharded: coordinator key -> subscription
   for (size_t i = 0; i < config.subscriptions.size(); ++i) {
     const auto& sub = config.subscriptions[i];
     const std::string path = "subscriptions[" + std::to_string(i) + "]";
@@ -178,6 +271,19 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
     if (sub.dead_letter.stream == sub.stream) {
       problem(path + ".dead_letter.stream", "must differ from the subscription's stream");
       return;
+    }
+    if (sub.sharding.enabled()) {
+      if (!ValidateSharding(config, sub, path, problem)) return;
+      // Two sharded subscriptions must not share the coordinator's keys: ("orders:eu",
+      // "billing") and ("orders", "eu:billing") would both be sc:{orders:eu:billing}.
+      const std::string coordinator = sharding::CoordinatorKeysFor(sub.stream, sub.group).meta;
+      if (!coordinators.emplace(coordinator, sub.name).second) {
+        problem(path, "its coordinator keys (" + coordinator + ") are those of subscription \"" +
+                          coordinators[coordinator] +
+                          "\": rename the stream or the group so that \"<stream>:<group>\" "
+                          "differs");
+        return;
+      }
     }
   }
   const auto& tls = config.redis.tls;

@@ -17,6 +17,7 @@
 #include "sidecar/log/api_socket.h"
 #include "sidecar/log/entry_id.h"
 #include "sidecar/log/log_reader.h"
+#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::log {
 namespace {
@@ -193,6 +194,13 @@ std::optional<ApiResponse> ApiEndpoints::Handle(const ApiRequest& request, ApiRo
   auto name = StreamOfPath(request.path);
   const Stream* stream = name.ok() && name->has_value() ? Find(**name) : nullptr;
   if (stream == nullptr) return ApiResponse::Error(404, "unknown stream");  // Screen ruled it out
+  if (stream->config.shards > 0 && (route == ApiRoute::kRead || route == ApiRoute::kFollow)) {
+    // Its entries are in its shard streams (SPEC 9), each its own log.
+    return ApiResponse::Error(400, "stream \"" + stream->config.name + "\" is sharded into " +
+                                       std::to_string(stream->config.shards) + " shard streams (" +
+                                       sharding::ShardKey(stream->config.shard_key_pattern, 0) +
+                                       " ...): list a shard stream under streams to read it");
+  }
   switch (route) {
     case ApiRoute::kProduce:
       return Produce(request, *stream);

@@ -6,6 +6,7 @@
 #include "sidecar/log/stream_keys.h"
 #include "sidecar/redis/capped_add_lua.h"
 #include "sidecar/redis/script.h"
+#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::log {
 namespace {
@@ -72,9 +73,23 @@ StatusOr<AppendResult> Producer::Append(redis::Session& session,
                   "an entry id is <ms>-<seq> in decimal, like 1764513000000-0 (got \"" +
                       PrintableOneLine(request.entry_id) + "\")");
   }
-  std::vector<std::string> keys = {stream_.name};
+  // A sharded stream (SPEC 9) is appended to in the shard of the entry's key; the idempotency
+  // key then lives in that shard's slot.
+  std::string target = stream_.name;
+  if (stream_.shards > 0) {
+    if (request.shard_key.empty()) {
+      return Status(
+          StatusCode::kInvalid,
+          "stream \"" + stream_.name + "\" is sharded into " + std::to_string(stream_.shards) +
+              " shards: the entry's key (Streamcar-Key, produce --key) picks the shard; it is "
+              "required");
+    }
+    target = sharding::ShardKey(stream_.shard_key_pattern,
+                                sharding::ShardOf(request.shard_key, stream_.shards));
+  }
+  std::vector<std::string> keys = {target};
   if (!request.idempotency_key.empty()) {
-    keys.push_back(IdempotencyKey(stream_.name, request.idempotency_key));
+    keys.push_back(IdempotencyKey(target, request.idempotency_key));
   }
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   redis::Command call = kAppendScript.Call(key_views);

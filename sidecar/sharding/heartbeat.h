@@ -45,10 +45,6 @@ struct ShardProgress {
   int64_t pending = 0;
 };
 
-// At most this many shards per subscription (the script refuses more: its writes are chunked,
-// but a member's request and reply carry every shard it holds).
-inline constexpr int kMaxShards = 4096;
-
 struct HeartbeatRequest {
   std::string member_id;
   int64_t member_epoch = kJoinEpoch;

@@ -22,7 +22,7 @@ const redis::Script kHeartbeatScript(R"lua(
 --         members, unowned shards, oldest unowned age ms, target computations}.
 local META, MEMBERS, SESSIONS, TARGET, OWNER, TOKENS, INSTANCES, PROGRESS, FREE, EVENTS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local SCHEMA, PROTOCOL, MAX_SHARDS = 1, 1, 4096  -- heartbeat.h: kProtocolVersion, kSchemaVersion, kMaxShards
+local SCHEMA, PROTOCOL, MAX_SHARDS = 1, 1, 4096  -- kProtocolVersion, kSchemaVersion, kMaxShards
 local FLIP_LIMIT, FLIP_WINDOW_MS = 3, 60000
 
 local id, epoch, instance = ARGV[1], tonumber(ARGV[2]), ARGV[3]

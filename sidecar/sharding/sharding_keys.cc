@@ -1,5 +1,9 @@
 #include "sidecar/sharding/sharding_keys.h"
 
+#include <zlib.h>
+
+#include <algorithm>
+
 namespace streamcar::sharding {
 
 std::vector<std::string_view> CoordinatorKeys::InOrder() const {
@@ -18,6 +22,17 @@ CoordinatorKeys CoordinatorKeysFor(std::string_view stream, std::string_view gro
           .progress = prefix + "progress",
           .free = prefix + "free",
           .events = prefix + "events"};
+}
+
+int ShardOf(std::string_view key, int shards) {
+  // zlib's crc32 takes a uInt length: longer keys are fed in pieces (the CRC continues).
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (!key.empty()) {
+    const auto piece = static_cast<uInt>(std::min<size_t>(key.size(), 1U << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(key.data()), piece);
+    key.remove_prefix(piece);
+  }
+  return static_cast<int>(crc % static_cast<uLong>(shards));
 }
 
 std::string DefaultKeyPattern(std::string_view stream) { return std::string(stream) + ":{%d}"; }

@@ -34,6 +34,14 @@ CoordinatorKeys CoordinatorKeysFor(std::string_view stream, std::string_view gro
 // - two sharded subscriptions never share coordinator keys: ("orders:eu", "billing") and
 //   ("orders", "eu:billing") both give sc:{orders:eu:billing}:...
 
+// At most this many shards per subscription: the configuration's limit, and the heartbeat
+// script's (its writes are chunked, but a member's request and reply carry every shard it holds).
+inline constexpr int kMaxShards = 4096;
+
+// The shard of a producer's key (SPEC 9): crc32(key) mod shards, CRC-32/IEEE as zlib's crc32
+// computes it, so that producers in every language route a key alike.
+int ShardOf(std::string_view key, int shards);
+
 // "<stream>:{%d}": each shard its own hash tag, so shards spread over a cluster's slots.
 std::string DefaultKeyPattern(std::string_view stream);
 // The pattern with its "%d" replaced by the shard index.

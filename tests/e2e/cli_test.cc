@@ -23,6 +23,7 @@ TEST_F(CliTest, VersionAndHelp) {
                                                          {"status", "--help"},
                                                          {"dlq", "list", "--help"},
                                                          {"dlq", "replay", "--help"},
+                                                         {"route", "--help"},
                                                          {"version", "--help"}}) {
     auto help = RunStreamcar(args);
     EXPECT_EQ(help.exit_code, 0) << args[0];
@@ -73,6 +74,42 @@ TEST_F(CliTest, CheckRejectsBadConfigNamingTheKey) {
   auto run = RunStreamcar({"run", "-c", path});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("max_attemps"), std::string::npos);
+}
+
+// SPEC 1 and 9: `route` prints the shard a key goes to, crc32(KEY) mod S, and the shard's key;
+// `produce --key` appends there. 0xCBF43926 is the CRC-32 of "123456789": shard 6 of 16.
+TEST_F(CliTest, RouteAndProduceSendAKeyToItsShard) {
+  const std::string path = WriteConfig(
+      "version: 1\nredis: { url: \"" + redis_->url() +
+      "\" }\n"
+      "subscriptions:\n"
+      "  - { stream: orders, group: billing, start: beginning,\n"
+      "      handler: { url: \"http://127.0.0.1:9/\" }, sharding: { shards: 16 } }\n"
+      "  - { stream: plain, group: g, start: new, handler: { url: \"http://127.0.0.1:9/\" } }\n");
+  auto routed =
+      RunStreamcar({"route", "-c", path, "--subscription", "orders/billing", "123456789"});
+  EXPECT_EQ(routed.exit_code, 0) << routed.err;
+  EXPECT_EQ(routed.out, "6 orders:{6}\n");
+  auto dashed = RunStreamcar({"route", "-c", path, "--subscription", "orders/billing", "--", "-x"});
+  EXPECT_EQ(dashed.exit_code, 0) << dashed.err;
+
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"route", "-c", path, "--subscription", "plain/g", "k"},
+           {"route", "-c", path, "--subscription", "nobody", "k"},
+           {"route", "-c", path, "--subscription", "orders/billing"},
+           {"route", "-c", path, "k"}}) {
+    auto refused = RunStreamcar(args);
+    EXPECT_EQ(refused.exit_code, 2) << args[3];
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  }
+
+  auto produced = RunStreamcar({"produce", "-c", path, "orders", "n=1", "--key", "123456789"});
+  EXPECT_EQ(produced.exit_code, 0) << produced.err;
+  EXPECT_EQ(redis_->Run({"XLEN", "orders:{6}"}).view().Integer(), 1);
+  EXPECT_EQ(redis_->Run({"EXISTS", "orders"}).view().Integer(), 0) << "never the logical key";
+  auto keyless = RunStreamcar({"produce", "-c", path, "orders", "n=1"});
+  EXPECT_EQ(keyless.exit_code, 2);
+  EXPECT_NE(keyless.err.find("--key"), std::string::npos) << keyless.err;
 }
 
 TEST_F(CliTest, MissingConfigFileExitsTwo) {

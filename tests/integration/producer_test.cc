@@ -163,6 +163,32 @@ TEST_F(ProducerTest, InvalidRequestsAreRefusedBeforeRedis) {
   EXPECT_EQ(Len("feed"), 1);
 }
 
+// SPEC 9: a stream a sharded subscription reads is appended to in the shard of the entry's key
+// (crc32 mod S), its idempotency key in that shard's slot; without a key nothing is appended.
+TEST_F(ProducerTest, ASharedStreamAppendsToTheShardOfTheKey) {
+  config::LogStream stream = Stream("orders");
+  stream.shards = 16;
+  stream.shard_key_pattern = "orders:{%d}";
+  Producer producer(stream, Millis(60000));
+  AppendRequest request{
+      .fields = {{"n", "1"}}, .idempotency_key = "once", .shard_key = "123456789"};
+  auto first = producer.Append(*session_, request);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(Len("orders:{6}"), 1);
+  auto again = producer.Append(*session_, request);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->kind, AppendResult::Kind::kDuplicate);
+  EXPECT_EQ(again->id, first->id);
+  EXPECT_EQ(server_.Run({"EXISTS", IdempotencyKey("orders:{6}", "once")}).view().Integer(), 1)
+      << "the idempotency key lives in the shard's slot";
+  EXPECT_EQ(server_.Run({"EXISTS", "orders"}).view().Integer(), 0);
+
+  auto keyless = producer.Append(*session_, AppendRequest{.fields = {{"n", "2"}}});
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_EQ(keyless.status().code(), StatusCode::kInvalid);
+  EXPECT_EQ(Len("orders:{6}"), 1);
+}
+
 TEST_F(ProducerTest, MaxLenCapsTheStreamApproximately) {
   auto stream = Stream("feed");
   stream.max_len = 100;

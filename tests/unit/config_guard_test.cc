@@ -181,6 +181,9 @@ subscriptions:
     ordering: { key_field: customer }
     ack: { delete: yes }
     retention: { max_len: 7, max_age: 168h, interval: 250ms }
+    sharding: { shards: 0, key_pattern: "o:{%d}", instance_id: pod-3, session_timeout: 30s,
+                heartbeat_interval: 5s, rebalance_timeout: 90s, drain_timeout: 25s,
+                initial_delay: 0s, min_assignment_interval: 0s, static_takeover: wait }
   - stream: "weird: #stream"
     group: "g \"quoted\""
     start: beginning
@@ -257,6 +260,17 @@ subscriptions:
       max_len: 0
       max_age: 0s
       interval: 1m
+    sharding:
+      shards: 0
+      key_pattern: ""
+      instance_id: ""
+      session_timeout: 15s
+      heartbeat_interval: 3s
+      rebalance_timeout: 1m
+      drain_timeout: 20s
+      initial_delay: 3s
+      min_assignment_interval: 1s
+      static_takeover: immediate
 api:
   listen: ""
   token_file: ""
@@ -331,6 +345,17 @@ subscriptions:
       max_len: 0
       max_age: 0s
       interval: 1m
+    sharding:
+      shards: 0
+      key_pattern: ""
+      instance_id: ""
+      session_timeout: 15s
+      heartbeat_interval: 3s
+      rebalance_timeout: 1m
+      drain_timeout: 20s
+      initial_delay: 3s
+      min_assignment_interval: 1s
+      static_takeover: immediate
 api:
   listen: ""
   token_file: ""
@@ -408,6 +433,17 @@ subscriptions:
       max_len: 7
       max_age: 168h
       interval: 250ms
+    sharding:
+      shards: 0
+      key_pattern: o:{%d}
+      instance_id: pod-3
+      session_timeout: 30s
+      heartbeat_interval: 5s
+      rebalance_timeout: 1m30s
+      drain_timeout: 25s
+      initial_delay: 0s
+      min_assignment_interval: 0s
+      static_takeover: wait
   - stream: "weird: #stream"
     group: g "quoted"
     start: beginning
@@ -446,6 +482,17 @@ subscriptions:
       max_len: 0
       max_age: 0s
       interval: 1m
+    sharding:
+      shards: 0
+      key_pattern: ""
+      instance_id: ""
+      session_timeout: 15s
+      heartbeat_interval: 3s
+      rebalance_timeout: 1m
+      drain_timeout: 20s
+      initial_delay: 3s
+      min_assignment_interval: 1s
+      static_takeover: immediate
 api:
   listen: 127.0.0.1:9465
   token_file: /run/token
@@ -1057,7 +1104,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 65u) << [&] {
+  EXPECT_EQ(keys.size(), 75u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;
@@ -1144,12 +1191,12 @@ TEST(Config, TablesListExactlyTheAcceptedKeys) {
   // `defaults` holds a subscription's sections, and nothing else (no stream, group, start, name).
   std::set<std::string> body;
   for (const auto& key : keys) {
-    for (const char* section :
-         {"handler.", "retry.", "dead_letter.", "claim.", "ordering.", "ack.", "retention."}) {
+    for (const char* section : {"handler.", "retry.", "dead_letter.", "claim.", "ordering.", "ack.",
+                                "retention.", "sharding."}) {
       if (key.starts_with(section)) body.insert(key);
     }
   }
-  EXPECT_EQ(body.size(), 25u);
+  EXPECT_EQ(body.size(), 35u);
   EXPECT_EQ(defaults, body);
 }
 
