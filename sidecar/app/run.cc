@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <random>
 
 #include "sidecar/admin/admin_server.h"
 #include "sidecar/admin/health.h"
@@ -25,6 +26,7 @@
 #include "sidecar/redis/topology/topology.h"
 #include "sidecar/runtime/retention.h"
 #include "sidecar/runtime/subscription_loop.h"
+#include "sidecar/sharding/sharded_subscription.h"
 
 namespace streamcar::app {
 namespace {
@@ -53,6 +55,15 @@ class FatalLatch {
   std::optional<Status> status_;
 };
 
+// A member id of a sharded subscription (KIP-1082): 128 random bits, for the process's lifetime.
+std::string NewMemberId() {
+  std::random_device random;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 32; ++i) id += kHex[random() % 16];
+  return id;
+}
+
 // Each subscription keeps up to handler.concurrency handler connections open besides its Redis
 // connections: at concurrency 1024 that passes the usual soft limit of 1024 descriptors.
 void RaiseOpenFileLimit() {
@@ -66,6 +77,14 @@ void RaiseOpenFileLimit() {
 std::vector<int> UsedSlots(const config::Config& config) {
   std::vector<int> slots;
   for (const auto& sub : config.subscriptions) {
+    if (sub.sharding.enabled()) {
+      // The coordinator's keys, and each shard's (its stream, fence and dead letters share it).
+      slots.push_back(redis::KeySlot(sharding::CoordinatorKeysFor(sub.stream, sub.group).meta));
+      for (int shard = 0; shard < sub.sharding.shards; ++shard) {
+        slots.push_back(redis::KeySlot(sharding::ShardKey(sub.ShardKeyPattern(), shard)));
+      }
+      continue;
+    }
     slots.push_back(redis::KeySlot(sub.stream));
     // A defaulted dead-letter stream shares the stream's slot in a cluster (settled after
     // `auto` resolves; outside a cluster slots do not matter).
@@ -81,10 +100,15 @@ std::vector<int> UsedSlots(const config::Config& config) {
 std::string NoMasterFor(const config::Config& config, const redis::Topology* topology) {
   if (topology == nullptr) return "";
   for (const auto& sub : config.subscriptions) {
-    const int slot = redis::KeySlot(sub.stream);
+    // A sharded subscription needs its coordinator first: its shards move with the group.
+    const std::string key = sub.sharding.enabled()
+                                ? sharding::CoordinatorKeysFor(sub.stream, sub.group).meta
+                                : sub.stream;
+    const int slot = redis::KeySlot(key);
     if (!topology->KnownMasterFor(slot)) {
-      return "no Redis master known for stream " + sub.stream + " (slot " + std::to_string(slot) +
-             ")";
+      return std::string("no Redis master known for ") +
+             (sub.sharding.enabled() ? "coordinator key " : "stream ") + key + " (slot " +
+             std::to_string(slot) + ")";
     }
   }
   return "";
@@ -132,6 +156,11 @@ StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
                                               const redis::ConnectionOptions& options) {
   std::vector<bool> two_step;
   for (const auto& sub : config.subscriptions) {
+    if (sub.sharding.enabled()) {
+      // Each shard's stream, fence and dead letters share the shard's hash tag (validate.cc).
+      two_step.push_back(false);
+      continue;
+    }
     const int stream_slot = redis::KeySlot(sub.stream);
     const int dlq_slot = redis::KeySlot(sub.dead_letter.stream);
     auto at = options;
@@ -311,9 +340,16 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   // wait for.
   if (config.subscriptions.empty()) readiness.SetGroupsReady(true);
   std::vector<std::unique_ptr<runtime::SubscriptionLoop>> subscriptions;
+  // Sharded subscriptions (SPEC 9): a member each, which runs a loop per shard it holds.
+  std::vector<std::unique_ptr<sharding::ShardedSubscription>> members;
   for (size_t i = 0; i < config.subscriptions.size(); ++i) {
     runtime::SubscriptionDeps sub_deps = deps;
     sub_deps.dead_letter_two_step = two_step_dead_letters[i];
+    if (config.subscriptions[i].sharding.enabled()) {
+      members.push_back(std::make_unique<sharding::ShardedSubscription>(
+          config.subscriptions[i], sub_deps, NewMemberId(), deps.group_ready));
+      continue;
+    }
     subscriptions.push_back(
         std::make_unique<runtime::SubscriptionLoop>(config.subscriptions[i], sub_deps));
   }
@@ -334,6 +370,12 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
                                 {"api", config.api.listen}});
   for (auto& subscription : subscriptions) {
     if (Status s = subscription->Start(); !s.ok()) {
+      fatal.Report(s);
+      break;
+    }
+  }
+  for (auto& member : members) {
+    if (Status s = member->Start(); !s.ok()) {
       fatal.Report(s);
       break;
     }
@@ -363,20 +405,25 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   // finish, followers end) and the retention beat (a fold in progress). Only then are the
   // readers waited for.
   for (auto& subscription : subscriptions) subscription->RequestStopIntake();
+  // A member drains its shards and leaves the group (SHARDING.md B7 LEAVING) meanwhile.
+  for (auto& member : members) member->Leave(drain_deadline);
   if (api_server) api_server->Stop();
   if (retention) retention->StopAndJoin();
   for (auto& subscription : subscriptions) subscription->JoinIntake();
   bool all_finished = true;
+  size_t left_pending_of_members = 0;
   for (auto& subscription : subscriptions)
     all_finished = subscription->WaitForDeliveries(drain_deadline) && all_finished;
   // Settling gets what is left of the drain time, and at least a moment to flush acks.
   const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + Millis(2000));
   for (auto& subscription : subscriptions) subscription->FinishSettling(settle_deadline);
+  for (auto& member : members) left_pending_of_members += member->held();
+  members.clear();  // each joins its thread once it has left (by drain_deadline)
   // Nothing settles any more: connections still opening give up instead of asking the servers.
   if (topology) topology->Stop();
   admin_server.Stop();
 
-  size_t left_pending = 0;
+  size_t left_pending = left_pending_of_members;
   for (auto& subscription : subscriptions) left_pending += subscription->held();
   const int exit_code = fatal.Get() ? 1 : 0;
   if (auto status = fatal.Get()) {

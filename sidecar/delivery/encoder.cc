@@ -83,8 +83,15 @@ void WriteList(JsonWriter& writer, const char* key, const std::vector<std::strin
   writer.EndArray();
 }
 
+void WriteShard(JsonWriter& writer, const ShardStamp& shard) {
+  writer.Key("shard");
+  writer.Int(shard.shard);
+  writer.Key("fence");
+  writer.Int64(shard.fence);
+}
+
 void WriteEnvelope(JsonWriter& writer, const std::string* stream, const std::string* group,
-                   const StreamEntry& entry) {
+                   const StreamEntry& entry, const ShardStamp* shard = nullptr) {
   writer.StartObject();
   writer.Key("id");
   WriteString(writer, entry.id);
@@ -94,6 +101,7 @@ void WriteEnvelope(JsonWriter& writer, const std::string* stream, const std::str
     writer.Key("group");
     WriteString(writer, *group);
   }
+  if (shard != nullptr) WriteShard(writer, *shard);
   writer.Key("attempts");
   writer.Int(entry.attempts);
   writer.Key("payload");
@@ -152,6 +160,12 @@ bool CheckFraming(const HttpRequest& request, std::string* why) {
   return false;
 }
 
+void AddShardHeaders(const EncodeContext& context, HttpRequest* request) {
+  if (!context.shard) return;
+  request->headers.emplace_back("Streamcar-Shard", std::to_string(context.shard->shard));
+  request->headers.emplace_back("Streamcar-Fence", std::to_string(context.shard->fence));
+}
+
 void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
                       HttpRequest* request) {
   auto& headers = request->headers;
@@ -160,6 +174,7 @@ void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
   headers.emplace_back("Streamcar-Group", context.group);
   headers.emplace_back("Streamcar-Id", entry.id);
   headers.emplace_back("Streamcar-Attempts", std::to_string(entry.attempts));
+  AddShardHeaders(context, request);
   headers.emplace_back("Idempotency-Key", context.stream + "/" + entry.id);
   // W3C Trace Context: an invalid traceparent is left out (and with it tracestate, which means
   // nothing without one); the entry is still delivered.
@@ -192,10 +207,10 @@ std::string EncodeLogEntry(const StreamEntry& entry) {
 }
 
 std::string EncodeJsonEnvelope(const std::string& stream, const std::string& group,
-                               const StreamEntry& entry) {
+                               const StreamEntry& entry, const ShardStamp* shard) {
   rapidjson::StringBuffer buffer;
   JsonWriter writer(buffer);
-  WriteEnvelope(writer, &stream, &group, entry);
+  WriteEnvelope(writer, &stream, &group, entry, shard);
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
@@ -207,7 +222,8 @@ bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpReq
   switch (handler.format) {
     case config::Format::kJson:
       request->content_type = "application/json";
-      request->body = EncodeJsonEnvelope(context.stream, context.group, entry);
+      request->body = EncodeJsonEnvelope(context.stream, context.group, entry,
+                                         context.shard ? &*context.shard : nullptr);
       return CheckFraming(*request, why);
     case config::Format::kRaw: {
       const std::string* body = entry.Find(handler.raw_field);
@@ -259,6 +275,7 @@ bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEnt
   WriteString(writer, context.stream);
   writer.Key("group");
   WriteString(writer, context.group);
+  if (context.shard) WriteShard(writer, *context.shard);
   writer.Key("entries");
   writer.StartArray();
   for (const auto* entry : entries) WriteEnvelope(writer, nullptr, nullptr, *entry);
@@ -270,6 +287,7 @@ bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEnt
   request->headers.emplace_back("Streamcar-Stream", context.stream);
   request->headers.emplace_back("Streamcar-Group", context.group);
   request->headers.emplace_back("Streamcar-Batch-Size", std::to_string(entries.size()));
+  AddShardHeaders(context, request);
   for (const auto& [name, value] : context.handler->headers)
     request->headers.emplace_back(name, value);
   return CheckFraming(*request, why);

@@ -2,6 +2,7 @@
 // The HTTP requests of SPEC sections 3.1 and 3.4, built from stream entries. Pure code: no
 // sockets, so every byte of the contract is unit-tested.
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,10 +18,21 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type
 };
 
+// One shard of a sharded subscription (SPEC 9): which, and the fence token of the grant the
+// delivering member holds. A handler with side effects keeps the highest fence it applied per
+// shard (README "Sharded subscriptions").
+struct ShardStamp {
+  int shard = 0;
+  int64_t fence = 0;
+};
+
 struct EncodeContext {
   std::string stream;
   std::string group;
   const config::HandlerConfig* handler = nullptr;
+  // Sharded: the headers Streamcar-Shard and Streamcar-Fence, and "shard" and "fence" in the
+  // JSON envelope (and a batch's top level).
+  std::optional<ShardStamp> shard;
 };
 
 // One entry per request. Returns false (and sets *why) when the entry cannot be expressed in the
@@ -39,7 +51,7 @@ bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEnt
 
 // The json envelope of one entry, as in the "json" format body.
 std::string EncodeJsonEnvelope(const std::string& stream, const std::string& group,
-                               const StreamEntry& entry);
+                               const StreamEntry& entry, const ShardStamp* shard = nullptr);
 
 // One entry as the log API answers it (SPEC 10): {"id":"...","fields":{...}} with the fields
 // encoded exactly as the json `payload` of 3.1 (base64_fields and base64_names where needed).

@@ -26,10 +26,16 @@ DeliveryPump::DeliveryPump(const config::Subscription& subscription, EntryLedger
       context_{subscription.stream, subscription.group, &subscription.handler},
       batch_size_(static_cast<size_t>(subscription.handler.batch_size)) {}
 
+void DeliveryPump::ShardedBy(delivery::ShardStamp stamp, std::function<bool()> lease_valid) {
+  context_.shard = stamp;
+  lease_valid_ = std::move(lease_valid);
+}
+
 void DeliveryPump::Pump() {
   // At most the slots free now: a request that fails at once (a refused connect) hands its slot
   // back before its callback has paused delivery, and must not let one Pump send the whole queue.
   for (size_t slots = client_->free_slots(); slots > 0; --slots) {
+    if (lease_valid_ && !lease_valid_()) return;  // checked before each POST
     auto refs = ledger_->TakeReady(batch_size_, clock_.Now());
     if (refs.empty()) return;
     Send(std::move(refs));

@@ -37,6 +37,12 @@ class DeliveryPump {
   // Sends what the ledger has ready while the client has a free connection.
   void Pump();
 
+  // One shard of a sharded subscription (SPEC 9): requests carry `stamp` (Streamcar-Shard,
+  // Streamcar-Fence), and nothing is sent while `lease_valid` says the member's local lease ran
+  // out (SHARDING.md B6: checked before each POST, it shrinks the window in which a paused member
+  // could send what a newer owner also handles).
+  void ShardedBy(delivery::ShardStamp stamp, std::function<bool()> lease_valid);
+
  private:
   void Send(std::vector<EntryRef> refs);
   void OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
@@ -54,7 +60,8 @@ class DeliveryPump {
   const Clock& clock_;
   std::function<void()> after_results_;
   const delivery::OutcomePolicy policy_;
-  const delivery::EncodeContext context_;
+  delivery::EncodeContext context_;
+  std::function<bool()> lease_valid_;  // sharded only
   const size_t batch_size_;
   int refused_streak_ = 0;
 };

@@ -236,6 +236,7 @@ void PlainIntake::SetupNext() {
                        const Status status =
                            reply.ok() ? ops_.ParseEnsureGroup(reply->view()) : reply.status();
                        if (status.code() == StatusCode::kFatal) return Fatal(status);
+                       if (EndIfFenced(status)) return;
                        if (!status.ok()) {
                          if (stopping_) return MaybeFinishStop();
                          LogError("cannot ensure consumer group",
@@ -368,7 +369,8 @@ void PlainIntake::DrainDone() {
   }
   drained_ = true;
   phase_ = Phase::kReading;
-  if (!stopping_) reclaim_timer_->ArmIn(sub_.claim.interval);
+  // A shard's takeover claimed every pending entry: there is nobody's to reclaim after it.
+  if (!stopping_ && fenced_ == nullptr) reclaim_timer_->ArmIn(sub_.claim.interval);
   Pump();
 }
 
@@ -384,6 +386,7 @@ void PlainIntake::ReadNext() {
   }
   const size_t count = ReadCount();
   if (count == 0) return;
+  if (fenced_ != nullptr) return ReadShardNext(count);
   read_asked_ = count;
   read_busy_ = true;
   block_read_ = true;
@@ -411,6 +414,70 @@ void PlainIntake::OnReadNew(StatusOr<Reply> reply) {
   Pump();
 }
 
+// --- a shard's reads (sharded subscriptions) ---------------------------------------------------
+
+void PlainIntake::ReadShardNext(size_t count) {
+  read_asked_ = count;
+  read_busy_ = true;
+  SendRaw(read_, ops_.ReadNew(static_cast<int>(count), kBlock),
+          Guard([this](StatusOr<Reply> reply) {
+            StatusOr<sharding::FencedRead> read =
+                reply.ok() ? sharding::FencedShardOps::ParseFencedRead(reply->view())
+                           : StatusOr<sharding::FencedRead>(reply.status());
+            if (!read.ok()) {
+              read_busy_ = false;
+              return ReadFailed(read.status());
+            }
+            if (read->entries.empty()) {
+              if (stopping_) {
+                read_busy_ = false;
+                return MaybeFinishStop();
+              }
+              return WaitForNew(read->tail_id);  // the read connection stays busy
+            }
+            if (read_linger_.count() > 0 && read->entries.size() < read_asked_) {
+              lingering_until_ = loop_.clock().Now() + read_linger_;
+            }
+            Route(std::move(read->entries), IntakeSource::kNew);
+            read_busy_ = false;
+            Pump();
+          }));
+}
+
+void PlainIntake::WaitForNew(const std::string& tail_id) {
+  // A plain XREAD: it changes nothing (no PEL entry, no last-delivered id), so a member paused
+  // while it waits cannot take entries a newer owner is handling (SHARDING.md B5). Whatever it
+  // returns only means "read again"; the fenced read takes the entries.
+  block_read_ = true;
+  block_generation_ = read_->generation();
+  read_->SendBlocking(fenced_->WaitForNew(tail_id, kBlock), kBlock,
+                      Guard([this](StatusOr<Reply> reply) {
+                        block_read_ = false;
+                        unblocking_ = false;
+                        unblock_timer_->Cancel();
+                        read_busy_ = false;
+                        if (!reply.ok()) return ReadFailed(reply.status());
+                        Pump();
+                      }));
+}
+
+bool PlainIntake::EndIfFenced(const Status& status) {
+  if (fenced_ == nullptr) return false;
+  const std::optional<int64_t> installed = sharding::FencedShardOps::FencedBy(status);
+  if (!installed) return false;
+  LogWarn("shard fenced: a newer owner holds it", {{"subscription", sub_.name},
+                                                   {"shard", sub_.stream},
+                                                   {"token", fenced_->token()},
+                                                   {"installed", *installed}});
+  phase_ = Phase::kFailed;
+  backoff_timer_->Cancel();
+  pause_timer_->Cancel();
+  linger_timer_->Cancel();
+  if (callbacks_.fenced) callbacks_.fenced(*installed);
+  MaybeFinishStop();
+  return true;
+}
+
 // --- failures of the read connection ----------------------------------------------------------
 
 void PlainIntake::ReadFailed(const Status& status) {
@@ -418,6 +485,7 @@ void PlainIntake::ReadFailed(const Status& status) {
   if (status.code() == StatusCode::kCancelled || stopping_ || phase_ == Phase::kFailed) {
     return MaybeFinishStop();
   }
+  if (EndIfFenced(status)) return;
   if (status.IsServerError("NOGROUP")) return RecreateGroup();
   if (status.IsServerError("WRONGTYPE")) {
     return Fatal(Status(StatusCode::kFatal, "key \"" + sub_.stream +

@@ -42,6 +42,7 @@
 #include "sidecar/redis/stream_ops.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/intake.h"
+#include "sidecar/sharding/fenced_ops.h"
 
 namespace streamcar::runtime {
 
@@ -59,6 +60,9 @@ class PlainIntake {
     // Entries were routed into the ledger (for delivery, or only to be acknowledged or
     // dead-lettered): the loop delivers and settles them.
     std::function<void()> admitted;
+    // Sharded only (UseFencedReads): the shard's fence refused a step (FENCED or STALE: another
+    // member holds a newer token). Nothing is read after it; once, with the installed token.
+    std::function<void(int64_t installed)> fenced;
   };
 
   // How long one XREADGROUP '>' waits for new entries.
@@ -85,6 +89,12 @@ class PlainIntake {
   // The dead-letter key is in another slot of a cluster (the two-step path): its type was
   // checked at start on its own node, so setup does not ask this connection's node.
   void SkipDeadLetterTypeCheck() { skip_dead_letter_type_ = true; }
+  // One shard of a sharded subscription (SHARDING.md B5), `fenced` being the `ops` given above:
+  // the start-up drain of the own pending list is the takeover (it claims every pending entry of
+  // the shard, in id order, before anything new); a '>' read never blocks, and one that finds
+  // nothing is followed by a wait (XREAD BLOCK after the shard's last id) that changes nothing;
+  // there is no reclaim beat; a step the fence refuses ends the intake (Callbacks::fenced).
+  void UseFencedReads(const sharding::FencedShardOps* fenced) { fenced_ = fenced; }
 
   // Setup (group, dead-letter key type, ack mode), then the own-PEL drain, then '>' reads; the
   // reclaim beat (every claim.interval) only once the drain is done. Waits for the read
@@ -140,6 +150,11 @@ class PlainIntake {
 
   void ReadNext();
   void OnReadNew(StatusOr<redis::Reply> reply);
+  // Sharded: the fenced '>' read, and the wait after one that found nothing.
+  void ReadShardNext(size_t count);
+  void WaitForNew(const std::string& tail_id);
+  // Sharded: true when `status` is the fence's refusal, which then ended the intake.
+  bool EndIfFenced(const Status& status);
 
   void RecoverNext();
   void RecoverKeepAlive(std::vector<std::string> ids, bool reloaded);
@@ -192,6 +207,7 @@ class PlainIntake {
   std::unique_ptr<EventLoop::Timer> linger_timer_;   // the read linger ends
 
   bool skip_dead_letter_type_ = false;
+  const sharding::FencedShardOps* fenced_ = nullptr;
   Millis read_linger_{0};
   size_t read_asked_ = 0;                      // the COUNT of the '>' read outstanding
   std::optional<SteadyTime> lingering_until_;  // no '>' read before this

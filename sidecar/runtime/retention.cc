@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "sidecar/common/log.h"
+#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::runtime {
 
@@ -24,13 +25,25 @@ T TighterLimit(T a, T b) {
 std::vector<TrimRule> TrimRulesOf(const config::Config& config) {
   std::vector<TrimRule> rules;
   for (const auto& sub : config.subscriptions) {
-    if (sub.retention.enabled()) {
-      rules.push_back(
-          {sub.stream, sub.retention.max_len, sub.retention.max_age, sub.retention.interval});
+    // A sharded subscription's entries and dead letters live in its shard streams (SPEC 9).
+    std::vector<std::pair<std::string, std::string>> streams;  // stream, its dead-letter stream
+    if (sub.sharding.enabled()) {
+      for (int shard = 0; shard < sub.sharding.shards; ++shard) {
+        std::string key = sharding::ShardKey(sub.ShardKeyPattern(), shard);
+        std::string dlq = sharding::ShardDeadLetterKey(key);
+        streams.emplace_back(std::move(key), std::move(dlq));
+      }
+    } else {
+      streams.emplace_back(sub.stream, sub.dead_letter.stream);
     }
-    if (sub.dead_letter.max_len > 0) {
-      rules.push_back(
-          {sub.dead_letter.stream, sub.dead_letter.max_len, Millis(0), sub.retention.interval});
+    for (const auto& [stream, dead_letters] : streams) {
+      if (sub.retention.enabled()) {
+        rules.push_back(
+            {stream, sub.retention.max_len, sub.retention.max_age, sub.retention.interval});
+      }
+      if (sub.dead_letter.max_len > 0) {
+        rules.push_back({dead_letters, sub.dead_letter.max_len, Millis(0), sub.retention.interval});
+      }
     }
   }
   for (const auto& stream : config.streams) {

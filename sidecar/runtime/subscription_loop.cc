@@ -24,11 +24,33 @@
 #include "sidecar/runtime/intake.h"
 #include "sidecar/runtime/plain_intake.h"
 #include "sidecar/runtime/settlement.h"
+#include "sidecar/sharding/fenced_ops.h"
+#include "sidecar/sharding/fenced_script.h"
 
 namespace streamcar::runtime {
 namespace {
 
 constexpr Millis kWatchdogBeat{1000};
+
+// The steps of the subscription: a shard's fenced ones (sharded), else the plain ones.
+std::unique_ptr<redis::SubscriptionOps> OpsFor(const config::Subscription& sub,
+                                               const SubscriptionDeps& deps) {
+  if (!deps.shard) return redis::MakePlainOps(sub.stream, sub.group, deps.consumer_name);
+  return std::make_unique<sharding::FencedShardOps>(sub.stream, sub.group, deps.consumer_name,
+                                                    deps.shard->token, deps.shard->member_id,
+                                                    deps.shard->member_epoch);
+}
+
+// The token a batch's replies name when the shard's fence refused one of its steps.
+std::optional<int64_t> FencedIn(const redis::BatchResult& result) {
+  for (const redis::Reply& reply : result.replies) {
+    if (!reply.view().IsError()) continue;
+    if (auto installed = sharding::FencedShardOps::FencedBy(redis::ErrorOf(reply.view()))) {
+      return installed;
+    }
+  }
+  return std::nullopt;
+}
 
 // The options of one of the subscription's connections: named for CLIENT LIST, and (cluster,
 // sentinel) sent to the master of the stream's slot.
@@ -59,12 +81,14 @@ class SubscriptionLoop::Core {
         metrics_(deps.metrics->ForSubscription(sub.name)),
         held_(held),
         stages_(std::move(stages)),
-        ops_(redis::MakePlainOps(sub.stream, sub.group, deps.consumer_name)),
+        ops_(OpsFor(sub, deps)),
         connector_(loop),
         read_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
-              sub.name + "/read", deps.redis_health, {}),
+              sub.name + "/read", deps.redis_health,
+              deps.shard ? sharding::FencedScripts() : std::span<const redis::Script* const>{}),
         command_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":settle"),
-                 sub.name + "/settle", deps.redis_health, redis::SettleScripts()),
+                 sub.name + "/settle", deps.redis_health,
+                 deps.shard ? sharding::FencedScripts() : redis::SettleScripts()),
         dead_letters_(DeadLetterConnection(loop)),
         ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
         settlement_(sub, *ops_, &ledger_, &metrics_, clock_),
@@ -84,6 +108,7 @@ class SubscriptionLoop::Core {
                     [this](redis::AckMode mode) { settlement_.SetAckMode(mode); },
                     // Inside the intake's own read callback: everything but another read.
                     [this] { Kick(/*read=*/false); },
+                    [this](int64_t installed) { Fenced(installed); },
                 }),
         gauges_(*ops_, &metrics_),
         watchdog_(deps.watchdog->Register(
@@ -116,6 +141,10 @@ class SubscriptionLoop::Core {
     settlement_.SetAckLinger(deps.tuning.ack_linger);
     intake_.SetReadLinger(deps.tuning.read_linger);
     if (deps.dead_letter_two_step) intake_.SkipDeadLetterTypeCheck();
+    if (deps.shard) {
+      intake_.UseFencedReads(static_cast<const sharding::FencedShardOps*>(ops_.get()));
+      pump_.ShardedBy({deps.shard->shard, deps.shard->token}, deps.lease_valid);
+    }
   }
 
   ~Core() { watchdog_->Retire(); }
@@ -162,21 +191,40 @@ class SubscriptionLoop::Core {
 
   // Every event ends here. `read`: let intake read if there is room (not from inside intake).
   void Kick(bool read = true) {
+    if (fenced_) return CheckStages();
     pump_.Pump();
     FlushSettlement();
     if (read && !stopping_) intake_.Poke();
     ArmTimers();
     held_->store(ledger_.held(), std::memory_order_relaxed);
     gauges_.SetInflight(ledger_.held());
-    if (awaiting_deliveries_ && ledger_.in_flight() == 0) {
+    CheckStages();
+  }
+
+  // Sharded: the fence refused a step. What this loop holds belongs to the newer owner now:
+  // nothing more is read, delivered, acknowledged or undone (every such step would be refused
+  // too); requests in flight are abandoned; the owner ends the loop.
+  void Fenced(int64_t installed) {
+    if (fenced_) return;
+    fenced_ = true;
+    stopping_ = true;
+    ledger_.StopIntake();
+    client_->Abandon();
+    if (deps_.fenced) deps_.fenced(installed);
+    CheckStages();
+  }
+
+ private:
+  // The shutdown stages that wait for something: deliveries done, settling done.
+  void CheckStages() {
+    if (awaiting_deliveries_ && (fenced_ || ledger_.in_flight() == 0)) {
       awaiting_deliveries_ = false;
       deliveries_done_ = true;
       stages_.deliveries_done();
     }
-    if (finishing_ && !undoing_ && settlement_.Idle()) FinishNow();
+    if (finishing_ && !undoing_ && (fenced_ || settlement_.Idle())) FinishNow();
   }
 
- private:
   std::string Prefix() const { return "streamcar:" + deps_.consumer_name + ":" + sub_.name; }
 
   // A settlement plan may go out now: none in flight, the connection up, no gauge batch ahead of
@@ -228,6 +276,7 @@ class SubscriptionLoop::Core {
     dead_letters_->SendBatch(
         shared->commands, deps_.redis.command_timeout + Settlement::kReplicaWait,
         [this, shared](const redis::BatchResult& result) {
+          if (fenced_) return;
           settlement_.ApplyDeadLetterWrites(*shared, result, clock_.Now(),
                                             dead_letters_->KnownReplicas());
           if (settlement_.TakeDeadLetterMasterDemoted()) {
@@ -248,6 +297,8 @@ class SubscriptionLoop::Core {
     command_.SendBatch(shared->commands, deps_.redis.command_timeout,
                        [this, shared](const redis::BatchResult& result) {
                          settling_ = false;
+                         if (auto installed = FencedIn(result)) return Fenced(*installed);
+                         if (fenced_) return;
                          settlement_.Apply(*shared, result, clock_.Now());
                          if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
                          if (settlement_.TakeGroupMissing()) intake_.RequestGroupRecreation();
@@ -321,6 +372,10 @@ class SubscriptionLoop::Core {
     finish_timer_->Cancel();
     settle_timer_->Cancel();
     confirm_timer_->Cancel();
+    if (fenced_) {
+      stages_.settled();  // a newer owner holds the shard: nothing here is ours to undo
+      return;
+    }
     settlement_.LogUnsettled();
     auto plan = settlement_.UndoPlan();
     if (!plan) {
@@ -369,6 +424,7 @@ class SubscriptionLoop::Core {
   bool deliveries_done_ = false;
   bool finishing_ = false;
   bool undoing_ = false;
+  bool fenced_ = false;  // sharded: the fence refused a step (Fenced)
 };
 
 size_t SubscriptionLoop::CapacityFor(const config::Subscription& subscription) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -51,6 +52,22 @@ struct SubscriptionDeps {
   std::function<void()> group_ready;         // the group exists (readiness); any thread
   std::function<void(const Status&)> fatal;  // retrying cannot fix it: exit 1; any thread
   const Clock* clock = &SystemClock::Instance();
+
+  // Sharded (SHARDING.md B5, B7): this loop runs one shard under this member's grant. Its steps
+  // are then the fenced ones (sharding/fenced_ops.h), its start-up drain is the takeover, and its
+  // requests carry the shard and the fence.
+  struct ShardGrant {
+    int shard = 0;
+    int64_t token = 0;
+    std::string member_id;
+    int64_t member_epoch = 0;
+  };
+  std::optional<ShardGrant> shard;
+  // Sharded: the fence refused a step (a newer owner installed `installed`). The loop then reads,
+  // delivers and settles nothing more; its owner ends it. Called once, on the loop thread.
+  std::function<void(int64_t installed)> fenced;
+  // Sharded: the member's local lease (SHARDING.md B6), asked before each POST; loop thread.
+  std::function<bool()> lease_valid;
 };
 
 class SubscriptionLoop {

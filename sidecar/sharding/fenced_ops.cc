@@ -58,7 +58,7 @@ redis::Command FencedShardOps::ReadNew(int count, Millis /*block*/) const {
 }
 
 redis::Command FencedShardOps::ReadOwnPending(std::string_view cursor, int count) const {
-  redis::Command command = Call(FencedReadScript());
+  redis::Command command = Call(FencedTakeoverScript());
   command.Arg(group()).Arg(consumer()).Arg(int64_t{count}).Arg(cursor);
   return command;
 }

@@ -9,8 +9,10 @@
 //   - EnsureGroup installs the fence token first (B5 takeover step 2), then creates the group;
 //   - ReadNew never blocks (Redis refuses BLOCK in scripts): when '>' finds nothing, the reply is
 //     the shard's last id, where WaitForNew starts (ParseFencedRead tells the two apart);
-//   - AutoClaim claims every pending entry of the shard, whoever read it, whatever its idle time
-//     (takeover: the whole PEL, in id order, before anything new);
+//   - ReadOwnPending is the takeover (B5 step 3): the own-PEL drain a subscription runs at start
+//     pages through every pending entry of the shard, whoever read it, claiming each to this
+//     consumer with one more delivery, in id order, before anything new is read;
+//   - AutoClaim likewise claims every pending entry whatever its idle time;
 //   - the dead-letter stream is the shard's own (same slot): DLQ write and ack are one step.
 // The read-only steps (XPENDING, XRANGE) are the plain ones: they change nothing.
 

@@ -26,6 +26,10 @@ const redis::Script& FencedClaimAllScript();
 // or, when '>' found nothing, the shard's last id as a string ("0-0" when empty): where the wait
 // for new entries starts.
 const redis::Script& FencedReadScript();
+// KEYS[1] shard, KEYS[2] fence; ARGV token, group, consumer, count, cursor. One page of the
+// takeover: every pending entry after the cursor, whoever read it, claimed to this consumer with
+// one more delivery, in a history read's reply shape and id order (deleted ones as [id, nil]).
+const redis::Script& FencedTakeoverScript();
 // KEYS[1] shard, KEYS[2] fence; ARGV token, group, ack mode, ids. Reply: how many.
 const redis::Script& FencedAckScript();
 // The plain settle scripts (redis/settle_scripts.h) behind the fence check: the same KEYS with the

@@ -15,6 +15,7 @@
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/connector.h"
 #include "sidecar/redis/settle_scripts.h"
+#include "sidecar/sharding/fenced_script.h"
 #include "tests/support/redis_monitor.h"
 #include "tests/support/redis_server.h"
 
@@ -50,11 +51,16 @@ config::Subscription KeyedSub() {
 // has happened; a recording settlement stands in for the loop's.
 class Harness {
  public:
+  // `fenced`: one shard of a sharded subscription, read through its fence (UseFencedReads).
   explicit Harness(const RedisServer& server, size_t capacity = 100,
-                   config::Subscription sub = Sub())
+                   config::Subscription sub = Sub(),
+                   std::unique_ptr<sharding::FencedShardOps> fenced = nullptr)
       : sub_(std::move(sub)),
-        ops_(sub_.stream, sub_.group, "c1"),
+        fenced_(std::move(fenced)),
+        plain_ops_(sub_.stream, sub_.group, "c1"),
         ledger_(capacity, sub_.ordering.key_field) {
+    const redis::SubscriptionOps& ops =
+        fenced_ ? static_cast<const redis::SubscriptionOps&>(*fenced_) : plain_ops_;
     auto loop = EventLoop::Create(SystemClock::Instance());
     EXPECT_TRUE(loop.ok()) << loop.status().ToString();
     loop_ = std::move(*loop);
@@ -63,10 +69,13 @@ class Harness {
     redis::ConnectionOptions options = server.ClientOptions();
     options.connect_timeout = Millis(1000);
     options.command_timeout = Millis(1000);
-    read_ = std::make_unique<redis::AsyncConnection>(*loop_, *connector_, options, "read", nullptr,
-                                                     std::span<const redis::Script* const>{});
+    const std::span<const redis::Script* const> scripts =
+        fenced_ ? sharding::FencedScripts() : redis::SettleScripts();
+    read_ = std::make_unique<redis::AsyncConnection>(
+        *loop_, *connector_, options, "read", nullptr,
+        fenced_ ? scripts : std::span<const redis::Script* const>{});
     command_ = std::make_unique<redis::AsyncConnection>(*loop_, *connector_, options, "command",
-                                                        nullptr, redis::SettleScripts());
+                                                        nullptr, scripts);
     IntakeSettlement settlement{
         [this](std::string id) { acks_.push_back(std::move(id)); },
         [this](std::string id, redis::DeadLetterMeta) { dead_.push_back(std::move(id)); }};
@@ -80,8 +89,10 @@ class Harness {
       ack_mode_ = mode;
     };
     callbacks.admitted = [this] { ++admitted_; };
-    plain_ = std::make_unique<PlainIntake>(*loop_, sub_, ops_, read_.get(), command_.get(),
-                                           &ledger_, intake_.get(), nullptr, std::move(callbacks));
+    callbacks.fenced = [this](int64_t installed) { fenced_by_ = installed; };
+    plain_ = std::make_unique<PlainIntake>(*loop_, sub_, ops, read_.get(), command_.get(), &ledger_,
+                                           intake_.get(), nullptr, std::move(callbacks));
+    if (fenced_) plain_->UseFencedReads(fenced_.get());
   }
   ~Harness() {
     plain_.reset();
@@ -120,7 +131,8 @@ class Harness {
   redis::AsyncConnection& command() { return *command_; }
 
   config::Subscription sub_;
-  redis::PlainOps ops_;
+  std::unique_ptr<sharding::FencedShardOps> fenced_;
+  redis::PlainOps plain_ops_;
   EntryLedger ledger_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<redis::Connector> connector_;
@@ -134,6 +146,7 @@ class Harness {
   int admitted_ = 0;
   std::optional<redis::AckMode> ack_mode_;
   std::optional<Status> fatal_;
+  std::optional<int64_t> fenced_by_;
 };
 
 std::string Add(const RedisServer& server, const std::string& n) {
@@ -568,6 +581,89 @@ TEST(PlainIntake, AckDeleteAloneWithoutXackdelAcknowledgesThenDeletes) {
   ASSERT_TRUE(h.RunUntil([&] { return h.ack_mode_.has_value(); }));
   EXPECT_EQ(*h.ack_mode_, has_ackdel ? redis::AckMode::kAckDel : redis::AckMode::kAckThenDelete);
   EXPECT_EQ(h.group_ready_, 1);
+}
+
+// --- one shard of a sharded subscription (SHARDING.md B5) ----------------------------------------
+
+std::unique_ptr<sharding::FencedShardOps> Shard(int64_t token, const std::string& consumer = "c1") {
+  return std::make_unique<sharding::FencedShardOps>("orders", "g", consumer, token,
+                                                    "member-" + consumer, 1);
+}
+
+TEST(ShardIntake, TakeoverDeliversEveryPendingEntryFirstInIdOrder) {
+  RedisServer server;
+  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
+  const std::string a = Add(server, "a");
+  const std::string b = Add(server, "b");
+  const std::string c = Add(server, "c");
+  // The previous owner (another pod) read a and b; this pod once read c.
+  server.Run({"XREADGROUP", "GROUP", "g", "pod-old", "COUNT", "2", "STREAMS", "orders", ">"});
+  server.Run({"XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "orders", ">"});
+  const std::string d = Add(server, "d");  // never read
+
+  Harness h(server, 100, Sub(), Shard(5));
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
+  EXPECT_FALSE(h.fenced_by_);
+  for (const std::string& id : {a, b, c}) {
+    EXPECT_EQ(Pending(server, id).consumer, "c1") << id;
+    EXPECT_EQ(h.ledger().Find(id)->attempts, 2) << id << ": one more delivery";
+  }
+  EXPECT_EQ(h.ledger().Find(d)->attempts, 1);
+  std::vector<std::string> order;
+  for (const EntryRef& ref : h.ledger().TakeReady(10, h.loop_->clock().Now())) {
+    order.push_back(ref.id);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{a, b, c, d}));
+}
+
+TEST(ShardIntake, AnEmptyShardIsWaitedOnWithoutTouchingItsGroup) {
+  RedisServer server;
+  Harness h(server, 100, Sub(), Shard(5));
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
+  EXPECT_EQ(PendingCount(server), 0);
+  const std::string a = Add(server, "a");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 1; }, Millis(900)))
+      << "the wait wakes on the append, not after its block";
+  EXPECT_EQ(Pending(server, a).consumer, "c1") << "taken by the fenced read";
+  bool stopped = false;
+  h.plain().Stop([&] { stopped = true; });
+  ASSERT_TRUE(h.RunUntil([&] { return stopped; }, Millis(900))) << "a stop ends the wait";
+}
+
+TEST(ShardIntake, ANewerOwnerFencesTheIntakeOff) {
+  RedisServer server;
+  Harness h(server, 100, Sub(), Shard(5));
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
+  // Another member takes the shard over: its install raises the fence to 9.
+  auto newer = Shard(9, "pod-new");
+  auto connection = server.Connect();
+  for (const auto* script : sharding::FencedScripts()) {
+    ASSERT_TRUE(connection->Run(script->Load()).ok());
+  }
+  ASSERT_TRUE(connection->Run(newer->EnsureGroup("0")).ok());
+  const std::string a = Add(server, "a");  // wakes the wait; the fenced read is refused
+  ASSERT_TRUE(h.RunUntil([&] { return h.fenced_by_.has_value(); }));
+  EXPECT_EQ(*h.fenced_by_, 9);
+  EXPECT_EQ(h.ledger().held(), 0u);
+  EXPECT_EQ(PendingCount(server), 0) << "the stale owner read nothing";
+  EXPECT_FALSE(h.fatal_);
+}
+
+TEST(ShardIntake, AStaleInstallAtStartFencesTheIntakeOff) {
+  RedisServer server;
+  auto connection = server.Connect();
+  for (const auto* script : sharding::FencedScripts()) {
+    ASSERT_TRUE(connection->Run(script->Load()).ok());
+  }
+  ASSERT_TRUE(connection->Run(Shard(9, "pod-new")->EnsureGroup("0")).ok());
+  Harness h(server, 100, Sub(), Shard(5));
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.fenced_by_.has_value(); }));
+  EXPECT_EQ(*h.fenced_by_, 9);
+  EXPECT_EQ(h.group_ready_, 0);
 }
 
 }  // namespace

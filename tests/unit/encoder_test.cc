@@ -54,6 +54,27 @@ TEST_F(EncoderTest, CommonHeaders) {
   EXPECT_EQ(HeaderOf(r, "traceparent"), "<absent>");
 }
 
+// SPEC 9: a shard's entries carry the shard and the fence token of the delivering member's grant,
+// in headers and in the envelope; a plain subscription's carry neither (CommonHeaders above).
+TEST_F(EncoderTest, AShardsEntriesCarryTheShardAndTheFence) {
+  EncodeContext context{"orders:{3}", "billing", &handler_, ShardStamp{3, 1742}};
+  HttpRequest one;
+  std::string why;
+  ASSERT_TRUE(EncodeEntry(context, Entry({{"n", "1"}}), &one, &why)) << why;
+  EXPECT_EQ(HeaderOf(one, "Streamcar-Shard"), "3");
+  EXPECT_EQ(HeaderOf(one, "Streamcar-Fence"), "1742");
+  EXPECT_EQ(one.body, R"({"id":"1700000000000-0","stream":"orders:{3}","group":"billing",)"
+                      R"("shard":3,"fence":1742,"attempts":1,"payload":{"n":"1"}})");
+  const StreamEntry entry = Entry({{"n", "1"}});
+  HttpRequest batch;
+  ASSERT_TRUE(EncodeBatch(context, {&entry}, &batch, &why)) << why;
+  EXPECT_EQ(HeaderOf(batch, "Streamcar-Fence"), "1742");
+  EXPECT_NE(batch.body.find(R"("group":"billing","shard":3,"fence":1742,"entries":[)"),
+            std::string::npos)
+      << batch.body;
+  EXPECT_EQ(HeaderOf(Encode(entry), "Streamcar-Shard"), "<absent>");
+}
+
 constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 TEST_F(EncoderTest, TraceparentIsCopiedAndStaticHeadersAdded) {

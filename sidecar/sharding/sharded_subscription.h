@@ -1,0 +1,97 @@
+#pragma once
+// One sharded subscription of this process (SHARDING.md B7): the member. Its own thread and Redis
+// session heartbeat the coordinator script; the Membership state machine says which shards to
+// start, drain or drop; each shard it holds runs as a runtime::SubscriptionLoop on the shard's
+// stream with the fenced steps of its grant (SubscriptionDeps::shard).
+//
+// Threads: the member thread owns the Membership and the shard loops' lifetimes. A shard loop
+// reports (fenced, started) through a queue the member thread drains. A drain or a drop runs the
+// loop's blocking shutdown stages on a short-lived thread of its own, so that heartbeats go on.
+// The lease deadline is published as an atomic for the loops' check before each POST.
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
+#include "sidecar/config/config.h"
+#include "sidecar/runtime/subscription_loop.h"
+#include "sidecar/sharding/boot_clock.h"
+#include "sidecar/sharding/membership.h"
+#include "sidecar/sharding/sharding_keys.h"
+
+namespace streamcar::sharding {
+
+class ShardedSubscription {
+ public:
+  // `deps` is what each shard loop gets (its `shard`, `fenced`, `lease_valid` and `group_ready`
+  // are set here); `ready` is called once, after the first accepted heartbeat.
+  ShardedSubscription(const config::Subscription& sub, runtime::SubscriptionDeps deps,
+                      std::string member_id, std::function<void()> ready);
+  ~ShardedSubscription();
+  ShardedSubscription(const ShardedSubscription&) = delete;
+  ShardedSubscription& operator=(const ShardedSubscription&) = delete;
+
+  Status Start();
+  // SIGTERM (B7 LEAVING): drain every shard, then leave (-1, or -2 with an instance id), by
+  // `deadline` at the latest; then the thread ends.
+  void Leave(SteadyTime deadline);
+  // Entries held by the shard loops (what may stay pending after a shutdown).
+  size_t held() const;
+
+ private:
+  struct ShardRun {
+    std::unique_ptr<config::Subscription> sub;  // the shard's own subscription (outlives loop)
+    std::unique_ptr<runtime::SubscriptionLoop> loop;
+    bool stopping = false;           // a drain or drop thread owns the loop's shutdown
+    bool restart_when_done = false;  // given back while draining: start again on the same token
+    int64_t token = 0;
+  };
+  struct Event {
+    enum class Kind { kStarted, kFenced, kDrained, kDropped } kind;
+    int shard = 0;
+    int64_t token = 0;  // kStarted: the run's token; kFenced: the installed one
+  };
+
+  void Run();
+  void Heartbeat();
+  void Apply(const MemberActions& actions);
+  void StartShard(const ShardGrant& grant);
+  // Ends the shard's loop on a thread of its own: `drain_for` 0 drops it at once.
+  void StopShard(int shard, Millis drain_for, bool report_drained);
+  void Post(Event event);
+  void HandleEvents();
+  std::unique_ptr<config::Subscription> ShardConfig(int shard) const;
+
+  const config::Subscription& sub_;
+  runtime::SubscriptionDeps deps_;
+  std::function<void()> ready_;
+  std::string member_id_;
+  BootClock lease_clock_;
+  Membership membership_;
+  std::unique_ptr<redis::Session> session_;
+  std::atomic<int64_t> lease_deadline_ns_{0};  // BootClock time; 0: no lease
+  std::map<int, ShardRun> shards_;             // member thread only
+  std::map<int, std::thread> stoppers_;        // member thread only: shard -> its stopper
+  bool beat_now_ = false;                      // member thread only: heartbeat at once
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Event> events_;
+  bool leave_requested_ = false;
+  SteadyTime leave_deadline_{};
+  bool ended_ = false;
+  std::atomic<size_t> held_{0};
+
+  std::thread thread_;
+};
+
+}  // namespace streamcar::sharding
