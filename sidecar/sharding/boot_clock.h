@@ -6,9 +6,8 @@
 // STREAMCAR_TEST_LEASE_CLOCK_RATE (tests only, B10.5) runs it at a rate: 0.5 makes a lease last
 // twice as long as it should, to show that fences, not leases, keep the shards safe.
 
-#include <time.h>
-
 #include <cstdlib>
+#include <ctime>
 #include <string>
 
 #include "sidecar/common/clock.h"

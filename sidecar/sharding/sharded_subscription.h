@@ -88,7 +88,6 @@ class ShardedSubscription {
   std::deque<Event> events_;
   bool leave_requested_ = false;
   SteadyTime leave_deadline_{};
-  bool ended_ = false;
   std::atomic<size_t> held_{0};
 
   std::thread thread_;
