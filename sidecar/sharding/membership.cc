@@ -208,6 +208,7 @@ MemberActions Membership::ShardInstallRefused(int shard, int64_t installed) {
   if (shards_.erase(shard) == 0) return actions;
   tokens_.erase(shard);
   conflicts_.emplace_back(shard, installed);
+  actions.drop.push_back(shard);  // its loop, fenced off at the install, must go too
   actions.heartbeat_now = true;
   UpdateState();
   return actions;

@@ -80,7 +80,7 @@ class Membership {
 
   // Shard events from the runtime.
   void ShardStarted(int shard);                                     // install and claim done
-  MemberActions ShardInstallRefused(int shard, int64_t installed);  // STALE
+  MemberActions ShardInstallRefused(int shard, int64_t installed);  // STALE: drop it
   MemberActions ShardFenced(int shard, int64_t installed);          // FENCED from a data op
   MemberActions ShardDrained(int shard);                            // nothing in flight any more
 

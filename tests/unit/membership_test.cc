@@ -140,7 +140,9 @@ TEST_F(MembershipTest, ARefusedInstallIsReportedAsAConflictUntilAccepted) {
   member.NextRequest();
   member.OnReply(Ok(2, {{0, 3}, {1, 4}}));
   member.ShardStarted(1);
-  EXPECT_TRUE(member.ShardInstallRefused(0, 17).heartbeat_now);
+  MemberActions refused = member.ShardInstallRefused(0, 17);
+  EXPECT_TRUE(refused.heartbeat_now);
+  EXPECT_EQ(refused.drop, Ints({0})) << "the refused shard's loop goes";
   HeartbeatRequest request = member.NextRequest();
   EXPECT_EQ(request.fence_conflicts, (std::vector<std::pair<int, int64_t>>{{0, 17}}));
   EXPECT_EQ(request.owned, Ints({1}));
