@@ -152,7 +152,9 @@ size_t EntryLedger::Admit(std::vector<StreamEntry> entries) {
   for (auto& entry : entries) {
     if (Holds(entry.id)) continue;
     std::optional<std::string> key;
-    if (!key_field_.empty()) {
+    if (one_lane_) {
+      key.emplace();
+    } else if (!key_field_.empty()) {
       if (const std::string* value = entry.Find(key_field_)) key = *value;
     }
     Held* held = Insert(std::move(entry), EntryState::kQueued);

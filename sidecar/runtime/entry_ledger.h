@@ -117,6 +117,11 @@ class EntryLedger {
   // `max_held_bytes`: the payload bytes held at once (handler.max_held_bytes).
   EntryLedger(size_t capacity, std::string key_field, uint64_t max_held_bytes = kNoByteLimit);
 
+  // One shard of a sharded subscription without key_field (SHARDING.md B8): every entry goes in
+  // one lane, so that at most one is out at a time and a retry holds back everything after it.
+  // Call before the first Admit.
+  void OrderAllInOneLane() { one_lane_ = true; }
+
   // The payload bytes of an entry, as the byte budget counts them.
   static uint64_t PayloadBytes(const StreamEntry& entry);
 
@@ -279,6 +284,7 @@ class EntryLedger {
 
   const size_t capacity_;
   const std::string key_field_;
+  bool one_lane_ = false;  // OrderAllInOneLane: every entry's key is ""
   const uint64_t max_held_bytes_;
   // Intake waits for this much room (or an empty queue) rather than reading a few entries at a
   // time: fewer round trips and wake-ups under load.

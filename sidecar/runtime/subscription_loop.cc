@@ -142,6 +142,8 @@ class SubscriptionLoop::Core {
     intake_.SetReadLinger(deps.tuning.read_linger);
     if (deps.dead_letter_two_step) intake_.SkipDeadLetterTypeCheck();
     if (deps.shard) {
+      // One entry in flight per shard (B8), or one per key with ordering.key_field.
+      if (sub.ordering.key_field.empty()) ledger_.OrderAllInOneLane();
       intake_.UseFencedReads(static_cast<const sharding::FencedShardOps*>(ops_.get()));
       pump_.ShardedBy({deps.shard->shard, deps.shard->token}, deps.lease_valid);
     }

@@ -108,6 +108,27 @@ TEST(EntryLedger, RetryHoldsItsKeyBackButNotOthers) {
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"1-0"}));
 }
 
+// A shard of a sharded subscription (SHARDING.md B8): one entry out at a time, and a retry holds
+// back every later entry, which a handler concurrency of 1 alone would not.
+TEST(EntryLedger, OneLaneKeepsARetryAheadOfEveryLaterEntry) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0", "A"), Entry("3-0")});
+  auto work = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(work), (std::vector<std::string>{"1-0"}));
+  const auto now = clock.Now();
+  d.ScheduleRetry(work[0], now + Millis(50));
+  EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty()) << "2-0 must not overtake the retry";
+  auto due = d.TakeDueRetries(now + Millis(60));
+  ASSERT_EQ(due, (std::vector<std::string>{"1-0"}));
+  d.RetryClaimed(due[0], 2);
+  auto again = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(again), (std::vector<std::string>{"1-0"}));
+  Settle(d, again[0]);
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}));
+}
+
 TEST(EntryLedger, EntriesWithoutTheKeyFieldAreUnordered) {
   ManualClock clock;
   EntryLedger d(10, "account");
