@@ -535,6 +535,7 @@ void PlainIntake::RecreateGroup() {
             const Status created =
                 reply.ok() ? ops_.ParseEnsureGroup(reply->view()) : reply.status();
             if (created.code() == StatusCode::kFatal) return Fatal(created);
+            if (EndIfFenced(created)) return;
             if (created.ok()) {
               nogroup_failures_ = 0;
               return Pump();
@@ -662,6 +663,7 @@ void PlainIntake::RecoverPageDone() {
 void PlainIntake::RecoverFailed(const Status& status) {
   read_busy_ = false;
   recovering_ = false;
+  if (EndIfFenced(status)) return;
   // Tried again on the next lost connection or ambiguous settlement; the reclaim beat covers the
   // rest after claim.min_idle.
   LogWarn("cannot read own pending entries",
