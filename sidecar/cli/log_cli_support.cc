@@ -29,11 +29,7 @@ config::LogStream LogStreamOf(const config::Config& config, const std::string& n
   }
   config::LogStream stream;
   stream.name = name;
-  for (const auto& sub : config.subscriptions) {
-    if (!sub.sharding.enabled() || sub.stream != name) continue;
-    stream.shards = sub.sharding.shards;  // appends go to the shard of --key (SPEC 9)
-    stream.shard_key_pattern = sub.ShardKeyPattern();
-  }
+  config::FillShardRoutingOf(config, &stream);  // appends go to the shard of --key (SPEC 9)
   return stream;
 }
 

@@ -44,14 +44,16 @@ std::string Subscription::StartId() const {
   return start;
 }
 
-void FillShardRouting(Config* config) {
-  for (auto& stream : config->streams) {
-    for (const auto& sub : config->subscriptions) {
-      if (!sub.sharding.enabled() || sub.stream != stream.name) continue;
-      stream.shards = sub.sharding.shards;
-      stream.shard_key_pattern = sub.ShardKeyPattern();
-    }
+void FillShardRoutingOf(const Config& config, LogStream* stream) {
+  for (const auto& sub : config.subscriptions) {
+    if (!sub.sharding.enabled() || sub.stream != stream->name) continue;
+    stream->shards = sub.sharding.shards;
+    stream->shard_key_pattern = sub.ShardKeyPattern();
   }
+}
+
+void FillShardRouting(Config* config) {
+  for (auto& stream : config->streams) FillShardRoutingOf(*config, &stream);
 }
 
 std::string Subscription::ShardKeyPattern() const {

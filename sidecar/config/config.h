@@ -217,8 +217,10 @@ struct Config {
   ArchiveConfig archive;
 };
 
-// Fills each `streams` entry's shards and shard_key_pattern from the sharded subscription of the
-// same stream (validate.cc refuses two that disagree).
+// Fills `stream`'s shards and shard_key_pattern from the sharded subscription of the same
+// stream, if any (validate.cc refuses two that disagree); FillShardRouting does it for every
+// `streams` entry.
+void FillShardRoutingOf(const Config& config, LogStream* stream);
 void FillShardRouting(Config* config);
 
 }  // namespace streamcar::config

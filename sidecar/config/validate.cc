@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sidecar/common/duration.h"
+#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::config {
@@ -192,10 +193,8 @@ bool ValidateSharding(const Config& config, const Subscription& sub, const std::
   const std::string pattern = sub.ShardKeyPattern();
   if (config.redis.mode == RedisMode::kCluster) {
     // The shard index must be inside the key's hash tag, or every shard lands in one slot.
-    const size_t open = pattern.find('{');
-    const size_t close = open == std::string::npos ? open : pattern.find('}', open + 1);
-    const size_t index = pattern.find("%d");
-    if (close == std::string::npos || index < open || index > close) {
+    if (redis::HashedPart(pattern).find("%d") == std::string_view::npos ||
+        !redis::HasHashTag(pattern)) {
       problem(at + "key_pattern", "in cluster mode %d must be inside the key's hash tag, like \"" +
                                       sub.stream + ":{%d}\" (got \"" + pattern +
                                       "\"): each shard needs a slot of its own");

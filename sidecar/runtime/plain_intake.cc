@@ -406,10 +406,14 @@ void PlainIntake::OnReadNew(StatusOr<Reply> reply) {
     read_busy_ = false;
     return ReadFailed(entries.status());
   }
-  if (read_linger_.count() > 0 && !entries->empty() && entries->size() < read_asked_) {
+  RouteNew(std::move(*entries));
+}
+
+void PlainIntake::RouteNew(std::vector<StreamEntry> entries) {
+  if (read_linger_.count() > 0 && !entries.empty() && entries.size() < read_asked_) {
     lingering_until_ = loop_.clock().Now() + read_linger_;
   }
-  Route(std::move(*entries), IntakeSource::kNew);
+  Route(std::move(entries), IntakeSource::kNew);
   read_busy_ = false;
   Pump();
 }
@@ -435,12 +439,7 @@ void PlainIntake::ReadShardNext(size_t count) {
               }
               return WaitForNew(read->tail_id);  // the read connection stays busy
             }
-            if (read_linger_.count() > 0 && read->entries.size() < read_asked_) {
-              lingering_until_ = loop_.clock().Now() + read_linger_;
-            }
-            Route(std::move(read->entries), IntakeSource::kNew);
-            read_busy_ = false;
-            Pump();
+            RouteNew(std::move(read->entries));
           }));
 }
 

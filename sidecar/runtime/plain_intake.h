@@ -150,6 +150,8 @@ class PlainIntake {
 
   void ReadNext();
   void OnReadNew(StatusOr<redis::Reply> reply);
+  // What a '>' read brought (plain or fenced): the linger, the routing, the next step.
+  void RouteNew(std::vector<StreamEntry> entries);
   // Sharded: the fenced '>' read, and the wait after one that found nothing.
   void ReadShardNext(size_t count);
   void WaitForNew(const std::string& tail_id);

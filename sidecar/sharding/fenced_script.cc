@@ -120,26 +120,17 @@ const redis::Script& FencedTakeoverScript() { return kTakeoverScript; }
 const redis::Script& FencedAckScript() { return kAckScript; }
 // The plain bodies live in another file: these are built on first use, never during static
 // initialisation (whose order across files is unspecified).
-const redis::Script& FencedRetryClaimScript() {
-  static const redis::Script script = Fenced(redis::RetryClaimScript().body());
+template <const redis::Script& (*Plain)()>
+const redis::Script& FencedCopy() {
+  static const redis::Script script = Fenced(Plain().body());
   return script;
 }
-const redis::Script& FencedKeepAliveScript() {
-  static const redis::Script script = Fenced(redis::KeepAliveScript().body());
-  return script;
-}
-const redis::Script& FencedDeadLetterScript() {
-  static const redis::Script script = Fenced(redis::DeadLetterScript().body());
-  return script;
-}
-const redis::Script& FencedOwnedAckScript() {
-  static const redis::Script script = Fenced(redis::OwnedAckScript().body());
-  return script;
-}
-const redis::Script& FencedUndoReadsScript() {
-  static const redis::Script script = Fenced(redis::UndoReadsScript().body());
-  return script;
-}
+
+const redis::Script& FencedRetryClaimScript() { return FencedCopy<&redis::RetryClaimScript>(); }
+const redis::Script& FencedKeepAliveScript() { return FencedCopy<&redis::KeepAliveScript>(); }
+const redis::Script& FencedDeadLetterScript() { return FencedCopy<&redis::DeadLetterScript>(); }
+const redis::Script& FencedOwnedAckScript() { return FencedCopy<&redis::OwnedAckScript>(); }
+const redis::Script& FencedUndoReadsScript() { return FencedCopy<&redis::UndoReadsScript>(); }
 
 std::span<const redis::Script* const> FencedScripts() {
   static const std::array<const redis::Script*, 10> scripts = {

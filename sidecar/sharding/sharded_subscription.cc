@@ -47,6 +47,7 @@ ShardedSubscription::ShardedSubscription(const config::Subscription& sub,
       deps_(std::move(deps)),
       ready_(std::move(ready)),
       member_id_(std::move(member_id)),
+      coordinator_keys_(CoordinatorKeysFor(sub.stream, sub.group)),
       membership_(OptionsOf(sub, member_id_, deps_.consumer_name), lease_clock_) {}
 
 ShardedSubscription::~ShardedSubscription() {
@@ -62,7 +63,7 @@ ShardedSubscription::~ShardedSubscription() {
 Status ShardedSubscription::Start() {
   redis::ConnectionOptions options = deps_.redis;
   options.client_name = "streamcar:" + deps_.consumer_name + ":" + sub_.name + ":member";
-  options.slot = redis::KeySlot(CoordinatorKeysFor(sub_.stream, sub_.group).meta);
+  options.slot = redis::KeySlot(coordinator_keys_.meta);
   session_ = std::make_unique<redis::Session>(options, sub_.name + "/member", deps_.redis_health);
   thread_ = std::thread([this] {
     const std::string name = ("sc:m:" + sub_.name).substr(0, 15);
@@ -200,8 +201,8 @@ void ShardedSubscription::Heartbeat() {
   for (const auto& [shard, state] : membership_.shards()) {
     if (state == ShardState::kActive) progress.push_back({shard, "", 0, 0});
   }
-  const redis::Command call = HeartbeatCommand(CoordinatorKeysFor(sub_.stream, sub_.group),
-                                               membership_.NextRequest(progress));
+  const redis::Command call =
+      HeartbeatCommand(coordinator_keys_, membership_.NextRequest(progress));
   auto reply = session_->Run(call);
   if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
     if (session_->Run(HeartbeatScript().Load()).ok()) reply = session_->Run(call);

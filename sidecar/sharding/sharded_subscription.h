@@ -75,6 +75,7 @@ class ShardedSubscription {
   runtime::SubscriptionDeps deps_;
   std::function<void()> ready_;
   std::string member_id_;
+  const CoordinatorKeys coordinator_keys_;
   BootClock lease_clock_;
   Membership membership_;
   std::unique_ptr<redis::Session> session_;

@@ -25,6 +25,8 @@ int KeySlot(std::string_view key);
 
 // Whether `key` has a hash tag (HashedPart is not the whole key).
 bool HasHashTag(std::string_view key);
+// The part of `key` Redis hashes: the content of its first non-empty {...}, else the whole key.
+std::string_view HashedPart(std::string_view key);
 
 // The key "<suffix>" of `key`, in the slot of `key`:
 //   - `key` has a hash tag ("{orders}", "app:{feed}"):   "<key>:<suffix>"
