@@ -9,8 +9,14 @@ Watchdog::Loop* Watchdog::Register(const std::string& name, Millis limit) {
   loop->limit_ = limit;
   loop->Beat();
   std::lock_guard lock(mutex_);
+  std::erase_if(loops_, [](const std::unique_ptr<Loop>& old) { return old->retired_.load(); });
   loops_.push_back(std::move(loop));
   return loops_.back().get();
+}
+
+size_t Watchdog::kept() const {
+  std::lock_guard lock(mutex_);
+  return loops_.size();
 }
 
 std::string Watchdog::FindWedged() const {

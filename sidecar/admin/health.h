@@ -24,7 +24,9 @@ class Watchdog {
     void Beat() {
       last_ns_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
     }
-    // Beats stop being checked (the loop ended on purpose).
+    // Beats stop being checked (the loop ended on purpose). The owner's last use of the loop:
+    // the watchdog forgets it at a later Register (a sharded subscription's shard loops come and
+    // go with their grants).
     void Retire() { retired_ = true; }
 
    private:
@@ -40,6 +42,8 @@ class Watchdog {
   Loop* Register(const std::string& name, Millis limit);
   // Empty when all loops are alive; otherwise the name of a wedged one.
   std::string FindWedged() const;
+  // Loops kept: the registered ones, less the retired ones forgotten since.
+  size_t kept() const;
 
  private:
   const Clock* clock_;

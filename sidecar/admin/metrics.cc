@@ -7,6 +7,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "sidecar/admin/member_metrics.h"
+
 namespace streamcar::admin {
 namespace {
 
@@ -136,6 +138,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Help("Redis masters known (cluster: in the slot map; else 1 once known)")
                       .Register(r)
                       .Add({});
+  member_families_ = RegisterMemberFamilies(r);
 }
 
 void Metrics::OnRedirect(redis::ReplyKind kind) {
@@ -186,6 +189,15 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
   m.handler_up = &handler_up_->Add(base);
   m.handler_up->Set(1);
   return m;
+}
+
+MemberMetrics& Metrics::ForMember(const std::string& subscription) {
+  SubscriptionMetrics& of_subscription = ForSubscription(subscription);
+  std::lock_guard lock(mutex_);
+  auto& slot = members_[subscription];
+  if (!slot)
+    slot = std::make_unique<MemberMetrics>(member_families_, of_subscription, subscription);
+  return *slot;
 }
 
 prometheus::Counter& Metrics::Trimmed(const std::string& stream) {

@@ -50,6 +50,34 @@ struct SubscriptionMetrics {
   prometheus::Counter* SettleFailed(std::string_view failure_class) const;
 };
 
+// The families of SHARDING.md C1, registered once; MemberMetrics adds each member's series.
+struct MemberFamilies {
+  prometheus::Family<prometheus::Counter>* heartbeats;
+  prometheus::Family<prometheus::Histogram>* heartbeat_duration;
+  prometheus::Family<prometheus::Gauge>* lease_remaining;
+  prometheus::Family<prometheus::Gauge>* member_state;
+  prometheus::Family<prometheus::Gauge>* member_epoch;
+  prometheus::Family<prometheus::Gauge>* group_epoch;
+  prometheus::Family<prometheus::Gauge>* assignment_epoch;
+  prometheus::Family<prometheus::Counter>* fenced;
+  prometheus::Family<prometheus::Gauge>* shards_owned;
+  prometheus::Family<prometheus::Gauge>* shards_pending;
+  prometheus::Family<prometheus::Gauge>* shards_revoking;
+  prometheus::Family<prometheus::Gauge>* shard_owned;
+  prometheus::Family<prometheus::Gauge>* shard_fence_token;
+  prometheus::Family<prometheus::Counter>* fenced_ops;
+  prometheus::Family<prometheus::Counter>* rebalances;
+  prometheus::Family<prometheus::Histogram>* revoke_duration;
+  prometheus::Family<prometheus::Histogram>* takeover_duration;
+  prometheus::Family<prometheus::Counter>* takeover_claimed;
+  prometheus::Family<prometheus::Gauge>* shard_lag;
+  prometheus::Family<prometheus::Gauge>* shard_pending;
+  prometheus::Family<prometheus::Gauge>* group_members;
+  prometheus::Family<prometheus::Gauge>* group_unowned_shards;
+  prometheus::Family<prometheus::Gauge>* group_unowned_seconds_max;
+};
+class MemberMetrics;
+
 // Also the topology's observer (SPEC 8: redirects, failovers, masters known).
 class Metrics : public redis::TopologyObserver {
  public:
@@ -60,6 +88,8 @@ class Metrics : public redis::TopologyObserver {
 
   // Thread-safe; the result lives as long as this object.
   SubscriptionMetrics& ForSubscription(const std::string& subscription);
+  // A sharded subscription's member (SHARDING.md C1). Thread-safe; lives as long as this object.
+  MemberMetrics& ForMember(const std::string& subscription);
   prometheus::Counter& Trimmed(const std::string& stream);
   // The archive folder's (SPEC 10): entries newly written to the archive, and the time of W.
   prometheus::Counter& ArchiveFolded(const std::string& stream);
@@ -82,6 +112,8 @@ class Metrics : public redis::TopologyObserver {
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<SubscriptionMetrics>> subscriptions_;
+  MemberFamilies member_families_{};
+  std::map<std::string, std::unique_ptr<MemberMetrics>> members_;
   prometheus::Family<prometheus::Counter>* deliveries_;
   prometheus::Family<prometheus::Counter>* acked_;
   prometheus::Family<prometheus::Counter>* dead_lettered_;

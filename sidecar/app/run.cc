@@ -414,11 +414,13 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   size_t left_pending_of_members = 0;
   for (auto& subscription : subscriptions)
     all_finished = subscription->WaitForDeliveries(drain_deadline) && all_finished;
-  // Settling gets what is left of the drain time, and at least a moment to flush acks.
-  const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + Millis(2000));
+  const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + runtime::kSettleFloor);
   for (auto& subscription : subscriptions) subscription->FinishSettling(settle_deadline);
-  for (auto& member : members) left_pending_of_members += member->held();
-  members.clear();  // each joins its thread once it has left (by drain_deadline)
+  for (auto& member : members) {
+    member->Join();  // it has left, or dropped what was left at drain_deadline
+    left_pending_of_members += member->held();
+  }
+  members.clear();
   // Nothing settles any more: connections still opening give up instead of asking the servers.
   if (topology) topology->Stop();
   admin_server.Stop();

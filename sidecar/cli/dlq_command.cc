@@ -1,5 +1,6 @@
 // `streamcar dlq list` and `streamcar dlq replay` (SPEC 1 and 3.3): read the dead letters of one
-// subscription, and move them back onto the source stream once the handler is fixed.
+// subscription, and move them back onto the source stream once the handler is fixed. A sharded
+// subscription's dead letters are in each shard's own stream, and go back onto their shard.
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -13,6 +14,8 @@
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/stream_ops.h"
 #include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/sharding/shard_subscription.h"
+#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::cli {
 namespace {
@@ -72,6 +75,67 @@ StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Session& redis,
   return found;
 }
 
+// A dead letter and the subscription (or shard) it came from.
+struct Letter {
+  DeadLetterRecord record;
+  const config::Subscription* from = nullptr;
+};
+
+// The subscriptions the commands read: the subscription itself, or each of its shards.
+std::vector<config::Subscription> DeadLetterSources(const config::Subscription& sub) {
+  if (!sub.sharding.enabled()) return {sub};
+  std::vector<config::Subscription> shards;
+  shards.reserve(static_cast<size_t>(sub.sharding.shards));
+  for (int shard = 0; shard < sub.sharding.shards; ++shard) {
+    shards.push_back(sharding::ShardSubscription(sub, shard));
+  }
+  return shards;
+}
+
+// ReadDeadLetters over every source, in shard order. An id given is looked for in each source's
+// stream (a sharded subscription: the shard whose stream holds it).
+StatusOr<std::vector<Letter>> ReadLetters(redis::Session& redis,
+                                          const std::vector<config::Subscription>& sources,
+                                          size_t limit, const std::vector<std::string>& ids) {
+  std::vector<Letter> letters;
+  if (ids.empty() || sources.size() == 1) {
+    for (const auto& source : sources) {
+      if (letters.size() >= limit) break;
+      auto found = ReadDeadLetters(redis, source, limit - letters.size(), ids);
+      if (!found.ok()) return found.status();
+      for (auto& record : *found) letters.push_back({std::move(record), &source});
+    }
+    return letters;
+  }
+  for (const auto& id : ids) {
+    const config::Subscription* holder = nullptr;
+    std::string holders;  // each shard's stream makes its own ids: two may hold the same one
+    for (const auto& source : sources) {
+      auto reply =
+          redis.Run(redis::Command("XRANGE").Arg(source.dead_letter.stream).Arg(id).Arg(id));
+      if (!reply.ok()) return reply.status();
+      if (!redis::SubscriptionOps::ParseEntries(reply->view()).empty()) {
+        holders += (holders.empty() ? "" : ", ") + source.dead_letter.stream;
+        if (holder != nullptr) {
+          return Status(StatusCode::kInvalid,
+                        "dead letter id " + id + " is in more than one shard's stream (" + holders +
+                            "): it cannot say which; replay without --id");
+        }
+        holder = &source;
+      }
+    }
+    if (holder == nullptr) {
+      return Status(StatusCode::kInvalid, "no dead letter " + id + " in any shard's stream " +
+                                              sharding::ShardDeadLetterKey(sources.front().stream) +
+                                              " ...");
+    }
+    auto found = ReadDeadLetters(redis, *holder, 1, {id});  // checks that it is ours
+    if (!found.ok()) return found.status();
+    letters.push_back({std::move(found->front()), holder});
+  }
+  return letters;
+}
+
 StatusOr<std::optional<std::string>> ReplayInOneStep(redis::Session& redis,
                                                      const config::Subscription& sub,
                                                      const DeadLetterRecord& letter) {
@@ -121,6 +185,7 @@ std::string OneLine(std::string text, size_t limit) {
 struct DlqSession {
   config::Config config;
   const config::Subscription* sub = nullptr;
+  std::vector<config::Subscription> sources;  // DeadLetterSources(*sub)
   std::unique_ptr<CliRedis> connected;
   redis::Session* redis = nullptr;
 };
@@ -139,6 +204,7 @@ std::optional<DlqSession> OpenDlqSession(const Arguments& args, int* exit_code) 
   if (!session.connected) return std::nullopt;
   session.redis = session.connected->session.get();
   session.sub = FindSubscriptionOrReport(session.config, args.subscription, exit_code);
+  session.sources = DeadLetterSources(*session.sub);
   return session;
 }
 
@@ -150,10 +216,15 @@ int DlqListCommand(const Arguments& args) {
   if (!session) return exit_code;
   const auto* sub = session->sub;
   auto& redis = session->redis;
-  auto letters = ReadDeadLetters(*redis, *sub, static_cast<size_t>(args.count.value_or(100)), {});
+  // A sharded subscription's dead letters: "orders:{%d}:dlq" names them all.
+  const std::string dlq_name = sub->sharding.enabled()
+                                   ? sharding::ShardDeadLetterKey(sub->ShardKeyPattern())
+                                   : sub->dead_letter.stream;
+  auto letters =
+      ReadLetters(*redis, session->sources, static_cast<size_t>(args.count.value_or(100)), {});
   if (!letters.ok()) {
-    std::cerr << "streamcar: cannot read " << sub->dead_letter.stream << ": "
-              << letters.status().message() << "\n";
+    std::cerr << "streamcar: cannot read " << dlq_name << ": " << letters.status().message()
+              << "\n";
     return 1;
   }
   if (args.json) {
@@ -166,11 +237,15 @@ int DlqListCommand(const Arguments& args) {
     w.Key("subscription");
     str(sub->name);
     w.Key("dead_letter_stream");
-    str(sub->dead_letter.stream);
+    str(dlq_name);
     w.Key("dead_letters");
     w.StartArray();
-    for (const auto& letter : *letters) {
+    for (const auto& [letter, from] : *letters) {
       w.StartObject();
+      if (sub->sharding.enabled()) {  // which shard's stream holds it
+        w.Key("dead_letter_stream");
+        str(from->dead_letter.stream);
+      }
       w.Key("id");
       str(letter.id());
       w.Key("original_id");
@@ -200,14 +275,19 @@ int DlqListCommand(const Arguments& args) {
     return 0;
   }
   if (letters->empty()) {
-    std::cout << "no dead letters for " << sub->name << " in " << sub->dead_letter.stream << "\n";
+    std::cout << "no dead letters for " << sub->name << " in " << dlq_name << "\n";
     return 0;
   }
   std::cout << std::left << std::setw(22) << "ID" << std::setw(22) << "ORIGINAL ID" << std::setw(14)
             << "REASON" << std::setw(9) << "STATUS" << std::setw(9) << "ATTEMPTS" << std::setw(26)
             << "TIME"
             << "ERROR\n";
-  for (const auto& letter : *letters) {
+  const config::Subscription* shown = nullptr;
+  for (const auto& [letter, from] : *letters) {
+    if (sub->sharding.enabled() && from != shown) {
+      std::cout << "in " << from->dead_letter.stream << "\n";
+      shown = from;
+    }
     std::cout << std::setw(22) << letter.id() << std::setw(22) << letter.Meta("streamcar.id")
               << std::setw(14) << letter.Meta("streamcar.reason") << std::setw(9)
               << letter.Meta("streamcar.status") << std::setw(9)
@@ -225,7 +305,7 @@ int DlqReplayCommand(const Arguments& args) {
   const auto* sub = session->sub;
   auto& redis = session->redis;
   const size_t limit = args.count ? static_cast<size_t>(*args.count) : SIZE_MAX;
-  auto letters = ReadDeadLetters(*redis, *sub, limit, args.ids);
+  auto letters = ReadLetters(*redis, session->sources, limit, args.ids);
   if (!letters.ok()) {
     std::cerr << "streamcar: " << letters.status().message() << "\n";
     return letters.status().code() == StatusCode::kInvalid ? 2 : 1;
@@ -235,22 +315,22 @@ int DlqReplayCommand(const Arguments& args) {
   }
   // In a cluster a dead-letter stream in another slot than its stream cannot share a script
   // with it (CROSSSLOT): the replay is then two commands (README "dlq replay in a cluster").
-  const bool two_step = session->connected->mode == redis::ResolvedMode::kCluster &&
-                        redis::KeySlot(sub->stream) != redis::KeySlot(sub->dead_letter.stream);
   size_t replayed = 0;
-  for (const auto& letter : *letters) {
+  for (const auto& [letter, from] : *letters) {
+    const bool two_step = session->connected->mode == redis::ResolvedMode::kCluster &&
+                          redis::KeySlot(from->stream) != redis::KeySlot(from->dead_letter.stream);
     if (args.dry_run) {
       std::cout << "would replay " << letter.id() << " (original " << letter.Meta("streamcar.id")
-                << ", " << letter.Meta("streamcar.reason") << ") onto " << sub->stream << "\n";
+                << ", " << letter.Meta("streamcar.reason") << ") onto " << from->stream << "\n";
       continue;
     }
     auto reply =
-        two_step ? ReplayInTwoSteps(*redis, *sub, letter) : ReplayInOneStep(*redis, *sub, letter);
+        two_step ? ReplayInTwoSteps(*redis, *from, letter) : ReplayInOneStep(*redis, *from, letter);
     if (!reply.ok()) {
       // A reply error (WRONGTYPE on the source key, OOM, ...) stopped the script before its XDEL:
       // the dead letter is still there. A lost connection may or may not have run it.
       const bool kept = reply.status().code() == StatusCode::kServerError;
-      std::cerr << "streamcar: replay of " << letter.id() << " onto " << sub->stream
+      std::cerr << "streamcar: replay of " << letter.id() << " onto " << from->stream
                 << " failed after " << replayed << " replayed: " << reply.status().message()
                 << (kept ? " (the dead letter is kept)" : "") << "\n";
       return 1;
@@ -261,13 +341,14 @@ int DlqReplayCommand(const Arguments& args) {
       continue;
     }
     std::cout << "replayed " << letter.id() << " (original " << letter.Meta("streamcar.id")
-              << ") as " << **reply << " on " << sub->stream << "\n";
+              << ") as " << **reply << " on " << from->stream << "\n";
     ++replayed;
   }
   if (args.dry_run) {
     std::cout << letters->size() << " dead letters would be replayed (dry run: nothing changed)\n";
   } else {
-    std::cout << replayed << " dead letters replayed onto " << sub->stream << "\n";
+    std::cout << replayed << " dead letters replayed onto "
+              << (sub->sharding.enabled() ? "their shards of " : "") << sub->stream << "\n";
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/cli/commands.h"
+#include "sidecar/cli/shard_status.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/common/text.h"
 #include "sidecar/redis/group_info.h"
@@ -112,7 +113,8 @@ SubscriptionStatus Inspect(redis::Session& redis, const config::Subscription& su
   return status;
 }
 
-void WriteJson(const CliRedis& redis, const std::vector<SubscriptionStatus>& all, int64_t now_ms) {
+void WriteJson(const CliRedis& redis, const std::vector<SubscriptionStatus>& all,
+               const std::vector<ShardedStatus>& sharded, int64_t now_ms) {
   rapidjson::StringBuffer buffer;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buffer);
   auto str = [&](const std::string& s) {
@@ -147,18 +149,7 @@ void WriteJson(const CliRedis& redis, const std::vector<SubscriptionStatus>& all
   w.StartArray();
   for (const auto& s : all) {
     w.StartObject();
-    w.Key("name");
-    str(s.name);
-    w.Key("stream");
-    str(s.stream);
-    w.Key("group");
-    str(s.group);
-    w.Key("error");
-    if (s.error.empty()) {
-      w.Null();
-    } else {
-      str(s.error);
-    }
+    WriteStatusHead(w, s.name, s.stream, s.group, s.error);
     w.Key("stream_exists");
     w.Bool(s.stream_exists);
     w.Key("length");
@@ -217,6 +208,7 @@ void WriteJson(const CliRedis& redis, const std::vector<SubscriptionStatus>& all
     w.EndObject();
     w.EndObject();
   }
+  for (const auto& s : sharded) WriteShardedJson(w, s);
   w.EndArray();
   w.EndObject();
   std::cout << buffer.GetString() << "\n";
@@ -283,17 +275,25 @@ int StatusCommand(const Arguments& args) {
   auto redis = RedisOrReport(&*config, &exit_code);
   if (!redis) return exit_code;
   std::vector<SubscriptionStatus> all;
+  std::vector<ShardedStatus> sharded;  // SHARDING.md C2: after the plain ones
   const uint64_t lost_before = redis->session->lost_connections();
-  for (const auto& sub : config->subscriptions) all.push_back(Inspect(*redis->session, sub));
+  for (const auto& sub : config->subscriptions) {
+    if (sub.sharding.enabled()) {
+      sharded.push_back(InspectSharded(*redis->session, sub));
+    } else {
+      all.push_back(Inspect(*redis->session, sub));
+    }
+  }
   if (redis->session->lost_connections() != lost_before) {
     std::cerr << "streamcar: lost the connection to Redis while reading status\n";
     return 1;
   }
   const int64_t now_ms = SystemClock::Instance().WallMillis();
   if (args.json) {
-    WriteJson(*redis, all, now_ms);
+    WriteJson(*redis, all, sharded, now_ms);
   } else {
     WriteTable(*redis, all, now_ms);
+    for (const auto& s : sharded) WriteShardedTable(s, now_ms);
   }
   return 0;
 }

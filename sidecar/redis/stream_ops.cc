@@ -192,6 +192,8 @@ StatusOr<bool> SubscriptionOps::ParseStillOurs(const ReplyView& reply, std::stri
 
 // --- PlainOps builders -----------------------------------------------------------------------
 
+std::span<const Script* const> PlainOps::Scripts() const { return SettleScripts(); }
+
 Command PlainOps::EnsureGroup(std::string_view start_id) const {
   Command command("XGROUP");
   command.Arg("CREATE").Arg(stream_).Arg(group_).Arg(start_id).Arg("MKSTREAM");

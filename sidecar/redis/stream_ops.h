@@ -63,6 +63,13 @@ class SubscriptionOps {
   virtual const std::string& stream() const = 0;
   virtual const std::string& group() const = 0;
   virtual const std::string& consumer() const = 0;
+  // The scripts these steps send: a connection loads them after connecting, and again after a
+  // NOSCRIPT (a restarted or failed-over server forgot them).
+  virtual std::span<const Script* const> Scripts() const = 0;
+  // Whether every step, reads and acks included, is one of those scripts (a shard's fenced
+  // steps) rather than plain XREADGROUP and XACK: then the read connection loads them too, and a
+  // NOSCRIPT can answer a batch of acks alone.
+  virtual bool EveryStepIsAScript() const = 0;
 
   // XGROUP CREATE ... MKSTREAM. ParseEnsureGroup: an existing group (BUSYGROUP) is success and
   // keeps its position; WRONGTYPE is kFatal naming the key. Never destroys anything.
@@ -89,7 +96,7 @@ class SubscriptionOps {
 
   // The scripts below check in the same step that this consumer still owns each entry: a claim
   // never takes an entry back from a peer that reclaimed it (SPEC 3.2). Each connection that
-  // sends them loads SettleScripts() first; NOSCRIPT means "load again, then retry".
+  // sends them loads Scripts() first; NOSCRIPT means "load again, then retry".
   //
   // Claims the ids this consumer still owns again (one more delivery, the entries returned);
   // the others are reported lost. ParseRetryClaim.
@@ -146,6 +153,8 @@ class PlainOps final : public SubscriptionOps {
   const std::string& stream() const override { return stream_; }
   const std::string& group() const override { return group_; }
   const std::string& consumer() const override { return consumer_; }
+  std::span<const Script* const> Scripts() const override;  // SettleScripts()
+  bool EveryStepIsAScript() const override { return false; }
 
   Command EnsureGroup(std::string_view start_id) const override;
   Status ParseEnsureGroup(const ReplyView& reply) const override;

@@ -236,7 +236,8 @@ void PlainIntake::SetupNext() {
                        const Status status =
                            reply.ok() ? ops_.ParseEnsureGroup(reply->view()) : reply.status();
                        if (status.code() == StatusCode::kFatal) return Fatal(status);
-                       if (EndIfFenced(status)) return;
+                       if (EndIfFenced(status, "install")) return;
+                       if (status.IsServerError("NOSCRIPT") && !stopping_) return ReloadScripts();
                        if (!status.ok()) {
                          if (stopping_) return MaybeFinishStop();
                          LogError("cannot ensure consumer group",
@@ -460,7 +461,33 @@ void PlainIntake::WaitForNew(const std::string& tail_id) {
                       }));
 }
 
-bool PlainIntake::EndIfFenced(const Status& status) {
+void PlainIntake::ReloadScripts() {
+  const SteadyTime now = loop_.clock().Now();
+  // A NOSCRIPT right after a reload is not cured by loading again at once: pause as for any
+  // server error rather than spin.
+  const bool again_soon = reloaded_at_ && now - *reloaded_at_ < kServerErrorPause;
+  reloaded_at_ = now;
+  LogWarn("redis forgot the scripts; loading them again", {{"subscription", sub_.name}});
+  std::vector<Command> loads;
+  for (const redis::Script* script : ops_.Scripts()) loads.push_back(script->Load());
+  read_busy_ = true;
+  read_->SendBatch(
+      loads, read_->command_timeout(), Guard([this, again_soon](const BatchResult& loaded) {
+        read_busy_ = false;
+        if (stopping_) return MaybeFinishStop();
+        Status status = loaded.failure;
+        for (const Reply& r : loaded.replies) {
+          if (status.ok() && r.IsError()) status = redis::ErrorOf(r.view());
+        }
+        if (!status.ok()) {
+          LogError("cannot load the scripts",
+                   {{"subscription", sub_.name}, {"error", status.message()}});
+        }
+        backoff_timer_->ArmIn(status.ok() && !again_soon ? Millis(0) : kServerErrorPause);
+      }));
+}
+
+bool PlainIntake::EndIfFenced(const Status& status, std::string_view op) {
   if (fenced_ == nullptr) return false;
   const std::optional<int64_t> installed = sharding::FencedShardOps::FencedBy(status);
   if (!installed) return false;
@@ -472,7 +499,7 @@ bool PlainIntake::EndIfFenced(const Status& status) {
   backoff_timer_->Cancel();
   pause_timer_->Cancel();
   linger_timer_->Cancel();
-  if (callbacks_.fenced) callbacks_.fenced(*installed);
+  if (callbacks_.fenced) callbacks_.fenced(*installed, op);
   MaybeFinishStop();
   return true;
 }
@@ -484,7 +511,8 @@ void PlainIntake::ReadFailed(const Status& status) {
   if (status.code() == StatusCode::kCancelled || stopping_ || phase_ == Phase::kFailed) {
     return MaybeFinishStop();
   }
-  if (EndIfFenced(status)) return;
+  if (EndIfFenced(status, "read")) return;
+  if (status.IsServerError("NOSCRIPT")) return ReloadScripts();
   if (status.IsServerError("NOGROUP")) return RecreateGroup();
   if (status.IsServerError("WRONGTYPE")) {
     return Fatal(Status(StatusCode::kFatal, "key \"" + sub_.stream +
@@ -534,7 +562,7 @@ void PlainIntake::RecreateGroup() {
             const Status created =
                 reply.ok() ? ops_.ParseEnsureGroup(reply->view()) : reply.status();
             if (created.code() == StatusCode::kFatal) return Fatal(created);
-            if (EndIfFenced(created)) return;
+            if (EndIfFenced(created, "install")) return;
             if (created.ok()) {
               nogroup_failures_ = 0;
               return Pump();
@@ -609,7 +637,7 @@ void PlainIntake::RecoverKeepAlive(std::vector<std::string> ids, bool reloaded) 
   SendRaw(read_, ops_.KeepAlive(*shared), Guard([this, shared, reloaded](StatusOr<Reply> reply) {
             if (reply.ok() && redis::IsNoScript(reply->view()) && !reloaded) {
               std::vector<Command> loads;
-              for (const redis::Script* script : redis::SettleScripts()) {
+              for (const redis::Script* script : ops_.Scripts()) {
                 loads.push_back(script->Load());
               }
               read_->SendBatch(loads, read_->command_timeout(),
@@ -662,7 +690,7 @@ void PlainIntake::RecoverPageDone() {
 void PlainIntake::RecoverFailed(const Status& status) {
   read_busy_ = false;
   recovering_ = false;
-  if (EndIfFenced(status)) return;
+  if (EndIfFenced(status, "claim")) return;
   // Tried again on the next lost connection or ambiguous settlement; the reclaim beat covers the
   // rest after claim.min_idle.
   LogWarn("cannot read own pending entries",

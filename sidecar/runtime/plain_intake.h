@@ -62,7 +62,8 @@ class PlainIntake {
     std::function<void()> admitted;
     // Sharded only (UseFencedReads): the shard's fence refused a step (FENCED or STALE: another
     // member holds a newer token). Nothing is read after it; once, with the installed token.
-    std::function<void(int64_t installed)> fenced;
+    // `op`: the step refused (install, claim or read: SHARDING.md C1's streamcar_fenced_ops_total).
+    std::function<void(int64_t installed, std::string_view op)> fenced;
   };
 
   // How long one XREADGROUP '>' waits for new entries.
@@ -156,7 +157,11 @@ class PlainIntake {
   void ReadShardNext(size_t count);
   void WaitForNew(const std::string& tail_id);
   // Sharded: true when `status` is the fence's refusal, which then ended the intake.
-  bool EndIfFenced(const Status& status);
+  bool EndIfFenced(const Status& status, std::string_view op);
+  // The server answered NOSCRIPT to a step sent on the read connection (a sharded
+  // subscription's install, takeover and reads are scripts): it forgot them (SCRIPT FLUSH, a
+  // restart after the connection loaded them). Loads them again, then the step runs again.
+  void ReloadScripts();
 
   void RecoverNext();
   void RecoverKeepAlive(std::vector<std::string> ids, bool reloaded);
@@ -213,6 +218,7 @@ class PlainIntake {
   Millis read_linger_{0};
   size_t read_asked_ = 0;                      // the COUNT of the '>' read outstanding
   std::optional<SteadyTime> lingering_until_;  // no '>' read before this
+  std::optional<SteadyTime> reloaded_at_;      // the last ReloadScripts: a second soon after waits
 
   SetupStep setup_step_ = SetupStep::kEnsureGroup;
   int setup_failures_ = 0;

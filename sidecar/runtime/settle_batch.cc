@@ -269,13 +269,14 @@ std::string_view Name(SettlePlan::Step step) {
 SettlePlan SettleBatch(const redis::SubscriptionOps& ops, redis::AckMode mode,
                        const redis::DeadLetterTarget& dlq, SettleWork work) {
   SettlePlan plan;
+  const bool acks = !work.acks.empty() || !work.gone_acks.empty();
   const bool uses_scripts = !work.keepalive.empty() || !work.dead_letters.empty() ||
                             !work.dead_letter_acks.empty() || !work.retry_claims.empty() ||
-                            !work.undo_reads.empty();
+                            !work.undo_reads.empty() || (acks && ops.EveryStepIsAScript());
   if (work.load_scripts && uses_scripts) {
     Span span;
     span.step = Step::kLoadScripts;
-    for (const auto* script : redis::SettleScripts()) plan.commands.push_back(script->Load());
+    for (const auto* script : ops.Scripts()) plan.commands.push_back(script->Load());
     span.end = plan.commands.size();
     plan.spans.push_back(std::move(span));
   }

@@ -41,13 +41,39 @@ std::unique_ptr<redis::SubscriptionOps> OpsFor(const config::Subscription& sub,
                                                     deps.shard->member_epoch);
 }
 
-// The token a batch's replies name when the shard's fence refused one of its steps.
-std::optional<int64_t> FencedIn(const redis::BatchResult& result) {
-  for (const redis::Reply& reply : result.replies) {
+// A settlement step as streamcar_fenced_ops_total's op label (SHARDING.md C1).
+std::string_view FencedOpOf(SettlePlan::Step step) {
+  switch (step) {
+    case SettlePlan::Step::kDeadLetter:
+    case SettlePlan::Step::kDeadLetterWrite:
+      return "dead_letter";
+    case SettlePlan::Step::kRetryClaim:
+      return "retry";
+    case SettlePlan::Step::kKeepAlive:
+      return "claim";  // the lease of claimed entries
+    case SettlePlan::Step::kUndoReads:
+      return "read";  // a read taken back
+    default:
+      return "ack";
+  }
+}
+
+// The step the shard's fence refused in a settlement batch, and the token it names.
+struct FencedStep {
+  int64_t installed = 0;
+  std::string_view op;
+};
+std::optional<FencedStep> FencedIn(const SettlePlan& plan, const redis::BatchResult& result) {
+  for (size_t i = 0; i < result.replies.size(); ++i) {
+    const redis::Reply& reply = result.replies[i];
     if (!reply.view().IsError()) continue;
-    if (auto installed = sharding::FencedShardOps::FencedBy(redis::ErrorOf(reply.view()))) {
-      return installed;
+    auto installed = sharding::FencedShardOps::FencedBy(redis::ErrorOf(reply.view()));
+    if (!installed) continue;
+    std::string_view op = "ack";
+    for (const auto& span : plan.spans) {
+      if (i >= span.begin && i < span.end) op = FencedOpOf(span.step);
     }
+    return FencedStep{*installed, op};
   }
   return std::nullopt;
 }
@@ -78,17 +104,20 @@ class SubscriptionLoop::Core {
       : sub_(sub),
         deps_(deps),
         clock_(loop.clock()),
-        metrics_(deps.metrics->ForSubscription(sub.name)),
+        metrics_(deps.subscription_metrics != nullptr ? *deps.subscription_metrics
+                                                      : deps.metrics->ForSubscription(sub.name)),
         held_(held),
         stages_(std::move(stages)),
         ops_(OpsFor(sub, deps)),
         connector_(loop),
-        read_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
-              sub.name + "/read", deps.redis_health,
-              deps.shard ? sharding::FencedScripts() : std::span<const redis::Script* const>{}),
+        read_(
+            loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
+            sub.name + "/read", deps.redis_health,
+            // Plain reads are no scripts (the start-up drain's keepalive loads them on a
+            // NOSCRIPT); fenced ones are.
+            ops_->EveryStepIsAScript() ? ops_->Scripts() : std::span<const redis::Script* const>{}),
         command_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":settle"),
-                 sub.name + "/settle", deps.redis_health,
-                 deps.shard ? sharding::FencedScripts() : redis::SettleScripts()),
+                 sub.name + "/settle", deps.redis_health, ops_->Scripts()),
         dead_letters_(DeadLetterConnection(loop)),
         ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
         settlement_(sub, *ops_, &ledger_, &metrics_, clock_),
@@ -108,11 +137,11 @@ class SubscriptionLoop::Core {
                     [this](redis::AckMode mode) { settlement_.SetAckMode(mode); },
                     // Inside the intake's own read callback: everything but another read.
                     [this] { Kick(/*read=*/false); },
-                    [this](int64_t installed) { Fenced(installed); },
+                    [this](int64_t installed, std::string_view op) { Fenced(installed, op); },
                 }),
         gauges_(*ops_, &metrics_),
         watchdog_(deps.watchdog->Register(
-            sub.name + "/loop",
+            sub.name + (deps.shard ? "/shard-" + std::to_string(deps.shard->shard) : "") + "/loop",
             std::max(sub.handler.timeout, deps.redis.command_timeout) * 2 + Millis(30000))),
         settle_timer_(loop.CreateTimer([this] { Kick(); })),
         pause_timer_(loop.CreateTimer([this] { Kick(); })),
@@ -206,13 +235,13 @@ class SubscriptionLoop::Core {
   // Sharded: the fence refused a step. What this loop holds belongs to the newer owner now:
   // nothing more is read, delivered, acknowledged or undone (every such step would be refused
   // too); requests in flight are abandoned; the owner ends the loop.
-  void Fenced(int64_t installed) {
+  void Fenced(int64_t installed, std::string_view op) {
     if (fenced_) return;
     fenced_ = true;
     stopping_ = true;
     ledger_.StopIntake();
     client_->Abandon();
-    if (deps_.fenced) deps_.fenced(installed);
+    if (deps_.fenced) deps_.fenced(installed, op);
     CheckStages();
   }
 
@@ -299,7 +328,9 @@ class SubscriptionLoop::Core {
     command_.SendBatch(shared->commands, deps_.redis.command_timeout,
                        [this, shared](const redis::BatchResult& result) {
                          settling_ = false;
-                         if (auto installed = FencedIn(result)) return Fenced(*installed);
+                         if (auto refused = FencedIn(*shared, result)) {
+                           return Fenced(refused->installed, refused->op);
+                         }
                          if (fenced_) return;
                          settlement_.Apply(*shared, result, clock_.Now());
                          if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
@@ -504,13 +535,20 @@ void SubscriptionLoop::JoinIntake() {
   intake_stopped_future_.wait();
 }
 
-bool SubscriptionLoop::WaitForDeliveries(SteadyTime deadline) {
+bool SubscriptionLoop::WaitForDeliveries(SteadyTime deadline, const std::atomic<bool>* cut_short) {
   if (!thread_.joinable() || finished_) return true;
   if (!deliveries_awaited_) {
     deliveries_awaited_ = true;
     loop_->Post([this] { core_->AwaitDeliveries(); });
   }
-  if (deliveries_done_future_.wait_until(deadline) == std::future_status::ready) return true;
+  // With a cut_short flag, in slices short enough that setting it ends the wait promptly.
+  static constexpr Millis kSlice{50};
+  while (true) {
+    const SteadyTime until =
+        cut_short == nullptr ? deadline : std::min(deadline, SteadyClock::now() + kSlice);
+    if (deliveries_done_future_.wait_until(until) == std::future_status::ready) return true;
+    if (SteadyClock::now() >= deadline || (cut_short != nullptr && cut_short->load())) break;
+  }
   RunOnLoop([this] { core_->AbandonDeliveries(); });
   return false;
 }

@@ -63,12 +63,21 @@ struct SubscriptionDeps {
     int64_t member_epoch = 0;
   };
   std::optional<ShardGrant> shard;
-  // Sharded: the fence refused a step (a newer owner installed `installed`). The loop then reads,
-  // delivers and settles nothing more; its owner ends it. Called once, on the loop thread.
-  std::function<void(int64_t installed)> fenced;
+  // Sharded: the fence refused a step `op` (read, ack, claim, retry, dead_letter or install: the
+  // labels of streamcar_fenced_ops_total) because a newer owner installed `installed`. The loop
+  // then reads, delivers and settles nothing more; its owner ends it. Called once, on the loop
+  // thread.
+  std::function<void(int64_t installed, std::string_view op)> fenced;
+  // What the loop reports into instead of metrics->ForSubscription(name) (a shard's loop:
+  // admin::MemberMetrics::ForShard). Outlives the loop.
+  admin::SubscriptionMetrics* subscription_metrics = nullptr;
   // Sharded: the member's local lease (SHARDING.md B6), asked before each POST; loop thread.
   std::function<bool()> lease_valid;
 };
+
+// Settling (stage 3) gets what is left of the drain time, and at least this long to flush the
+// acks of work that finished: otherwise those entries are delivered again.
+inline constexpr Millis kSettleFloor{2000};
 
 class SubscriptionLoop {
  public:
@@ -86,10 +95,12 @@ class SubscriptionLoop {
   // Waits until no read is outstanding any more (a BLOCK read in progress is ended at once).
   void JoinIntake();
   // Stage 2: waits for the requests in flight; true when all finished before `deadline`. When
-  // some did not, their connections are closed: those entries stay pending in Redis.
-  bool WaitForDeliveries(SteadyTime deadline);
+  // some did not, their connections are closed: those entries stay pending in Redis. A
+  // `cut_short` flag set meanwhile (by another thread) ends the wait as the deadline would.
+  bool WaitForDeliveries(SteadyTime deadline, const std::atomic<bool>* cut_short = nullptr);
   // Stage 3: settles what is queued (acks, dead letters) until `deadline`, takes back the
-  // delivery count of entries read but never POSTed, and ends the thread.
+  // delivery count of entries read but never POSTed, and ends the thread. Callers give it at
+  // least kSettleFloor past the end of stage 2.
   void FinishSettling(SteadyTime deadline);
 
   // Entries held: how many may stay pending after a shutdown. Any thread.

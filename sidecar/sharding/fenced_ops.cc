@@ -34,6 +34,8 @@ redis::Command FencedShardOps::WithIds(const redis::Script& script,
   return command;
 }
 
+std::span<const redis::Script* const> FencedShardOps::Scripts() const { return FencedScripts(); }
+
 redis::Command FencedShardOps::EnsureGroup(std::string_view start_id) const {
   redis::Command command = Call(FencedInstallScript());
   command.Arg(group()).Arg(member_id_).Arg(member_epoch_).Arg(start_id);

@@ -43,6 +43,8 @@ class FencedShardOps final : public redis::SubscriptionOps {
   const std::string& stream() const override { return plain_.stream(); }
   const std::string& group() const override { return plain_.group(); }
   const std::string& consumer() const override { return plain_.consumer(); }
+  std::span<const redis::Script* const> Scripts() const override;  // FencedScripts()
+  bool EveryStepIsAScript() const override { return true; }
   int64_t token() const { return token_; }
   const std::string& fence_key() const { return fence_key_; }
   const std::string& dead_letter_key() const { return dead_letter_key_; }

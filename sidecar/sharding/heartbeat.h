@@ -3,6 +3,7 @@
 // arguments, and its reply parsed. This file is the wire form of both; the script's own comment
 // lists the same positions.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,6 +35,14 @@ enum class HeartbeatStatus {
   kInvalidRequest,        // configuration mismatch with the group: not ready, back off
 };
 std::string_view HeartbeatStatusName(HeartbeatStatus status);
+inline constexpr std::array<HeartbeatStatus, 7> kHeartbeatStatuses = {
+    HeartbeatStatus::kOk,
+    HeartbeatStatus::kRevokePending,
+    HeartbeatStatus::kSyncMetadata,
+    HeartbeatStatus::kFencedMemberEpoch,
+    HeartbeatStatus::kUnknownMemberId,
+    HeartbeatStatus::kUnreleasedInstanceId,
+    HeartbeatStatus::kInvalidRequest};
 
 enum class RevokeState { kDraining, kRevoked };
 

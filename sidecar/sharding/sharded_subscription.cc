@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <random>
 
 #include "sidecar/common/backoff.h"
@@ -11,6 +13,7 @@
 #include "sidecar/redis/session.h"
 #include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/heartbeat_script.h"
+#include "sidecar/sharding/shard_subscription.h"
 
 namespace streamcar::sharding {
 namespace {
@@ -33,6 +36,20 @@ MembershipOptions OptionsOf(const config::Subscription& sub, std::string member_
           .host = host};
 }
 
+double SecondsSince(SteadyTime since) {
+  return std::chrono::duration<double>(SteadyClock::now() - since).count();
+}
+
+// Why a heartbeat's answer takes this member's shards away (streamcar_coord_fenced_total). An
+// expired member hears UNKNOWN_MEMBER_ID: whether its session or a rebalance deadline expired is
+// in the coordinator's events stream, not in the reply.
+std::optional<std::string_view> FencedReason(const HeartbeatReply& reply) {
+  if (reply.status == HeartbeatStatus::kUnknownMemberId) return "unknown_member";
+  if (reply.status != HeartbeatStatus::kFencedMemberEpoch) return std::nullopt;
+  if (reply.detail.find("stale ownership") != std::string::npos) return "stale_ownership";
+  return "stale_epoch";
+}
+
 double Jitter() {
   thread_local std::mt19937 random{std::random_device{}()};
   return std::uniform_real_distribution<double>(0.0, 1.0)(random);
@@ -47,8 +64,13 @@ ShardedSubscription::ShardedSubscription(const config::Subscription& sub,
       deps_(std::move(deps)),
       ready_(std::move(ready)),
       member_id_(std::move(member_id)),
+      metrics_(deps_.metrics->ForMember(sub.name)),
       coordinator_keys_(CoordinatorKeysFor(sub.stream, sub.group)),
-      membership_(OptionsOf(sub, member_id_, deps_.consumer_name), lease_clock_) {}
+      membership_(OptionsOf(sub, member_id_, deps_.consumer_name), lease_clock_) {
+  std::array<std::string_view, kHeartbeatStatuses.size()> statuses;
+  std::ranges::transform(kHeartbeatStatuses, statuses.begin(), HeartbeatStatusName);
+  metrics_.DeclareHeartbeatStatuses(statuses);
+}
 
 ShardedSubscription::~ShardedSubscription() {
   if (thread_.joinable()) {
@@ -81,6 +103,10 @@ void ShardedSubscription::Leave(SteadyTime deadline) {
   wake_.notify_all();
 }
 
+void ShardedSubscription::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
 size_t ShardedSubscription::held() const { return held_.load(std::memory_order_relaxed); }
 
 void ShardedSubscription::Post(Event event) {
@@ -89,33 +115,28 @@ void ShardedSubscription::Post(Event event) {
   wake_.notify_all();
 }
 
-std::unique_ptr<config::Subscription> ShardedSubscription::ShardConfig(int shard) const {
-  auto shard_sub = std::make_unique<config::Subscription>(sub_);
-  shard_sub->stream = ShardKey(sub_.ShardKeyPattern(), shard);
-  shard_sub->dead_letter.stream = ShardDeadLetterKey(shard_sub->stream);
-  shard_sub->dead_letter.stream_defaulted = false;
-  // One entry in flight per shard (B8), or one per key with ordering.key_field.
-  if (sub_.ordering.key_field.empty()) shard_sub->handler.concurrency = 1;
-  return shard_sub;
-}
-
 void ShardedSubscription::StartShard(const ShardGrant& grant) {
-  ShardRun& run = shards_[grant.shard];
-  if (run.loop) {  // still stopping (given back, or a new grant): start again once stopped
-    run.restart_when_done = true;
-    run.token = grant.token;
+  if (auto it = shards_.find(grant.shard); it != shards_.end()) {
+    // The previous run is still there (stopping, or an old grant): ShardStopped starts the new
+    // one once it has ended.
+    StopShard(grant.shard, Millis(0));
     return;
   }
-  run.sub = ShardConfig(grant.shard);
+  ShardRun& run = shards_[grant.shard];
+  run.id = next_run_id_++;
+  run.sub = std::make_unique<config::Subscription>(ShardSubscription(sub_, grant.shard));
+  run.granted_at = SteadyClock::now();
   run.token = grant.token;
+  metrics_.SetShardOwned(grant.shard, true, grant.token);
   runtime::SubscriptionDeps deps = deps_;
+  deps.subscription_metrics = &metrics_.ForShard(grant.shard);
   deps.shard = runtime::SubscriptionDeps::ShardGrant{grant.shard, grant.token, member_id_,
                                                      membership_.member_epoch()};
-  deps.group_ready = [this, shard = grant.shard, token = grant.token] {
-    Post({Event::Kind::kStarted, shard, token});
+  deps.group_ready = [this, shard = grant.shard, id = run.id, token = grant.token] {
+    Post({Event::Kind::kStarted, shard, id, token});
   };
-  deps.fenced = [this, shard = grant.shard](int64_t installed) {
-    Post({Event::Kind::kFenced, shard, installed});
+  deps.fenced = [this, shard = grant.shard, id = run.id](int64_t installed, std::string_view op) {
+    Post({Event::Kind::kFenced, shard, id, installed, op});
   };
   deps.lease_valid = [this] {
     const int64_t deadline = lease_deadline_ns_.load(std::memory_order_relaxed);
@@ -128,30 +149,81 @@ void ShardedSubscription::StartShard(const ShardGrant& grant) {
           {{"subscription", sub_.name}, {"shard", grant.shard}, {"fence", grant.token}});
 }
 
-void ShardedSubscription::StopShard(int shard, Millis drain_for, bool report_drained) {
+void ShardedSubscription::StopShard(int shard, Millis drain_for) {
   auto it = shards_.find(shard);
-  if (it == shards_.end() || !it->second.loop || it->second.stopping) return;
-  it->second.stopping = true;
-  runtime::SubscriptionLoop* loop = it->second.loop.get();
-  stoppers_[shard] = std::thread([this, loop, shard, drain_for, report_drained] {
-    const SteadyTime deadline = SteadyClock::now() + drain_for;
+  if (it == shards_.end() || !it->second.loop) return;
+  ShardRun& run = it->second;
+  if (run.stopping) {
+    if (drain_for == Millis(0)) run.cut_short->store(true);  // a drop overtakes a drain
+    return;
+  }
+  run.stopping = true;
+  if (drain_for == Millis(0)) run.cut_short->store(true);
+  runtime::SubscriptionLoop* loop = run.loop.get();
+  stoppers_[shard] = std::thread([this, loop, shard, id = run.id, cut_short = run.cut_short,
+                                  deadline = SteadyClock::now() + drain_for] {
     loop->RequestStopIntake();
     loop->JoinIntake();
-    loop->WaitForDeliveries(deadline);
-    loop->FinishSettling(deadline);
-    Post({report_drained ? Event::Kind::kDrained : Event::Kind::kDropped, shard, 0});
+    loop->WaitForDeliveries(deadline, cut_short.get());
+    // Acks of finished work still go, through the fence: a newer owner's token refuses them, and
+    // without one they save the next owner a redelivery. Reads never POSTed are taken back. A
+    // drop gives this the floor only, not what is left of a drain.
+    const SteadyTime floor = SteadyClock::now() + runtime::kSettleFloor;
+    loop->FinishSettling(cut_short->load() ? floor : std::max(deadline, floor));
+    Post({Event::Kind::kStopped, shard, id, 0});
   });
+}
+
+void ShardedSubscription::ShardStopped(int shard) {
+  // The stopper has finished with the loop: join it, then the loop can go.
+  if (auto stopper = stoppers_.find(shard); stopper != stoppers_.end()) {
+    stopper->second.join();
+    stoppers_.erase(stopper);
+  }
+  shards_.erase(shard);
+  metrics_.ForgetShard(shard);  // its lag and pending are its next owner's to export
+  metrics_.SetShardOwned(shard, false, 0);
+  const auto state = membership_.shards().find(shard);
+  if (state == membership_.shards().end()) return;  // dropped, or revoked and reported
+  switch (state->second) {
+    case ShardState::kDraining:
+      if (auto since = revoking_since_.find(shard); since != revoking_since_.end()) {
+        metrics_.RevokeTook(SecondsSince(since->second));
+        revoking_since_.erase(since);
+      }
+      Apply(membership_.ShardDrained(shard));
+      break;
+    case ShardState::kStarting:
+    case ShardState::kActive:  // granted again, or given back while it drained
+      if (auto token = membership_.TokenOf(shard)) StartShard({shard, *token});
+      break;
+    case ShardState::kRevoked:
+      break;
+  }
 }
 
 void ShardedSubscription::Apply(const MemberActions& actions) {
   beat_now_ |= actions.heartbeat_now;
-  for (int shard : actions.drop) StopShard(shard, Millis(0), /*report_drained=*/false);
-  for (int shard : actions.drain) StopShard(shard, sub_.sharding.drain_timeout, true);
-  for (int shard : actions.resume) {
-    auto it = shards_.find(shard);
-    if (it != shards_.end() && it->second.stopping) it->second.restart_when_done = true;
+  for (int shard : actions.drop) {
+    revoking_since_.erase(shard);
+    StopShard(shard, Millis(0));
   }
-  for (const ShardGrant& grant : actions.start) StartShard(grant);
+  for (int shard : actions.drain) {
+    metrics_.Rebalance("revoke");
+    revoking_since_.insert_or_assign(shard, SteadyClock::now());
+    StopShard(shard, DrainBudget());
+  }
+  for (int shard : actions.resume) {
+    revoking_since_.erase(shard);  // given back: not a revoke any more
+    // Still draining: ShardStopped starts it again. Already gone: start it now.
+    if (auto token = membership_.TokenOf(shard); token && !shards_.contains(shard)) {
+      StartShard({shard, *token});
+    }
+  }
+  for (const ShardGrant& grant : actions.start) {
+    metrics_.Rebalance("grant");
+    StartShard(grant);
+  }
 }
 
 void ShardedSubscription::HandleEvents() {
@@ -161,37 +233,29 @@ void ShardedSubscription::HandleEvents() {
     events.swap(events_);
   }
   for (const Event& event : events) {
+    const auto run = shards_.find(event.shard);
+    // An event of a run that has since been replaced says nothing about the current one.
+    if (run == shards_.end() || run->second.id != event.run) continue;
     switch (event.kind) {
       case Event::Kind::kStarted:
-        if (membership_.TokenOf(event.shard) == event.token) membership_.ShardStarted(event.shard);
+        if (membership_.TokenOf(event.shard) == event.token) {
+          membership_.ShardStarted(event.shard);
+          metrics_.TakeoverTook(SecondsSince(run->second.granted_at));
+        }
         break;
       case Event::Kind::kFenced: {
-        const auto state = membership_.shards().find(event.shard);
-        const bool starting =
-            state != membership_.shards().end() && state->second == ShardState::kStarting;
-        Apply(starting ? membership_.ShardInstallRefused(event.shard, event.token)
-                       : membership_.ShardFenced(event.shard, event.token));
+        metrics_.FencedOp(event.op);
+        // A refused install of the token this member holds is a fence conflict the coordinator
+        // repairs (B5.1); any other refusal means a newer owner has the shard.
+        const bool install = event.op == "install" && membership_.TokenOf(event.shard) &&
+                             *membership_.TokenOf(event.shard) == run->second.token;
+        Apply(install ? membership_.ShardInstallRefused(event.shard, event.token)
+                      : membership_.ShardFenced(event.shard, event.token));
         break;
       }
-      case Event::Kind::kDrained:
-      case Event::Kind::kDropped: {
-        // The stopper has finished with the loop: join it, then the loop can go.
-        if (auto stopper = stoppers_.find(event.shard); stopper != stoppers_.end()) {
-          stopper->second.join();
-          stoppers_.erase(stopper);
-        }
-        auto it = shards_.find(event.shard);
-        if (it == shards_.end()) break;
-        const bool restart = it->second.restart_when_done;
-        const int64_t token = it->second.token;
-        shards_.erase(it);
-        if (restart) {
-          StartShard({event.shard, token});  // given back meanwhile, or granted again
-        } else if (event.kind == Event::Kind::kDrained) {
-          Apply(membership_.ShardDrained(event.shard));
-        }
+      case Event::Kind::kStopped:
+        ShardStopped(event.shard);
         break;
-      }
     }
   }
 }
@@ -203,15 +267,19 @@ void ShardedSubscription::Heartbeat() {
   }
   const redis::Command call =
       HeartbeatCommand(coordinator_keys_, membership_.NextRequest(progress));
+  const SteadyTime sent = SteadyClock::now();
   auto reply = session_->Run(call);
   if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
     if (session_->Run(HeartbeatScript().Load()).ok()) reply = session_->Run(call);
   }
+  auto parsed =
+      reply.ok() ? ParseHeartbeatReply(reply->view()) : StatusOr<HeartbeatReply>(reply.status());
+  metrics_.Heartbeat(parsed.ok() ? HeartbeatStatusName(parsed->status) : "error",
+                     SecondsSince(sent));
   if (!reply.ok()) {
     LogWarn("heartbeat failed", {{"subscription", sub_.name}, {"error", reply.status().message()}});
     return;  // the local lease decides what happens meanwhile
   }
-  auto parsed = ParseHeartbeatReply(reply->view());
   if (!parsed.ok()) {
     LogWarn("heartbeat reply unreadable",
             {{"subscription", sub_.name}, {"error", parsed.status().message()}});
@@ -222,7 +290,15 @@ void ShardedSubscription::Heartbeat() {
                           {"status", std::string(HeartbeatStatusName(parsed->status))},
                           {"detail", parsed->detail}});
   }
+  // A member whose lease ran out was counted then (local_lease): its rejoin's refusal is the
+  // same loss.
+  if (auto reason = FencedReason(*parsed); reason && membership_.state() != MemberState::kLost) {
+    metrics_.Fenced(*reason);
+  }
   const MemberActions actions = membership_.OnReply(*parsed);
+  metrics_.SetEpochs(membership_.member_epoch(), parsed->group_epoch, parsed->assignment_epoch);
+  metrics_.SetGroup(parsed->members, parsed->unowned_shards,
+                    std::chrono::duration<double>(parsed->unowned_oldest).count());
   lease_deadline_ns_.store(
       membership_.LeaseValid()
           ? (lease_clock_.Now() + membership_.LeaseRemaining()).time_since_epoch().count()
@@ -234,15 +310,23 @@ void ShardedSubscription::Heartbeat() {
 
 void ShardedSubscription::Run() {
   StopSignal stop;
-  bool leaving = false;
+  watchdog_ = deps_.watchdog->Register(
+      sub_.name + "/member",
+      (sub_.sharding.heartbeat_interval + deps_.redis.command_timeout) * 2 + Millis(30000));
+  bool& leaving = leaving_;
   SteadyTime next_beat = SteadyClock::now();
   while (true) {
+    watchdog_->Beat();
     HandleEvents();
+    const bool was_lost = membership_.state() == MemberState::kLost;
     Apply(membership_.CheckLease());
+    if (!was_lost && membership_.state() == MemberState::kLost) metrics_.Fenced("local_lease");
+    PublishState();
     {
       std::unique_lock lock(mutex_);
       if (leave_requested_ && !leaving) {
         leaving = true;
+        leave_by_ = leave_deadline_;
         lock.unlock();
         Apply(membership_.Leave());
         next_beat = SteadyClock::now();
@@ -253,9 +337,9 @@ void ShardedSubscription::Run() {
         break;
       }
       if (std::exchange(beat_now_, false)) next_beat = SteadyClock::now();
-      wake_.wait_until(lock, next_beat,
+      wake_.wait_until(lock, NextWake(next_beat, leaving),
                        [&] { return !events_.empty() || (leave_requested_ && !leaving); });
-      if (!events_.empty() && SteadyClock::now() < next_beat) continue;
+      if (SteadyClock::now() < next_beat) continue;  // an event, the lease or the deadline
     }
     if (!session_->connected()) {
       Millis retry_in{0};
@@ -271,13 +355,62 @@ void ShardedSubscription::Run() {
     held_.store(held, std::memory_order_relaxed);
   }
   // Leaving or past the deadline: every loop still running is dropped.
-  for (auto& [shard, run] : shards_) StopShard(shard, Millis(0), false);
+  for (auto& [shard, run] : shards_) StopShard(shard, Millis(0));
   for (auto& [shard, stopper] : stoppers_) {
     if (stopper.joinable()) stopper.join();
   }
   stoppers_.clear();
+  size_t held = 0;  // what the ended loops leave pending
+  for (const auto& [shard, run] : shards_) held += run.loop ? run.loop->held() : 0;
+  held_.store(held, std::memory_order_relaxed);
   shards_.clear();
+  if (leaving && membership_.state() != MemberState::kLeft) {
+    // The deadline came first. Every loop has ended, so what still drained is done with, and the
+    // coordinator hears the leave now rather than after a session timeout (best effort).
+    const std::map<int, ShardState> left = membership_.shards();
+    for (const auto& [shard, state] : left) {
+      if (state == ShardState::kDraining) membership_.ShardDrained(shard);
+    }
+    if (session_->connected()) Heartbeat();
+  }
+  watchdog_->Retire();
   (void)stop;
+}
+
+Millis ShardedSubscription::DrainBudget() const {
+  if (!leaving_) return sub_.sharding.drain_timeout;
+  // Leaving: the drain, its settling and the leave heartbeat all fit before the deadline.
+  const auto left = std::chrono::duration_cast<Millis>(leave_by_ - SteadyClock::now()) -
+                    runtime::kSettleFloor - sub_.sharding.heartbeat_interval;
+  return std::clamp(left, Millis(0), sub_.sharding.drain_timeout);
+}
+
+void ShardedSubscription::PublishState() {
+  metrics_.SetMemberState(MemberStateName(membership_.state()));
+  metrics_.SetLeaseRemaining(
+      membership_.LeaseValid() ? std::chrono::duration<double>(membership_.LeaseRemaining()).count()
+                               : 0);
+  size_t owned = 0;
+  size_t revoking = 0;
+  for (const auto& [shard, state] : membership_.shards()) {
+    if (state == ShardState::kStarting || state == ShardState::kActive) ++owned;
+    if (state == ShardState::kDraining) ++revoking;
+  }
+  const std::optional<HeartbeatReply>& last = membership_.last_accepted();
+  metrics_.SetShardCounts(owned, last ? last->pending.size() : 0, revoking);
+  size_t held = 0;
+  for (const auto& [shard, run] : shards_) held += run.loop ? run.loop->held() : 0;
+  metrics_.PublishTotals(held);
+}
+
+SteadyTime ShardedSubscription::NextWake(SteadyTime next_beat, bool leaving) const {
+  SteadyTime wake = next_beat;
+  // CheckLease must drop the shards when the lease ends, not at the next heartbeat.
+  if (membership_.LeaseValid()) {
+    wake = std::min(wake, SteadyClock::now() + membership_.LeaseRemaining() + Millis(1));
+  }
+  if (leaving) wake = std::min(wake, leave_deadline_);
+  return wake;
 }
 
 }  // namespace streamcar::sharding

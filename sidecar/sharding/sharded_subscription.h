@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "sidecar/admin/member_metrics.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
@@ -44,37 +45,58 @@ class ShardedSubscription {
   // SIGTERM (B7 LEAVING): drain every shard, then leave (-1, or -2 with an instance id), by
   // `deadline` at the latest; then the thread ends.
   void Leave(SteadyTime deadline);
+  // After Leave(): waits until the member has left (or dropped what was left at the deadline)
+  // and every shard loop has ended.
+  void Join();
   // Entries held by the shard loops (what may stay pending after a shutdown).
   size_t held() const;
 
  private:
+  // One loop on one shard, from a grant until its stopper has ended it. A shard has at most
+  // one run: a grant that comes while the previous run stops starts once it has stopped.
   struct ShardRun {
+    uint64_t id = 0;                            // tells its events from an earlier run's
     std::unique_ptr<config::Subscription> sub;  // the shard's own subscription (outlives loop)
     std::unique_ptr<runtime::SubscriptionLoop> loop;
-    bool stopping = false;           // a drain or drop thread owns the loop's shutdown
-    bool restart_when_done = false;  // given back while draining: start again on the same token
-    int64_t token = 0;
+    bool stopping = false;  // a stopper thread owns the loop's shutdown
+    // Set by a drop while a drain runs: the stopper stops waiting for deliveries at once.
+    std::shared_ptr<std::atomic<bool>> cut_short = std::make_shared<std::atomic<bool>>(false);
+    SteadyTime granted_at{};  // for streamcar_takeover_duration_seconds
+    int64_t token = 0;        // the grant's
   };
   struct Event {
-    enum class Kind { kStarted, kFenced, kDrained, kDropped } kind;
+    enum class Kind { kStarted, kFenced, kStopped } kind;
     int shard = 0;
-    int64_t token = 0;  // kStarted: the run's token; kFenced: the installed one
+    uint64_t run = 0;     // the ShardRun's id
+    int64_t token = 0;    // kStarted: the run's token; kFenced: the installed one
+    std::string_view op;  // kFenced: the step refused (a string literal)
   };
 
   void Run();
   void Heartbeat();
   void Apply(const MemberActions& actions);
   void StartShard(const ShardGrant& grant);
-  // Ends the shard's loop on a thread of its own: `drain_for` 0 drops it at once.
-  void StopShard(int shard, Millis drain_for, bool report_drained);
+  // Ends the shard's loop on a thread of its own: `drain_for` 0 drops it at once (and cuts a
+  // drain in progress short).
+  void StopShard(int shard, Millis drain_for);
+  // A stopped run is gone: what follows is the Membership's call (drained, started again on a
+  // grant that came meanwhile, or nothing).
+  void ShardStopped(int shard);
   void Post(Event event);
   void HandleEvents();
-  std::unique_ptr<config::Subscription> ShardConfig(int shard) const;
+  // When the member thread must wake up: the next heartbeat, the lease's end, the leave deadline.
+  SteadyTime NextWake(SteadyTime next_beat, bool leaving) const;
+  // The member's gauges (SHARDING.md C1) after a heartbeat or an event.
+  void PublishState();
+  // How long a drain may take: drain_timeout, or less while leaving (it must end in time for
+  // its settling and the leave heartbeat).
+  Millis DrainBudget() const;
 
   const config::Subscription& sub_;
   runtime::SubscriptionDeps deps_;
   std::function<void()> ready_;
   std::string member_id_;
+  admin::MemberMetrics& metrics_;
   const CoordinatorKeys coordinator_keys_;
   BootClock lease_clock_;
   Membership membership_;
@@ -82,7 +104,12 @@ class ShardedSubscription {
   std::atomic<int64_t> lease_deadline_ns_{0};  // BootClock time; 0: no lease
   std::map<int, ShardRun> shards_;             // member thread only
   std::map<int, std::thread> stoppers_;        // member thread only: shard -> its stopper
+  std::map<int, SteadyTime> revoking_since_;   // member thread only: revoke notice times
+  uint64_t next_run_id_ = 1;                   // member thread only
   bool beat_now_ = false;                      // member thread only: heartbeat at once
+  bool leaving_ = false;                       // member thread only: Leave() applied
+  SteadyTime leave_by_{};                      // member thread only: the leave deadline
+  admin::Watchdog::Loop* watchdog_ = nullptr;  // the member thread's
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

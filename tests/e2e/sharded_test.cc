@@ -142,5 +142,249 @@ TEST_F(ShardedTest, AKilledMembersShardsMoveToTheSurvivorAndNothingIsLost) {
   EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
 }
 
+// SIGTERM (B7 LEAVING): the member drains its shards and leaves the group (epoch -1) before it
+// exits, so its shards move to the peer at once, well inside the session timeout (6 s).
+TEST_F(ShardedTest, ASigtermedMemberLeavesAndItsShardsMoveAtOnce) {
+  auto first = StartSidecar(Sharded("c1"));
+  auto second = StartPeer(Sharded("c2"));
+  const std::string members_key = sharding::CoordinatorKeysFor("orders", "billing").members;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return redis_->Run({"HLEN", members_key}).view().Integer() == 2;
+      },
+      std::chrono::seconds(10)));
+  Produce(20, 4);
+  ASSERT_TRUE(handler_.WaitForCount(20, std::chrono::seconds(20)));
+  const auto stopped_at = std::chrono::steady_clock::now();
+  first->Terminate();
+  ASSERT_EQ(first->Wait(std::chrono::seconds(10)), 0) << first->Logs();
+  EXPECT_EQ(redis_->Run({"HLEN", members_key}).view().Integer(), 1) << "it left the group";
+  // The survivor installs every shard's fence without waiting out the session.
+  auto survivor_holds_all = [&] {
+    for (int shard = 0; shard < kShards; ++shard) {
+      auto reply = redis_->Run(
+          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
+           "member"});
+      if (reply.view().IsNil()) return false;
+      auto owner = redis_->Run(
+          {"HGET", sharding::CoordinatorKeysFor("orders", "billing").owner, std::to_string(shard)});
+      if (owner.view().IsNil() || owner.view().Str() != reply.view().Str()) return false;
+    }
+    return redis_->Run({"HLEN", sharding::CoordinatorKeysFor("orders", "billing").owner})
+               .view()
+               .Integer() == kShards;
+  };
+  ASSERT_TRUE(WaitUntil(survivor_holds_all, std::chrono::seconds(5)));
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, std::chrono::seconds(6))
+      << "the shards waited for the session to expire";
+  Produce(8, 4, /*first_seq=*/5);
+  EXPECT_TRUE(handler_.WaitForCount(28, std::chrono::seconds(20))) << second->Logs();
+  EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+}
+
+// SHARDING.md C1: each member's /metrics shows its state, its shards with the fences it holds
+// (the tokens installed in Redis), the group's size and unowned shards, and each owned shard's
+// lag and pending, exported by the owner alone.
+TEST_F(ShardedTest, MetricsShowEachMembersShardsFencesAndTheGroup) {
+  auto first = StartSidecar(Sharded("c1"));
+  auto second = StartPeer(Sharded("c2"));
+  const std::vector<int> ports = {admin_port_, second->admin_port()};
+  const std::string sub = "subscription=\"orders/billing\"";
+  auto owned_by = [&](int port) {
+    return MetricValue(Metrics(port), "streamcar_shards_owned", {sub});
+  };
+  // Both members hold shards, every shard once: the group has settled.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return owned_by(ports[0]) >= 1 && owned_by(ports[1]) >= 1 &&
+               owned_by(ports[0]) + owned_by(ports[1]) == kShards;
+      },
+      std::chrono::seconds(20)))
+      << first->Logs() << second->Logs();
+  // The group figures come with each heartbeat's reply: one more round after the handover.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (int port : ports) {
+          if (MetricValue(Metrics(port), "streamcar_group_unowned_shards", {sub}) != 0)
+            return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(10)));
+  Produce(20, 4);
+  ASSERT_TRUE(handler_.WaitForCount(20, std::chrono::seconds(20)));
+
+  std::map<int, int> holders_of;  // shard -> members that say they hold it
+  for (int port : ports) {
+    const std::string text = Metrics(port);
+    EXPECT_EQ(MetricValue(text, "streamcar_coord_member_state", {sub, "state=\"stable\""}), 1);
+    EXPECT_EQ(MetricValue(text, "streamcar_coord_member_state", {sub, "state=\"lost\""}), 0);
+    EXPECT_GE(MetricValue(text, "streamcar_coord_heartbeats_total", {sub, "status=\"OK\""}), 1);
+    EXPECT_GT(MetricValue(text, "streamcar_coord_heartbeat_duration_seconds_count", {sub}), 0);
+    EXPECT_GT(MetricValue(text, "streamcar_coord_lease_remaining_seconds", {sub}), 0);
+    EXPECT_EQ(MetricValue(text, "streamcar_coord_member_epoch", {sub}),
+              MetricValue(text, "streamcar_coord_assignment_epoch", {sub}));
+    EXPECT_EQ(MetricValue(text, "streamcar_group_members", {sub}), 2);
+    EXPECT_EQ(MetricValue(text, "streamcar_group_unowned_shards", {sub}), 0);
+    EXPECT_EQ(MetricValue(text, "streamcar_fenced_ops_total", {sub, "op=\"ack\""}), 0);
+    EXPECT_EQ(MetricValue(text, "streamcar_coord_fenced_total", {sub, "reason=\"local_lease\""}),
+              0);
+    EXPECT_GE(MetricValue(text, "streamcar_rebalances_total", {sub, "kind=\"grant\""}),
+              MetricValue(text, "streamcar_shards_owned", {sub}));
+    EXPECT_GE(MetricValue(text, "streamcar_takeover_duration_seconds_count", {sub}), 1);
+    for (int shard = 0; shard < kShards; ++shard) {
+      const std::string label = "shard=\"" + std::to_string(shard) + "\"";
+      const bool owned = MetricValue(text, "streamcar_shard_owned", {sub, label}) == 1;
+      // Lag and pending of a shard come from its owner only.
+      EXPECT_EQ(MetricValue(text, "streamcar_shard_pending", {sub, label}) >= 0, owned)
+          << "shard " << shard << " on port " << port;
+      if (!owned) continue;
+      ++holders_of[shard];
+      auto installed = redis_->Run(
+          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
+           "token"});
+      EXPECT_EQ(MetricValue(text, "streamcar_shard_fence_token", {sub, label}),
+                std::stod(std::string(installed.view().Str())))
+          << "shard " << shard;
+    }
+  }
+  for (int shard = 0; shard < kShards; ++shard) EXPECT_EQ(holders_of[shard], 1) << shard;
+}
+
+// SHARDING.md C2: `status` reads the coordinator, each shard's fence and group, and the events.
+TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
+  auto sidecar = StartSidecar(Sharded("c1"));
+  Produce(16, 8);
+  ASSERT_TRUE(handler_.WaitForCount(16, std::chrono::seconds(20))) << sidecar->Logs();
+  ASSERT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+  const std::string path = WriteConfig(Sharded("c1"));
+
+  auto json = RunStreamcar({"status", "-c", path, "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  rapidjson::Document doc;
+  doc.Parse(json.out.c_str());
+  ASSERT_TRUE(doc.IsObject()) << json.out;
+  const auto& sharded = doc["subscriptions"][0]["sharded"];
+  EXPECT_EQ(sharded["shards"].GetInt(), kShards);
+  EXPECT_TRUE(sharded["stable"].GetBool()) << json.out;
+  ASSERT_EQ(sharded["members"].Size(), 1u) << json.out;
+  const auto& member = sharded["members"][0];
+  const std::string member_id = member["id"].GetString();
+  EXPECT_EQ(member["assigned"].Size(), static_cast<rapidjson::SizeType>(kShards));
+  EXPECT_EQ(member["epoch"].GetInt64(), sharded["assignment_epoch"].GetInt64());
+  EXPECT_GT(member["session_left_ms"].GetInt64(), 0);
+  EXPECT_EQ(std::string(member["pod"].GetString()), "c1");
+  ASSERT_EQ(sharded["shard_list"].Size(), static_cast<rapidjson::SizeType>(kShards));
+  for (const auto& shard : sharded["shard_list"].GetArray()) {
+    const int index = shard["shard"].GetInt();
+    const std::string key = sharding::ShardKey("orders:{%d}", index);
+    EXPECT_EQ(std::string(shard["key"].GetString()), key);
+    EXPECT_EQ(std::string(shard["owner"].GetString()), member_id);
+    EXPECT_EQ(std::string(shard["state"].GetString()), "active");
+    EXPECT_EQ(std::string(shard["fence_member"].GetString()), member_id);
+    auto installed = redis_->Run({"HGET", sharding::FenceKey(key, "billing"), "token"});
+    EXPECT_EQ(shard["fence"].GetInt64(), std::stoll(std::string(installed.view().Str())));
+    EXPECT_EQ(shard["pending"].GetInt64(), 0);
+    EXPECT_EQ(shard["lag"].GetInt64(), 0);
+  }
+  EXPECT_EQ(sharded["unowned"].GetInt64(), 0);
+  bool granted = false;
+  for (const auto& event : sharded["events"].GetArray()) {
+    granted |= std::string(event["type"].GetString()) == "grant";
+  }
+  EXPECT_TRUE(granted) << json.out;
+
+  auto table = RunStreamcar({"status", "-c", path});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const std::string expected :
+       {"sharded 4 shards", "STABLE  members 1", "orders:{3}", "unowned: none", "grant"}) {
+    EXPECT_NE(table.out.find(expected), std::string::npos) << expected << "\n" << table.out;
+  }
+}
+
+// Dead letters stay in each shard's own stream; `dlq list` reads them all and `dlq replay` puts
+// each back onto its own shard.
+TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
+  std::atomic<bool> reject{true};
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    const bool bad = request.body.find("\"bad") != std::string::npos;
+    return HandlerReply{bad && reject ? 400 : 200};
+  });
+  auto sidecar = StartSidecar(Sharded("c1"));
+  std::map<std::string, int> shard_of;
+  for (int i = 0; i < 12; ++i) {
+    const std::string key = (i % 2 == 0 ? "bad" : "good") + std::to_string(i);
+    const int shard = sharding::ShardOf(key, kShards);
+    shard_of[key] = shard;
+    redis_->Run({"XADD", sharding::ShardKey("orders:{%d}", shard), "*", "key", key, "seq", "0"});
+  }
+  auto dead_letters = [&] {
+    int64_t n = 0;
+    for (int shard = 0; shard < kShards; ++shard) {
+      n += redis_
+               ->Run(
+                   {"XLEN", sharding::ShardDeadLetterKey(sharding::ShardKey("orders:{%d}", shard))})
+               .view()
+               .Integer();
+    }
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return dead_letters() == 6; }, std::chrono::seconds(20)))
+      << dead_letters() << "\n"
+      << sidecar->Logs();
+  const std::string path = WriteConfig(Sharded("c1"));
+  auto list =
+      RunStreamcar({"dlq", "list", "-c", path, "--subscription", "orders/billing", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  rapidjson::Document doc;
+  doc.Parse(list.out.c_str());
+  ASSERT_TRUE(doc.IsObject()) << list.out;
+  EXPECT_EQ(std::string(doc["dead_letter_stream"].GetString()), "orders:{%d}:dlq");
+  ASSERT_EQ(doc["dead_letters"].Size(), 6u) << list.out;
+  for (const auto& letter : doc["dead_letters"].GetArray()) {
+    const std::string key = letter["fields"]["key"].GetString();
+    EXPECT_EQ(key.rfind("bad", 0), 0u) << key;
+    EXPECT_EQ(std::string(letter["dead_letter_stream"].GetString()),
+              sharding::ShardDeadLetterKey(sharding::ShardKey("orders:{%d}", shard_of[key])));
+  }
+
+  reject = false;
+  const size_t before = handler_.Count();
+  // One by --id: found in its shard's stream. Each shard's stream makes its own ids, so two
+  // shards may hold the same one: then --id refuses rather than guess.
+  std::map<std::string, int> id_count;
+  for (const auto& letter : doc["dead_letters"].GetArray()) ++id_count[letter["id"].GetString()];
+  const auto& first = doc["dead_letters"][0];
+  const std::string first_id = first["id"].GetString();
+  auto by_id = RunStreamcar(
+      {"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--id", first_id});
+  int replayed_by_id = 0;
+  if (id_count[first_id] == 1) {
+    ASSERT_EQ(by_id.exit_code, 0) << by_id.err;
+    EXPECT_NE(by_id.out.find("1 dead letters replayed"), std::string::npos) << by_id.out;
+    replayed_by_id = 1;
+    EXPECT_EQ(dead_letters(), 5);
+  } else {
+    EXPECT_EQ(by_id.exit_code, 2) << by_id.out << by_id.err;
+    EXPECT_NE(by_id.err.find("more than one shard"), std::string::npos) << by_id.err;
+    EXPECT_EQ(dead_letters(), 6) << "a refused --id replays nothing";
+  }
+  auto replay = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing"});
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  EXPECT_NE(replay.out.find(std::to_string(6 - replayed_by_id) + " dead letters replayed"),
+            std::string::npos)
+      << replay.out;
+  EXPECT_EQ(dead_letters(), 0);
+  ASSERT_TRUE(handler_.WaitForCount(before + 6, std::chrono::seconds(20))) << sidecar->Logs();
+  // Each replayed entry came back on its own shard.
+  int replayed = 0;
+  for (const Delivery& d : Deliveries()) {
+    if (d.key.rfind("bad", 0) != 0) continue;
+    EXPECT_EQ(d.shard, shard_of[d.key]) << d.key;
+    ++replayed;
+  }
+  EXPECT_EQ(replayed, 12);  // each bad entry twice: rejected, then replayed
+}
+
 }  // namespace
 }  // namespace streamcar::testing

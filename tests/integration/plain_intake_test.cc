@@ -89,7 +89,10 @@ class Harness {
       ack_mode_ = mode;
     };
     callbacks.admitted = [this] { ++admitted_; };
-    callbacks.fenced = [this](int64_t installed) { fenced_by_ = installed; };
+    callbacks.fenced = [this](int64_t installed, std::string_view op) {
+      fenced_by_ = installed;
+      fenced_op_ = op;
+    };
     plain_ = std::make_unique<PlainIntake>(*loop_, sub_, ops, read_.get(), command_.get(), &ledger_,
                                            intake_.get(), nullptr, std::move(callbacks));
     if (fenced_) plain_->UseFencedReads(fenced_.get());
@@ -147,6 +150,7 @@ class Harness {
   std::optional<redis::AckMode> ack_mode_;
   std::optional<Status> fatal_;
   std::optional<int64_t> fenced_by_;
+  std::string fenced_op_;  // streamcar_fenced_ops_total's op label
 };
 
 std::string Add(const RedisServer& server, const std::string& n) {
@@ -632,6 +636,23 @@ TEST(ShardIntake, AnEmptyShardIsWaitedOnWithoutTouchingItsGroup) {
   ASSERT_TRUE(h.RunUntil([&] { return stopped; }, Millis(900))) << "a stop ends the wait";
 }
 
+// SCRIPT FLUSH (or a restart after the connection loaded its scripts): the fenced read answers
+// NOSCRIPT; the intake loads the scripts again on its connection and reads on.
+TEST(ShardIntake, ForgottenScriptsAreLoadedAgainAndReadingGoesOn) {
+  RedisServer server;
+  Harness h(server, 100, Sub(), Shard(5));
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
+  server.Run({"SCRIPT", "FLUSH"});
+  const std::string a = Add(server, "a");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(a); }, Millis(3000)))
+      << "the intake stalled on NOSCRIPT";
+  const std::string b = Add(server, "b");
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(b); }, Millis(3000)));
+  EXPECT_FALSE(h.fatal_);
+  EXPECT_FALSE(h.fenced_by_);
+}
+
 TEST(ShardIntake, ANewerOwnerFencesTheIntakeOff) {
   RedisServer server;
   Harness h(server, 100, Sub(), Shard(5));
@@ -647,6 +668,7 @@ TEST(ShardIntake, ANewerOwnerFencesTheIntakeOff) {
   const std::string a = Add(server, "a");  // wakes the wait; the fenced read is refused
   ASSERT_TRUE(h.RunUntil([&] { return h.fenced_by_.has_value(); }));
   EXPECT_EQ(*h.fenced_by_, 9);
+  EXPECT_EQ(h.fenced_op_, "read");
   EXPECT_EQ(h.ledger().held(), 0u);
   EXPECT_EQ(PendingCount(server), 0) << "the stale owner read nothing";
   EXPECT_FALSE(h.fatal_);
@@ -663,6 +685,7 @@ TEST(ShardIntake, AStaleInstallAtStartFencesTheIntakeOff) {
   h.plain().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.fenced_by_.has_value(); }));
   EXPECT_EQ(*h.fenced_by_, 9);
+  EXPECT_EQ(h.fenced_op_, "install");
   EXPECT_EQ(h.group_ready_, 0);
 }
 

@@ -62,5 +62,23 @@ TEST(Watchdog, ARetiredLoopIsNoLongerChecked) {
   EXPECT_EQ(watchdog.FindWedged(), "");
 }
 
+// A sharded subscription starts and ends a loop per grant: the retired ones are forgotten, so
+// the watchdog does not grow with churn.
+TEST(Watchdog, RetiredLoopsAreForgottenAtTheNextRegister) {
+  ManualClock clock;
+  Watchdog watchdog(&clock);
+  auto* member = watchdog.Register("orders/member", Millis(1000));
+  for (int grant = 0; grant < 1000; ++grant) {
+    watchdog.Register("orders/shard-3/loop", Millis(1000))->Retire();
+  }
+  auto* last = watchdog.Register("orders/shard-3/loop", Millis(1000));
+  EXPECT_EQ(watchdog.kept(), 2u);
+  clock.Advance(Millis(1001));
+  member->Beat();
+  EXPECT_EQ(watchdog.FindWedged(), "orders/shard-3/loop");
+  last->Beat();
+  EXPECT_EQ(watchdog.FindWedged(), "");
+}
+
 }  // namespace
 }  // namespace streamcar::admin

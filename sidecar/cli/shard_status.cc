@@ -1,0 +1,391 @@
+#include "sidecar/cli/shard_status.h"
+
+#include <rapidjson/document.h>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "sidecar/cli/cli_support.h"
+#include "sidecar/common/text.h"
+#include "sidecar/redis/group_info.h"
+#include "sidecar/sharding/sharding_keys.h"
+
+namespace streamcar::cli {
+namespace {
+
+constexpr int kRecentEvents = 8;
+
+int64_t ToInt(std::string_view text) {
+  int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+// The coordinator keeps shard lists as "3,5" (heartbeat_script.cc).
+std::vector<int> ShardList(std::string_view text) {
+  std::vector<int> shards;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    if (comma > start) shards.push_back(static_cast<int>(ToInt(text.substr(start, comma - start))));
+    start = comma + 1;
+  }
+  return shards;
+}
+
+// HGETALL as a map; empty when the key is missing or unreadable (then *error says why, when
+// asked for).
+std::map<std::string, std::string> HashOf(redis::Session& redis, const std::string& key,
+                                          std::string* error = nullptr) {
+  std::map<std::string, std::string> out;
+  auto reply = redis.Run(redis::Command("HGETALL").Arg(key));
+  if (!reply.ok() && error != nullptr) *error = key + ": " + reply.status().message();
+  if (!reply.ok() || !reply->view().IsArray()) return out;
+  const auto view = reply->view();
+  for (size_t i = 0; i + 1 < view.Size(); i += 2) {
+    out.emplace(std::string(view[i].Str()), std::string(view[i + 1].Str()));
+  }
+  return out;
+}
+
+std::string Get(const std::map<std::string, std::string>& hash, const std::string& field) {
+  auto it = hash.find(field);
+  return it == hash.end() ? "" : it->second;
+}
+
+std::string StringField(const rapidjson::Value& record, const char* field) {
+  auto it = record.FindMember(field);
+  if (it == record.MemberEnd()) return "";
+  if (it->value.IsString()) return it->value.GetString();
+  if (it->value.IsNumber()) return std::to_string(it->value.GetInt64());
+  return "";
+}
+
+int64_t IntField(const rapidjson::Value& record, const char* field) {
+  auto it = record.FindMember(field);
+  if (it == record.MemberEnd()) return 0;
+  if (it->value.IsNumber()) return static_cast<int64_t>(it->value.GetDouble());
+  if (it->value.IsString()) return ToInt(it->value.GetString());
+  return 0;
+}
+
+std::string Shorten(const std::string& member_id) {
+  return member_id.size() <= 10
+             ? member_id
+             : member_id.substr(0, 4) + "..." + member_id.substr(member_id.size() - 2);
+}
+
+std::string Shards(const std::vector<int>& shards) {
+  std::string out;
+  for (int shard : shards) out += (out.empty() ? "" : ",") + std::to_string(shard);
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+bool ShardedStatus::Stable() const {
+  for (const auto& member : members) {
+    if (member.epoch != assignment_epoch || !member.revoking.empty() || member.state != "STABLE") {
+      return false;
+    }
+  }
+  return group_epoch == assignment_epoch;
+}
+
+ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& sub) {
+  ShardedStatus status;
+  status.name = sub.name;
+  status.stream = sub.stream;
+  status.group = sub.group;
+  status.shard_count = sub.sharding.shards;
+  const sharding::CoordinatorKeys keys = sharding::CoordinatorKeysFor(sub.stream, sub.group);
+  // The coordinator's clock is Redis TIME (its deadlines are in it; in a cluster, any master's:
+  // their clocks agree to well within the second this view shows).
+  int64_t now_ms = 0;
+  auto time = redis.Run(redis::Command("TIME"));
+  if (!time.ok()) {
+    status.error = time.status().message();
+    return status;
+  }
+  now_ms = ToInt(time->view()[0].Str()) * 1000 + ToInt(time->view()[1].Str()) / 1000;
+
+  const auto meta = HashOf(redis, keys.meta, &status.error);
+  if (!status.error.empty()) return status;
+  status.coordinator_exists = !meta.empty();
+  status.group_epoch = ToInt(Get(meta, "group_epoch"));
+  status.assignment_epoch = ToInt(Get(meta, "assignment_epoch"));
+
+  std::map<std::string, int64_t> deadlines;
+  if (auto sessions = redis.Run(redis::Command("ZRANGE")
+                                    .Arg(keys.sessions)
+                                    .Arg(int64_t{0})
+                                    .Arg(int64_t{-1})
+                                    .Arg("WITHSCORES"));
+      sessions.ok() && sessions->view().IsArray()) {
+    const auto view = sessions->view();
+    for (size_t i = 0; i + 1 < view.Size(); i += 2) {
+      deadlines[std::string(view[i].Str())] = ToInt(view[i + 1].Str());
+    }
+  }
+  for (const auto& [id, json] : HashOf(redis, keys.members)) {
+    rapidjson::Document record;
+    record.Parse(json.c_str());
+    if (!record.IsObject()) continue;
+    if (IntField(record, "b") == 1) continue;  // a static member that left: not in the group
+    ShardStatusMember member;
+    member.id = id;
+    member.instance = StringField(record, "i");
+    member.epoch = IntField(record, "e");
+    member.state = StringField(record, "s");
+    member.assigned = ShardList(StringField(record, "a"));
+    member.revoking = ShardList(StringField(record, "r"));
+    member.session_left_ms = deadlines.contains(id) ? deadlines[id] - now_ms : 0;
+    member.last_heartbeat_ago_ms = now_ms - IntField(record, "hb");
+    member.pod = StringField(record, "pod");
+    member.host = StringField(record, "host");
+    status.members.push_back(std::move(member));
+  }
+
+  const auto owners = HashOf(redis, keys.owner);
+  const auto targets = HashOf(redis, keys.target);
+  const auto tokens = HashOf(redis, keys.tokens);
+  const auto free = HashOf(redis, keys.free);
+  std::map<std::string, bool> revoking;  // "shard" -> its owner is revoking it
+  for (const auto& member : status.members) {
+    for (int shard : member.revoking) revoking[std::to_string(shard)] = true;
+  }
+  for (const auto& [shard, since] : free) {
+    ++status.unowned;
+    status.unowned_oldest_ms = std::max(status.unowned_oldest_ms, now_ms - ToInt(since));
+  }
+  for (int index = 0; index < status.shard_count; ++index) {
+    const std::string field = std::to_string(index);
+    ShardStatusShard shard;
+    shard.index = index;
+    shard.key = sharding::ShardKey(sub.ShardKeyPattern(), index);
+    shard.owner = Get(owners, field);
+    shard.target = Get(targets, field);
+    shard.grant_token = ToInt(Get(tokens, field));
+    shard.state = shard.owner.empty() ? "unowned" : revoking[field] ? "revoking" : "active";
+    const auto fence = HashOf(redis, sharding::FenceKey(shard.key, sub.group));
+    shard.fence = ToInt(Get(fence, "token"));
+    shard.fence_member = Get(fence, "member");
+    if (auto groups = redis.Run(redis::GroupsOf(shard.key)); groups.ok()) {
+      if (auto group = redis::ParseGroupInfo(groups->view(), sub.group);
+          group.ok() && group->found) {
+        shard.group_exists = true;
+        shard.pending = group->pending;
+        shard.lag = redis::LagOf(*group, std::nullopt).value;
+      }
+    }
+    if (auto dlq = redis.Run(redis::Command("XLEN").Arg(sharding::ShardDeadLetterKey(shard.key)));
+        dlq.ok()) {
+      shard.dead_letters = dlq->view().Integer();
+    }
+    status.shards.push_back(std::move(shard));
+  }
+
+  if (auto events = redis.Run(redis::Command("XREVRANGE")
+                                  .Arg(keys.events)
+                                  .Arg("+")
+                                  .Arg("-")
+                                  .Arg("COUNT")
+                                  .Arg(int64_t{kRecentEvents}));
+      events.ok() && events->view().IsArray()) {
+    const auto view = events->view();
+    for (size_t i = 0; i < view.Size(); ++i) {
+      ShardStatusEvent event;
+      event.time_ms = ToInt(view[i][0].Str());  // the id's milliseconds
+      const auto fields = view[i][1];
+      for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
+        if (fields[f].Str() == "type") {
+          event.type = fields[f + 1].Str();
+          continue;
+        }
+        std::string value(fields[f + 1].Str());
+        if (fields[f].Str() == "member") value = Shorten(value);
+        event.fields +=
+            (event.fields.empty() ? "" : " ") + std::string(fields[f].Str()) + " " + value;
+      }
+      status.events.push_back(std::move(event));
+    }
+  }
+  return status;
+}
+
+void WriteShardedTable(const ShardedStatus& s, int64_t now_ms) {
+  std::cout << s.name << "  sharded " << s.shard_count << " shards  (stream " << s.stream
+            << ", group " << s.group << ")\n";
+  if (!s.error.empty()) {
+    std::cout << "  error:    " << s.error << "\n\n";
+    return;
+  }
+  if (!s.coordinator_exists) {
+    std::cout
+        << "  coordinator: no member has joined yet (the first `streamcar run` creates it)\n\n";
+    return;
+  }
+  std::cout << "  group epoch " << s.group_epoch << "  assignment epoch " << s.assignment_epoch
+            << "  " << (s.Stable() ? "STABLE" : "RECONCILING") << "  members " << s.members.size()
+            << "\n  members\n";
+  std::printf("    %-12s %-16s %-6s %-11s %-12s %-12s %-10s %s\n", "MEMBER", "INSTANCE", "EPOCH",
+              "STATE", "SHARDS", "REVOKING", "SESSION", "LAST HB");
+  for (const auto& m : s.members) {
+    std::printf("    %-12s %-16s %-6lld %-11s %-12s %-12s %-10s %s ago\n", Shorten(m.id).c_str(),
+                m.instance.empty() ? "-" : m.instance.c_str(), static_cast<long long>(m.epoch),
+                m.state.c_str(), Shards(m.assigned).c_str(), Shards(m.revoking).c_str(),
+                ("in " + AgeOf(m.session_left_ms)).c_str(), AgeOf(m.last_heartbeat_ago_ms).c_str());
+  }
+  std::cout << "  shards\n";
+  std::printf("    %-5s %-24s %-12s %-8s %-9s %-12s %-8s %-8s %s\n", "SHARD", "KEY", "OWNER",
+              "FENCE", "STATE", "TARGET", "LAG", "PENDING", "DEAD LETTERS");
+  for (const auto& shard : s.shards) {
+    const std::string lag = shard.lag ? std::to_string(*shard.lag) : "?";
+    std::printf("    %-5d %-24s %-12s %-8lld %-9s %-12s %-8s %-8lld %lld\n", shard.index,
+                shard.key.c_str(), shard.owner.empty() ? "-" : Shorten(shard.owner).c_str(),
+                static_cast<long long>(shard.fence), shard.state.c_str(),
+                shard.target.empty() ? "-" : Shorten(shard.target).c_str(), lag.c_str(),
+                static_cast<long long>(shard.pending), static_cast<long long>(shard.dead_letters));
+  }
+  std::fflush(stdout);
+  std::cout << "  unowned: ";
+  if (s.unowned == 0) {
+    std::cout << "none\n";
+  } else {
+    std::cout << s.unowned << " (the longest for " << AgeOf(s.unowned_oldest_ms) << ")\n";
+  }
+  std::cout << "  recent events\n";
+  for (const auto& event : s.events) {
+    std::cout << "    " << AgeOf(now_ms - event.time_ms) << " ago  " << event.type << "  "
+              << event.fields << "\n";
+  }
+  std::cout << "\n";
+}
+
+void WriteStatusHead(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const std::string& name,
+                     const std::string& stream, const std::string& group,
+                     const std::string& error) {
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"name", &name},
+                                   {"stream", &stream},
+                                   {"group", &group}}) {
+    w.Key(key);
+    w.String(value->data(), static_cast<rapidjson::SizeType>(value->size()));
+  }
+  w.Key("error");
+  if (error.empty()) {
+    w.Null();
+  } else {
+    w.String(error.data(), static_cast<rapidjson::SizeType>(error.size()));
+  }
+}
+
+void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const ShardedStatus& s) {
+  auto str = [&](const std::string& text) {
+    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  };
+  auto ints = [&](const std::vector<int>& values) {
+    w.StartArray();
+    for (int value : values) w.Int(value);
+    w.EndArray();
+  };
+  w.StartObject();
+  WriteStatusHead(w, s.name, s.stream, s.group, s.error);
+  w.Key("sharded");
+  w.StartObject();
+  w.Key("shards");
+  w.Int(s.shard_count);
+  w.Key("coordinator_exists");
+  w.Bool(s.coordinator_exists);
+  w.Key("group_epoch");
+  w.Int64(s.group_epoch);
+  w.Key("assignment_epoch");
+  w.Int64(s.assignment_epoch);
+  w.Key("stable");
+  w.Bool(s.Stable());
+  w.Key("members");
+  w.StartArray();
+  for (const auto& m : s.members) {
+    w.StartObject();
+    w.Key("id");
+    str(m.id);
+    w.Key("instance");
+    str(m.instance);
+    w.Key("epoch");
+    w.Int64(m.epoch);
+    w.Key("state");
+    str(m.state);
+    w.Key("assigned");
+    ints(m.assigned);
+    w.Key("revoking");
+    ints(m.revoking);
+    w.Key("session_left_ms");
+    w.Int64(m.session_left_ms);
+    w.Key("last_heartbeat_ago_ms");
+    w.Int64(m.last_heartbeat_ago_ms);
+    w.Key("pod");
+    str(m.pod);
+    w.Key("host");
+    str(m.host);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("shard_list");
+  w.StartArray();
+  for (const auto& shard : s.shards) {
+    w.StartObject();
+    w.Key("shard");
+    w.Int(shard.index);
+    w.Key("key");
+    str(shard.key);
+    w.Key("owner");
+    str(shard.owner);
+    w.Key("target");
+    str(shard.target);
+    w.Key("grant_token");
+    w.Int64(shard.grant_token);
+    w.Key("fence");
+    w.Int64(shard.fence);
+    w.Key("fence_member");
+    str(shard.fence_member);
+    w.Key("state");
+    str(shard.state);
+    w.Key("group_exists");
+    w.Bool(shard.group_exists);
+    w.Key("pending");
+    w.Int64(shard.pending);
+    w.Key("lag");
+    if (shard.lag) {
+      w.Int64(*shard.lag);
+    } else {
+      w.Null();
+    }
+    w.Key("dead_letters");
+    w.Int64(shard.dead_letters);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("unowned");
+  w.Int64(s.unowned);
+  w.Key("unowned_oldest_ms");
+  w.Int64(s.unowned_oldest_ms);
+  w.Key("events");
+  w.StartArray();
+  for (const auto& event : s.events) {
+    w.StartObject();
+    w.Key("time_ms");
+    w.Int64(event.time_ms);
+    w.Key("type");
+    str(event.type);
+    w.Key("fields");
+    str(event.fields);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  w.EndObject();
+}
+
+}  // namespace streamcar::cli
