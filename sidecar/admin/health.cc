@@ -31,9 +31,22 @@ std::string Watchdog::FindWedged() const {
   return {};
 }
 
+void Readiness::SetRefused(const std::string& source, std::string reason) {
+  std::lock_guard lock(refused_mutex_);
+  if (reason.empty()) {
+    refused_.erase(source);
+  } else {
+    refused_[source] = std::move(reason);
+  }
+}
+
 std::string Readiness::WhyNotReady(bool redis_up) const {
   if (shutting_down_) return "shutting down";
   if (!redis_up) return "redis not connected";
+  {
+    std::lock_guard lock(refused_mutex_);
+    if (!refused_.empty()) return refused_.begin()->first + ": " + refused_.begin()->second;
+  }
   if (!groups_ready_) return "consumer groups not ensured yet";
   return {};
 }

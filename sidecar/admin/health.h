@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,12 +56,17 @@ class Readiness {
  public:
   void SetGroupsReady(bool ready) { groups_ready_ = ready; }
   void SetShuttingDown() { shutting_down_ = true; }
+  // A part of the process that cannot serve (a sharded subscription's coordinator refuses its
+  // configuration) says why; "" clears it. Any thread.
+  void SetRefused(const std::string& source, std::string reason);
   bool shutting_down() const { return shutting_down_; }
   // Why not ready ("" when ready); `redis_up` comes from the sessions' shared health.
   std::string WhyNotReady(bool redis_up) const;
 
  private:
   std::atomic<bool> groups_ready_{false};
+  mutable std::mutex refused_mutex_;
+  std::map<std::string, std::string> refused_;  // source -> why
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -329,6 +329,7 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   deps.redis_health = &redis_health;
   deps.metrics = &metrics;
   deps.watchdog = &watchdog;
+  deps.readiness = &readiness;
   deps.consumer_name = config.consumer_name;
   deps.tuning = tuning;
   deps.group_ready = [&] {

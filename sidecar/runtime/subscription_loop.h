@@ -41,6 +41,7 @@ struct SubscriptionDeps {
   redis::RedisHealth* redis_health = nullptr;
   admin::Metrics* metrics = nullptr;
   admin::Watchdog* watchdog = nullptr;
+  admin::Readiness* readiness = nullptr;  // sharded: a refused configuration is not ready
   std::string consumer_name;
   Tuning tuning;  // the lingers (runtime/tuning.h)
   // The dead-letter stream is in another slot than the stream (cluster, an explicit

@@ -68,6 +68,8 @@ HeartbeatRequest Membership::NextRequest(std::vector<ShardProgress> progress) {
 
 void Membership::Accept(const HeartbeatReply& reply) {
   last_accepted_ = reply;
+  refusals_ = 0;
+  refused_with_.reset();
   metadata_version_ = reply.metadata_version;
   if (reply.heartbeat_interval.count() > 0) heartbeat_interval_ = reply.heartbeat_interval;
   const Millis session =
@@ -139,12 +141,17 @@ MemberActions Membership::OnReply(const HeartbeatReply& reply) {
       epoch_ = kJoinEpoch;
       conflicts_.clear();
       lease_deadline_.reset();
+      refusals_ = 0;
+      refused_with_.reset();
       if (!Leaving()) state_ = MemberState::kJoining;
       actions.heartbeat_now = true;
       break;
     case HeartbeatStatus::kUnreleasedInstanceId:
     case HeartbeatStatus::kInvalidRequest:
-      break;  // the runtime backs off; nothing is held without an accepted join
+      // Nothing is held without an accepted join: back off (NextHeartbeatDelay) and ask again.
+      if (refusals_++ == 0) refused_since_ = lease_clock_.Now();
+      refused_with_ = reply.status;
+      break;
   }
   std::ranges::sort(actions.drop);
   return actions;
@@ -160,7 +167,22 @@ void Membership::UpdateState() {
 }
 
 Millis Membership::NextHeartbeatDelay(double jitter) const {
+  if (refusals_ > 0) {
+    const Millis cap = refused_with_ == HeartbeatStatus::kInvalidRequest
+                           ? std::max(Millis(60000), heartbeat_interval_)
+                           : std::max(options_.session_timeout, heartbeat_interval_);
+    // Never sooner than one interval: full jitter on top of it, doubling per refusal.
+    const Millis grown =
+        std::min(cap, heartbeat_interval_ * (int64_t{1} << std::min(refusals_ - 1, 16)));
+    return std::max(heartbeat_interval_,
+                    std::chrono::duration_cast<Millis>(grown * (0.5 + 0.5 * jitter)));
+  }
   return std::chrono::duration_cast<Millis>(heartbeat_interval_ * (0.8 + 0.2 * jitter));
+}
+
+Millis Membership::RefusedFor() const {
+  if (refusals_ == 0) return Millis(0);
+  return std::chrono::duration_cast<Millis>(lease_clock_.Now() - refused_since_);
 }
 
 bool Membership::LeaseValid() const {

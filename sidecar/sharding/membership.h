@@ -68,8 +68,15 @@ class Membership {
   HeartbeatRequest NextRequest(std::vector<ShardProgress> progress = {});
   MemberActions OnReply(const HeartbeatReply& reply);
   // When the next heartbeat is due after the last one, with `jitter` in [0, 1): the interval
-  // times U(0.8, 1.0) (B4.3).
+  // times U(0.8, 1.0) (B4.3). After UNRELEASED_INSTANCE_ID or INVALID_REQUEST (B4.1): a
+  // capped exponential backoff instead, from one interval up to the session timeout (another
+  // process must first leave or expire) or a minute (a configuration fix needs a restart).
   Millis NextHeartbeatDelay(double jitter) const;
+  // Consecutive refusals (UNRELEASED_INSTANCE_ID, INVALID_REQUEST) since the last accepted reply,
+  // the last one's status, and for how long (lease clock) they have lasted.
+  int refusals() const { return refusals_; }
+  std::optional<HeartbeatStatus> refused_with() const { return refused_with_; }
+  Millis RefusedFor() const;
 
   // The local lease (B6): valid until 0.8 x session timeout after the last accepted request was
   // sent. The deliverer checks it before each POST.
@@ -108,6 +115,9 @@ class Membership {
   std::optional<SteadyTime> lease_deadline_;
   std::optional<HeartbeatReply> last_accepted_;
   bool leave_sent_ = false;
+  int refusals_ = 0;
+  std::optional<HeartbeatStatus> refused_with_;
+  SteadyTime refused_since_{};
 };
 
 }  // namespace streamcar::sharding

@@ -285,10 +285,26 @@ void ShardedSubscription::Heartbeat() {
             {{"subscription", sub_.name}, {"error", parsed.status().message()}});
     return;
   }
-  if (parsed->status != HeartbeatStatus::kOk) {
-    LogInfo("heartbeat", {{"subscription", sub_.name},
-                          {"status", std::string(HeartbeatStatusName(parsed->status))},
-                          {"detail", parsed->detail}});
+  const std::string status_name(HeartbeatStatusName(parsed->status));
+  if (parsed->status == HeartbeatStatus::kInvalidRequest) {
+    // The group was made with another configuration (shard count, schema): retrying cannot fix
+    // it, a restart with the group's configuration does. Logged once per backoff step.
+    LogError("coordinator refuses this member's configuration; not ready",
+             {{"subscription", sub_.name}, {"detail", parsed->detail}});
+    if (deps_.readiness != nullptr) {
+      deps_.readiness->SetRefused(sub_.name,
+                                  "the coordinator refuses its configuration: " + parsed->detail);
+    }
+  } else if (parsed->status == HeartbeatStatus::kUnreleasedInstanceId) {
+    // Another live process holds the instance id; it leaves or expires within a session.
+    const bool overdue = membership_.RefusedFor() >= sub_.sharding.session_timeout * 2;
+    (overdue ? LogError : LogWarn)("instance id held by another member; waiting",
+                                   {{"subscription", sub_.name},
+                                    {"instance_id", sub_.sharding.instance_id},
+                                    {"detail", parsed->detail}});
+  } else if (parsed->status != HeartbeatStatus::kOk) {
+    LogInfo("heartbeat",
+            {{"subscription", sub_.name}, {"status", status_name}, {"detail", parsed->detail}});
   }
   // A member whose lease ran out was counted then (local_lease): its rejoin's refusal is the
   // same loss.
@@ -304,6 +320,9 @@ void ShardedSubscription::Heartbeat() {
           ? (lease_clock_.Now() + membership_.LeaseRemaining()).time_since_epoch().count()
           : 0,
       std::memory_order_relaxed);
+  if (membership_.refusals() == 0 && deps_.readiness != nullptr) {
+    deps_.readiness->SetRefused(sub_.name, "");
+  }
   if (ready_ && membership_.last_accepted()) std::exchange(ready_, nullptr)();
   Apply(actions);
 }

@@ -182,6 +182,36 @@ TEST_F(ShardedTest, ASigtermedMemberLeavesAndItsShardsMoveAtOnce) {
   EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
 }
 
+// B4.1 INVALID_REQUEST: a member configured with another shard count than the group's is
+// refused; it says why on /readyz (not ready), holds nothing, and the group goes on.
+TEST_F(ShardedTest, AMemberWithAnotherShardCountIsNotReadyAndHoldsNothing) {
+  auto first = StartSidecar(Sharded("c1"));
+  ASSERT_TRUE(WaitReady());
+  SidecarConfig other = Sharded("c2");
+  other.subscription_extra =
+      "    sharding: { shards: 8, session_timeout: 6s, heartbeat_interval: 500ms,"
+      " rebalance_timeout: 8s, drain_timeout: 3s, initial_delay: 0s,"
+      " min_assignment_interval: 0s }\n";
+  auto second = StartPeer(other);
+  std::string why;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto [code, body] = HttpGet(second->admin_port(), "/readyz");
+        why = body;
+        return code == 503 && body.find("refuses its configuration") != std::string::npos;
+      },
+      std::chrono::seconds(10)))
+      << why << second->Logs();
+  EXPECT_NE(second->Logs().find("coordinator refuses this member's configuration"),
+            std::string::npos);
+  const std::string members_key = sharding::CoordinatorKeysFor("orders", "billing").members;
+  EXPECT_EQ(redis_->Run({"HLEN", members_key}).view().Integer(), 1) << "never joined";
+  Produce(8, 4);
+  EXPECT_TRUE(handler_.WaitForCount(8, std::chrono::seconds(20)));
+  for (const Delivery& d : Deliveries()) EXPECT_LT(d.shard, kShards);
+  EXPECT_EQ(HttpGet(admin_port_, "/readyz").first, 200) << "the group's member is unaffected";
+}
+
 // SHARDING.md C1: each member's /metrics shows its state, its shards with the fences it holds
 // (the tokens installed in Redis), the group's size and unowned shards, and each owned shard's
 // lag and pending, exported by the owner alone.

@@ -226,5 +226,48 @@ TEST_F(MembershipTest, RefusalsOfTheInstanceOrTheConfigurationChangeNothing) {
   }
 }
 
+// B4.1: INVALID_REQUEST and UNRELEASED_INSTANCE_ID hold nothing; the member backs off (never
+// sooner than one interval, doubling, jittered, capped at a minute or the session timeout) and
+// an accepted reply ends it.
+TEST_F(MembershipTest, RefusedJoinsBackOffUpToTheirCapAndAnAcceptedReplyEndsIt) {
+  MembershipOptions options = Options("orders-0");
+  options.heartbeat_interval = Millis(1000);
+  options.session_timeout = Millis(6000);
+  Membership member(options, clock_);
+  EXPECT_EQ(member.NextHeartbeatDelay(0.999), Millis(999)) << "the plain interval first";
+  Millis last{0};
+  for (int refusal = 1; refusal <= 12; ++refusal) {
+    member.NextRequest();
+    HeartbeatReply invalid = Reply(HeartbeatStatus::kInvalidRequest, 0, {});
+    invalid.heartbeat_interval = Millis(0);  // a refusal carries no timing
+    EXPECT_TRUE(member.OnReply(invalid).start.empty());
+    clock_.Advance(Millis(1000));
+    const Millis longest = member.NextHeartbeatDelay(0.999);
+    EXPECT_GE(member.NextHeartbeatDelay(0.0), Millis(1000)) << refusal;
+    EXPECT_LE(longest, Millis(60000)) << refusal;
+    EXPECT_GE(longest, last) << refusal;
+    last = longest;
+  }
+  EXPECT_GT(last, Millis(50000)) << "grew to the cap";
+  EXPECT_EQ(member.refusals(), 12);
+  EXPECT_EQ(member.refused_with(), HeartbeatStatus::kInvalidRequest);
+  EXPECT_EQ(member.RefusedFor(), Millis(12000)) << "since the first refusal";
+  EXPECT_FALSE(member.last_accepted());
+
+  // Another process holds the instance id: the wait is capped at the session timeout.
+  member.NextRequest();
+  HeartbeatReply unreleased = Reply(HeartbeatStatus::kUnreleasedInstanceId, 0, {});
+  unreleased.heartbeat_interval = Millis(0);
+  member.OnReply(unreleased);
+  EXPECT_LE(member.NextHeartbeatDelay(0.999), Millis(6000));
+
+  member.NextRequest();
+  EXPECT_EQ(member.OnReply(Ok(2, {{1, 7}})).start, (std::vector<ShardGrant>{{1, 7}}));
+  EXPECT_EQ(member.refusals(), 0);
+  EXPECT_FALSE(member.refused_with());
+  EXPECT_EQ(member.RefusedFor(), Millis(0));
+  EXPECT_LE(member.NextHeartbeatDelay(0.999), Millis(2000)) << "back to the interval";
+}
+
 }  // namespace
 }  // namespace streamcar::sharding
