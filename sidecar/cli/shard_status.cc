@@ -2,8 +2,10 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <map>
 
@@ -142,6 +144,11 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
     member.state = StringField(record, "s");
     member.assigned = ShardList(StringField(record, "a"));
     member.revoking = ShardList(StringField(record, "r"));
+    member.rebalance_limit_ms = IntField(record, "reb");
+    if (const int64_t deadline = IntField(record, "rdl");
+        deadline > 0 && !member.revoking.empty()) {
+      member.revoking_for_ms = now_ms - (deadline - member.rebalance_limit_ms);
+    }
     member.session_left_ms = deadlines.contains(id) ? deadlines[id] - now_ms : 0;
     member.last_heartbeat_ago_ms = now_ms - IntField(record, "hb");
     member.pod = StringField(record, "pod");
@@ -153,6 +160,15 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
   const auto targets = HashOf(redis, keys.target);
   const auto tokens = HashOf(redis, keys.tokens);
   const auto free = HashOf(redis, keys.free);
+  const auto progress = HashOf(redis, keys.progress);
+  for (auto& member : status.members) {
+    for (const auto& [shard, target] : targets) {
+      if (target == member.id && Get(owners, shard) != member.id) {
+        member.waiting.push_back(static_cast<int>(ToInt(shard)));
+      }
+    }
+    std::ranges::sort(member.waiting);
+  }
   std::map<std::string, bool> revoking;  // "shard" -> its owner is revoking it
   for (const auto& member : status.members) {
     for (int shard : member.revoking) revoking[std::to_string(shard)] = true;
@@ -170,6 +186,20 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
     shard.target = Get(targets, field);
     shard.grant_token = ToInt(Get(tokens, field));
     shard.state = shard.owner.empty() ? "unowned" : revoking[field] ? "revoking" : "active";
+    // member|last acked id|in flight|pending|TIME ms, written by the owner's heartbeats.
+    if (const std::string row = Get(progress, field); !row.empty()) {
+      std::vector<std::string_view> parts;
+      for (size_t start = 0; start <= row.size();) {
+        size_t bar = row.find('|', start);
+        if (bar == std::string::npos) bar = row.size();
+        parts.emplace_back(row.data() + start, bar - start);
+        start = bar + 1;
+      }
+      if (parts.size() == 5 && parts[0] == shard.owner) {
+        shard.last_acked_id = std::string(parts[1]);
+        shard.reported_ago_ms = now_ms - ToInt(parts[4]);
+      }
+    }
     const auto fence = HashOf(redis, sharding::FenceKey(shard.key, sub.group));
     shard.fence = ToInt(Get(fence, "token"));
     shard.fence_member = Get(fence, "member");
@@ -188,6 +218,24 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
     status.shards.push_back(std::move(shard));
   }
 
+  // Churn: the grants and revokes of the last hour (the stream keeps about 1,000 events).
+  if (auto hour = redis.Run(redis::Command("XREVRANGE")
+                                .Arg(keys.events)
+                                .Arg("+")
+                                .Arg(std::to_string(now_ms - 3600 * 1000))
+                                .Arg("COUNT")
+                                .Arg(int64_t{1000}));
+      hour.ok() && hour->view().IsArray()) {
+    for (size_t i = 0; i < hour->view().Size(); ++i) {
+      const auto fields = hour->view()[i][1];
+      for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
+        if (fields[f].Str() == "type" &&
+            (fields[f + 1].Str() == "grant" || fields[f + 1].Str() == "revoke")) {
+          ++status.rebalances_last_hour;
+        }
+      }
+    }
+  }
   if (auto events = redis.Run(redis::Command("XREVRANGE")
                                   .Arg(keys.events)
                                   .Arg("+")
@@ -206,6 +254,7 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
           continue;
         }
         std::string value(fields[f + 1].Str());
+        event.values[std::string(fields[f].Str())] = value;
         if (fields[f].Str() == "member") value = Shorten(value);
         event.fields +=
             (event.fields.empty() ? "" : " ") + std::string(fields[f].Str()) + " " + value;
@@ -216,53 +265,110 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
   return status;
 }
 
+namespace {
+
+// One event as C2 shows it: "grant  shard 4 -> c0d1...9a  fence 1742".
+std::string Describe(const ShardStatusEvent& event) {
+  auto value = [&](const char* field) {
+    auto it = event.values.find(field);
+    if (it == event.values.end()) return std::string("?");
+    return std::string(field) == "member" ? Shorten(it->second) : it->second;
+  };
+  if (event.type == "grant") {
+    return "shard " + value("shard") + " -> " + value("member") + "  fence " + value("fence");
+  }
+  if (event.type == "revoke") return "shard " + value("shard") + " from " + value("member");
+  if (event.type == "revoked") return "shard " + value("shard") + " by " + value("member");
+  if (event.type == "kept") return "shard " + value("shard") + " kept by " + value("member");
+  if (event.type == "join" || event.type == "leave" || event.type == "fenced") {
+    std::string text = "member " + value("member");
+    if (auto it = event.values.find("instance"); it != event.values.end() && !it->second.empty()) {
+      text += " (instance " + it->second + ")";
+    }
+    if (auto it = event.values.find("reason"); it != event.values.end()) text += ": " + it->second;
+    return text;
+  }
+  if (event.type == "target") {
+    return "assignment epoch " + value("assignment_epoch") + " (" + value("members") + " members)";
+  }
+  return event.fields;
+}
+
+std::string ClockOf(int64_t time_ms) {
+  const time_t seconds = static_cast<time_t>(time_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[16];
+  std::strftime(text, sizeof(text), "%H:%M:%S", &utc);
+  return text;
+}
+
+}  // namespace
+
 void WriteShardedTable(const ShardedStatus& s, int64_t now_ms) {
-  std::cout << s.name << "  sharded " << s.shard_count << " shards  (stream " << s.stream
-            << ", group " << s.group << ")\n";
+  std::cout << s.name << "  sharded " << s.shard_count << " shards";
   if (!s.error.empty()) {
-    std::cout << "  error:    " << s.error << "\n\n";
+    std::cout << "\n  error:    " << s.error << "\n\n";
     return;
   }
   if (!s.coordinator_exists) {
     std::cout
-        << "  coordinator: no member has joined yet (the first `streamcar run` creates it)\n\n";
+        << "\n  coordinator: no member has joined yet (the first `streamcar run` creates it)\n\n";
     return;
   }
   std::cout << "  group epoch " << s.group_epoch << "  assignment epoch " << s.assignment_epoch
             << "  " << (s.Stable() ? "STABLE" : "RECONCILING") << "  members " << s.members.size()
             << "\n  members\n";
-  std::printf("    %-12s %-16s %-6s %-11s %-12s %-12s %-10s %s\n", "MEMBER", "INSTANCE", "EPOCH",
-              "STATE", "SHARDS", "REVOKING", "SESSION", "LAST HB");
+  std::printf("    %-12s %-16s %-6s %-11s %-8s %-10s %-10s %s\n", "MEMBER", "INSTANCE", "EPOCH",
+              "STATE", "SHARDS", "PENDING", "SESSION", "LAST HB");
   for (const auto& m : s.members) {
-    std::printf("    %-12s %-16s %-6lld %-11s %-12s %-12s %-10s %s ago\n", Shorten(m.id).c_str(),
+    // SHARDS: held, and (-k) of them being revoked; PENDING: its target shards still held by
+    // others, and which.
+    std::string shards = std::to_string(m.assigned.size());
+    if (!m.revoking.empty()) shards += " (-" + std::to_string(m.revoking.size()) + ")";
+    std::string waiting = std::to_string(m.waiting.size());
+    if (!m.waiting.empty()) waiting += " (" + Shards(m.waiting) + ")";
+    std::string note;
+    if (!m.revoking.empty()) {
+      note = "   revoking " + Shards(m.revoking) + " for " + AgeOf(m.revoking_for_ms) + " (limit " +
+             AgeOf(m.rebalance_limit_ms) + ")";
+    }
+    std::printf("    %-12s %-16s %-6lld %-11s %-8s %-10s %-10s %s ago%s\n", Shorten(m.id).c_str(),
                 m.instance.empty() ? "-" : m.instance.c_str(), static_cast<long long>(m.epoch),
-                m.state.c_str(), Shards(m.assigned).c_str(), Shards(m.revoking).c_str(),
-                ("in " + AgeOf(m.session_left_ms)).c_str(), AgeOf(m.last_heartbeat_ago_ms).c_str());
+                m.state.c_str(), shards.c_str(), waiting.c_str(),
+                ("in " + AgeOf(m.session_left_ms)).c_str(), AgeOf(m.last_heartbeat_ago_ms).c_str(),
+                note.c_str());
   }
   std::cout << "  shards\n";
-  std::printf("    %-5s %-24s %-12s %-8s %-9s %-12s %-8s %-8s %s\n", "SHARD", "KEY", "OWNER",
-              "FENCE", "STATE", "TARGET", "LAG", "PENDING", "DEAD LETTERS");
+  std::printf("    %-5s %-24s %-12s %-8s %-9s %-12s %-8s %-8s %-10s %s\n", "SHARD", "KEY", "OWNER",
+              "FENCE", "STATE", "TARGET", "LAG", "PENDING", "LAST ACK", "DEAD LETTERS");
   for (const auto& shard : s.shards) {
     const std::string lag = shard.lag ? std::to_string(*shard.lag) : "?";
-    std::printf("    %-5d %-24s %-12s %-8lld %-9s %-12s %-8s %-8lld %lld\n", shard.index,
+    const std::string last_ack = shard.last_acked_id.empty() || !shard.reported_ago_ms
+                                     ? "-"
+                                     : AgeOf(*shard.reported_ago_ms) + " ago";
+    std::printf("    %-5d %-24s %-12s %-8lld %-9s %-12s %-8s %-8lld %-10s %lld\n", shard.index,
                 shard.key.c_str(), shard.owner.empty() ? "-" : Shorten(shard.owner).c_str(),
                 static_cast<long long>(shard.fence), shard.state.c_str(),
                 shard.target.empty() ? "-" : Shorten(shard.target).c_str(), lag.c_str(),
-                static_cast<long long>(shard.pending), static_cast<long long>(shard.dead_letters));
+                static_cast<long long>(shard.pending), last_ack.c_str(),
+                static_cast<long long>(shard.dead_letters));
   }
   std::fflush(stdout);
   std::cout << "  unowned: ";
   if (s.unowned == 0) {
-    std::cout << "none\n";
+    std::cout << "none";
   } else {
-    std::cout << s.unowned << " (the longest for " << AgeOf(s.unowned_oldest_ms) << ")\n";
+    std::cout << s.unowned << " (the longest for " << AgeOf(s.unowned_oldest_ms) << ")";
   }
-  std::cout << "  recent events\n";
+  std::cout << "      rebalances (1h): " << s.rebalances_last_hour << "\n  recent events\n";
   for (const auto& event : s.events) {
-    std::cout << "    " << AgeOf(now_ms - event.time_ms) << " ago  " << event.type << "  "
-              << event.fields << "\n";
+    std::printf("    %s  %-10s %s\n", ClockOf(event.time_ms).c_str(), event.type.c_str(),
+                Describe(event).c_str());
   }
+  std::fflush(stdout);
   std::cout << "\n";
+  (void)now_ms;
 }
 
 void WriteStatusHead(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const std::string& name,
@@ -321,6 +427,12 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
     ints(m.assigned);
     w.Key("revoking");
     ints(m.revoking);
+    w.Key("waiting");
+    ints(m.waiting);
+    w.Key("revoking_for_ms");
+    w.Int64(m.revoking_for_ms);
+    w.Key("rebalance_limit_ms");
+    w.Int64(m.rebalance_limit_ms);
     w.Key("session_left_ms");
     w.Int64(m.session_left_ms);
     w.Key("last_heartbeat_ago_ms");
@@ -364,6 +476,14 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
     }
     w.Key("dead_letters");
     w.Int64(shard.dead_letters);
+    w.Key("last_acked_id");
+    str(shard.last_acked_id);
+    w.Key("reported_ago_ms");
+    if (shard.reported_ago_ms) {
+      w.Int64(*shard.reported_ago_ms);
+    } else {
+      w.Null();
+    }
     w.EndObject();
   }
   w.EndArray();
@@ -371,6 +491,8 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
   w.Int64(s.unowned);
   w.Key("unowned_oldest_ms");
   w.Int64(s.unowned_oldest_ms);
+  w.Key("rebalances_last_hour");
+  w.Int64(s.rebalances_last_hour);
   w.Key("events");
   w.StartArray();
   for (const auto& event : s.events) {

@@ -8,6 +8,7 @@
 #include <rapidjson/stringbuffer.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,10 @@ struct ShardStatusMember {
   std::string state;  // STABLE | UNREVOKED | UNRELEASED
   std::vector<int> assigned;
   std::vector<int> revoking;
-  int64_t session_left_ms = 0;  // until the coordinator expires it (Redis TIME)
+  std::vector<int> waiting;        // its target shards still held by their previous owners
+  int64_t revoking_for_ms = 0;     // since its revocations began (0: none)
+  int64_t rebalance_limit_ms = 0;  // how long they may take (rebalance_timeout)
+  int64_t session_left_ms = 0;     // until the coordinator expires it (Redis TIME)
   int64_t last_heartbeat_ago_ms = 0;
   std::string pod, host;
 };
@@ -42,12 +46,16 @@ struct ShardStatusShard {
   int64_t pending = 0;
   std::optional<int64_t> lag;
   int64_t dead_letters = 0;
+  // The owner's last report (SHARDING.md B2 `progress`): its last acknowledged id and when.
+  std::string last_acked_id;
+  std::optional<int64_t> reported_ago_ms;
 };
 
 struct ShardStatusEvent {
   int64_t time_ms = 0;
   std::string type;
-  std::string fields;  // "shard 4 member c0d1... fence 1742"
+  std::string fields;                         // "shard 4 member c0d1... fence 1742"
+  std::map<std::string, std::string> values;  // the same, by field
 };
 
 struct ShardedStatus {
@@ -61,6 +69,7 @@ struct ShardedStatus {
   std::vector<ShardStatusShard> shards;
   int64_t unowned = 0;
   int64_t unowned_oldest_ms = 0;
+  int64_t rebalances_last_hour = 0;      // grants and revokes in the events stream
   std::vector<ShardStatusEvent> events;  // newest first
 
   // STABLE when every member has reached the assignment epoch and nothing is being revoked.

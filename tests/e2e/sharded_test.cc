@@ -318,6 +318,8 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
     EXPECT_EQ(shard["lag"].GetInt64(), 0);
   }
   EXPECT_EQ(sharded["unowned"].GetInt64(), 0);
+  EXPECT_EQ(sharded["rebalances_last_hour"].GetInt64(), kShards) << "one grant per shard";
+  EXPECT_EQ(member["waiting"].Size(), 0u);
   bool granted = false;
   for (const auto& event : sharded["events"].GetArray()) {
     granted |= std::string(event["type"].GetString()) == "grant";
@@ -326,8 +328,8 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
 
   auto table = RunStreamcar({"status", "-c", path});
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  for (const std::string expected :
-       {"sharded 4 shards", "STABLE  members 1", "orders:{3}", "unowned: none", "grant"}) {
+  for (const std::string expected : {"sharded 4 shards  group epoch", "STABLE  members 1",
+                                     "orders:{3}", "unowned: none", "rebalances (1h): 4", " -> "}) {
     EXPECT_NE(table.out.find(expected), std::string::npos) << expected << "\n" << table.out;
   }
 }
