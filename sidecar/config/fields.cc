@@ -581,6 +581,16 @@ void ReadSubscriptions(Reader& in, const Field<Config>&, const YAML::Node& paren
     in.RequireMap(item, item_path);
     Subscription sub = in.defaults;
     ReadSection<Subscription>(in, item, item_path, kSubscriptionFields, &sub);
+    // SPEC 9: a `sharding:` block makes the subscription sharded, and the shard count is what
+    // turns the mode on; a block without one would silently leave it a plain subscription.
+    // (`shards: 0` says plain in so many words: `check` prints it so for a plain subscription.)
+    if (const YAML::Node block = item["sharding"];
+        block && block.IsMap() && !block["shards"] && !sub.sharding.enabled()) {
+      in.Fail(block, item_path + ".sharding.shards",
+              "required in a sharding block: the shard count (1 to " +
+                  std::to_string(sharding::kMaxShards) +
+                  "); leave the block out for a plain subscription");
+    }
     if (sub.name.empty()) sub.name = sub.stream + "/" + sub.group;
     config->subscriptions.push_back(std::move(sub));
     in.NoteItemLine("subscriptions", Reader::Line(item));

@@ -34,9 +34,24 @@ std::string ErrorOf(const std::string& yaml) {
   return config.ok() ? "" : config.status().message();
 }
 
-TEST(ShardingConfig, OffUnlessShardsIsSetWithTheDocumentedDefaults) {
-  Config plain = Load(Sharded("      instance_id: \"\"\n"));
+TEST(ShardingConfig, ABlockWithoutAShardCountIsRefusedNamingTheKey) {
+  // SPEC 9: a sharding block makes the subscription sharded; silently plain would be a surprise.
+  for (const std::string block : {"      instance_id: \"\"\n", "      {}\n"}) {
+    const std::string error = ErrorOf(Sharded(block));
+    EXPECT_NE(error.find("test.yaml:"), std::string::npos) << error;
+    EXPECT_NE(error.find("subscriptions[0].sharding.shards"), std::string::npos) << error;
+  }
+  EXPECT_NE(ErrorOf(Sharded("      instance_id: pod-0\n")).find("required in a sharding block"),
+            std::string::npos);
+  Config plain = Load(
+      "version: 1\nsubscriptions:\n  - stream: orders\n    group: billing\n"
+      "    start: beginning\n    handler: { url: http://127.0.0.1:8080/orders }\n");
   EXPECT_FALSE(plain.subscriptions[0].sharding.enabled());
+  // What `check` prints for a plain subscription reads back as one.
+  EXPECT_FALSE(Load(Sharded("      shards: 0\n")).subscriptions[0].sharding.enabled());
+}
+
+TEST(ShardingConfig, TheDocumentedDefaults) {
   Config c = Load(Sharded("      shards: 16\n"));
   const Subscription& sub = c.subscriptions[0];
   const ShardingConfig& s = sub.sharding;
