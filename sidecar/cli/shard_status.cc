@@ -12,6 +12,7 @@
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/common/text.h"
 #include "sidecar/redis/group_info.h"
+#include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::cli {
@@ -186,19 +187,12 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
     shard.target = Get(targets, field);
     shard.grant_token = ToInt(Get(tokens, field));
     shard.state = shard.owner.empty() ? "unowned" : revoking[field] ? "revoking" : "active";
-    // member|last acked id|in flight|pending|TIME ms, written by the owner's heartbeats.
-    if (const std::string row = Get(progress, field); !row.empty()) {
-      std::vector<std::string_view> parts;
-      for (size_t start = 0; start <= row.size();) {
-        size_t bar = row.find('|', start);
-        if (bar == std::string::npos) bar = row.size();
-        parts.emplace_back(row.data() + start, bar - start);
-        start = bar + 1;
-      }
-      if (parts.size() == 5 && parts[0] == shard.owner) {
-        shard.last_acked_id = std::string(parts[1]);
-        shard.reported_ago_ms = now_ms - ToInt(parts[4]);
-      }
+    // Written by the owner's heartbeats; a row of an earlier owner is not this one's progress.
+    if (const auto row = sharding::ParseProgressRow(Get(progress, field));
+        row && row->member == shard.owner) {
+      shard.last_acked_id = row->last_acked_id;
+      shard.reported_ago_ms = now_ms - row->reported_ms;
+      if (row->acked_ms) shard.acked_ago_ms = now_ms - *row->acked_ms;
     }
     const auto fence = HashOf(redis, sharding::FenceKey(shard.key, sub.group));
     shard.fence = ToInt(Get(fence, "token"));
@@ -344,9 +338,7 @@ void WriteShardedTable(const ShardedStatus& s, int64_t now_ms) {
               "FENCE", "STATE", "TARGET", "LAG", "PENDING", "LAST ACK", "DEAD LETTERS");
   for (const auto& shard : s.shards) {
     const std::string lag = shard.lag ? std::to_string(*shard.lag) : "?";
-    const std::string last_ack = shard.last_acked_id.empty() || !shard.reported_ago_ms
-                                     ? "-"
-                                     : AgeOf(*shard.reported_ago_ms) + " ago";
+    const std::string last_ack = shard.acked_ago_ms ? AgeOf(*shard.acked_ago_ms) + " ago" : "-";
     std::printf("    %-5d %-24s %-12s %-8lld %-9s %-12s %-8s %-8lld %-10s %lld\n", shard.index,
                 shard.key.c_str(), shard.owner.empty() ? "-" : Shorten(shard.owner).c_str(),
                 static_cast<long long>(shard.fence), shard.state.c_str(),
@@ -478,6 +470,12 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
     w.Int64(shard.dead_letters);
     w.Key("last_acked_id");
     str(shard.last_acked_id);
+    w.Key("acked_ago_ms");
+    if (shard.acked_ago_ms) {
+      w.Int64(*shard.acked_ago_ms);
+    } else {
+      w.Null();
+    }
     w.Key("reported_ago_ms");
     if (shard.reported_ago_ms) {
       w.Int64(*shard.reported_ago_ms);

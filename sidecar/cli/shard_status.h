@@ -46,8 +46,10 @@ struct ShardStatusShard {
   int64_t pending = 0;
   std::optional<int64_t> lag;
   int64_t dead_letters = 0;
-  // The owner's last report (SHARDING.md B2 `progress`): its last acknowledged id and when.
+  // The owner's last report (SHARDING.md B2 `progress`): its last acknowledged (or
+  // dead-lettered) id, how long ago that acknowledgement was, and how long ago the report came.
   std::string last_acked_id;
+  std::optional<int64_t> acked_ago_ms;
   std::optional<int64_t> reported_ago_ms;
 };
 

@@ -41,6 +41,7 @@ void Gauges::ApplyInfo(std::span<const redis::Reply> replies, SteadyTime now) {
   auto info = redis::ParseGroupInfo(replies.front().view(), ops_.group());
   if (!info.ok() || !info->found) return;
   metrics_->pending->Set(static_cast<double>(info->pending));
+  if (progress_ != nullptr) progress_->SetPending(static_cast<int64_t>(info->pending));
   if (redis::NeedsLagCount(*info)) {
     // Between two counts the lag gauge keeps the last counted value.
     if (now >= next_lag_count_) {

@@ -33,6 +33,7 @@
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/progress_report.h"
 
 namespace streamcar::runtime {
 
@@ -55,6 +56,8 @@ class Gauges {
 
   // streamcar_inflight: the entries the subscription holds now (its ledger's held()).
   void SetInflight(size_t held);
+  // Each pending count read is reported to `report` too (outlives this).
+  void ReportProgressTo(ProgressReport* report) { progress_ = report; }
 
  private:
   enum class Step { kNone, kInfo, kLagCount };
@@ -64,6 +67,7 @@ class Gauges {
 
   const redis::SubscriptionOps& ops_;
   admin::SubscriptionMetrics* metrics_;
+  ProgressReport* progress_ = nullptr;
   Step out_ = Step::kNone;                     // the batch the loop is sending
   SteadyTime next_info_{};                     // the next beat
   SteadyTime next_lag_count_{};                // the earliest next count

@@ -368,8 +368,10 @@ void PlainIntake::DrainDone() {
     LogInfo("recovered own pending entries",
             {{"subscription", sub_.name}, {"count", static_cast<int64_t>(drained_count_)}});
   }
+  const bool first = !drained_;
   drained_ = true;
   phase_ = Phase::kReading;
+  if (first && callbacks_.drained) callbacks_.drained();
   // A shard's takeover claimed every pending entry: there is nobody's to reclaim after it.
   if (!stopping_ && fenced_ == nullptr) reclaim_timer_->ArmIn(sub_.claim.interval);
   Pump();

@@ -64,6 +64,9 @@ class PlainIntake {
     // member holds a newer token). Nothing is read after it; once, with the installed token.
     // `op`: the step refused (install, claim or read: SHARDING.md C1's streamcar_fenced_ops_total).
     std::function<void(int64_t installed, std::string_view op)> fenced;
+    // Once, when the start-up drain of the own pending list has ended (sharded: the takeover,
+    // which claimed the shard's whole pending list, is done: SHARDING.md B7's STARTING -> ACTIVE).
+    std::function<void()> drained;
   };
 
   // How long one XREADGROUP '>' waits for new entries.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <span>
 #include <utility>
 
 #include "sidecar/common/backoff.h"
@@ -514,6 +515,10 @@ void Settlement::ApplyAcks(const SettleResult& r, bool sent, SteadyTime now) {
   }
   for (const auto& id : r.gone_acked) ledger_->AckConfirmed(id);
   const size_t acked = r.acked.size() + r.gone_acked.size();
+  if (progress_ != nullptr) {
+    progress_->Settled(r.acked, now);
+    progress_->Settled(r.gone_acked, now);
+  }
   if (metrics_ != nullptr && acked > 0) metrics_->acked->Increment(static_cast<double>(acked));
 
   const size_t refused = r.definite.acks.size() + r.definite.gone_acks.size();
@@ -548,6 +553,7 @@ void Settlement::ApplyDeadLetters(const SettleResult& r, bool sent, bool loaded,
       metrics_->acked->Increment();
     }
     ledger_->Release(item.id);
+    if (progress_ != nullptr) progress_->Settled(std::span(&item.id, 1), now);
   }
   for (const auto& id : r.dead_letter_lost) {
     CountFailure(SettleClass::kLostLease, 1);

@@ -59,6 +59,7 @@
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/stream_ops.h"
 #include "sidecar/runtime/entry_ledger.h"
+#include "sidecar/runtime/progress_report.h"
 #include "sidecar/runtime/settle_batch.h"
 
 namespace streamcar::runtime {
@@ -103,6 +104,8 @@ class Settlement {
     cluster_map_ = cluster_map;
   }
   bool two_step() const { return two_step_; }
+  // Every confirmed acknowledgement and dead letter is reported to `report` (outlives this).
+  void ReportProgressTo(ProgressReport* report) { progress_ = report; }
   // Acknowledge `id`, which the ledger holds kAcking (Accept, AdmitForAck, RetryClaimedGone).
   // `delivered`: a 2xx (counted in the end-to-end latency); false: its payload is gone.
   void QueueAck(std::string id, bool delivered);
@@ -215,6 +218,7 @@ class Settlement {
   const config::Subscription& sub_;
   const redis::SubscriptionOps& ops_;
   EntryLedger* ledger_;
+  ProgressReport* progress_ = nullptr;
   admin::SubscriptionMetrics* metrics_;
   const Clock& clock_;
   const redis::DeadLetterTarget dlq_;

@@ -100,7 +100,8 @@ class SubscriptionLoop::Core {
   };
 
   Core(EventLoop& loop, const config::Subscription& sub, const SubscriptionDeps& deps,
-       std::atomic<size_t>* held, Stages stages, std::unique_ptr<delivery::HandlerClient> client)
+       std::atomic<size_t>* held, ProgressReport* progress, Stages stages,
+       std::unique_ptr<delivery::HandlerClient> client)
       : sub_(sub),
         deps_(deps),
         clock_(loop.clock()),
@@ -138,6 +139,7 @@ class SubscriptionLoop::Core {
                     // Inside the intake's own read callback: everything but another read.
                     [this] { Kick(/*read=*/false); },
                     [this](int64_t installed, std::string_view op) { Fenced(installed, op); },
+                    deps.takeover_done,
                 }),
         gauges_(*ops_, &metrics_),
         watchdog_(deps.watchdog->Register(
@@ -175,6 +177,9 @@ class SubscriptionLoop::Core {
       if (sub.ordering.key_field.empty()) ledger_.OrderAllInOneLane();
       intake_.UseFencedReads(static_cast<const sharding::FencedShardOps*>(ops_.get()));
       pump_.ShardedBy({deps.shard->shard, deps.shard->token}, deps.lease_valid);
+      // The member sends it in its heartbeats (status, C2).
+      settlement_.ReportProgressTo(progress);
+      gauges_.ReportProgressTo(progress);
     }
   }
 
@@ -502,7 +507,7 @@ Status SubscriptionLoop::Start() {
         // The thread's name shows in top -H and in /proc: "sc:" and the subscription's name.
         const std::string name = ("sc:" + sub_.name).substr(0, 15);
         pthread_setname_np(pthread_self(), name.c_str());
-        core_ = std::make_unique<Core>(*loop_, sub_, deps_, &held_, std::move(stages),
+        core_ = std::make_unique<Core>(*loop_, sub_, deps_, &held_, &progress_, std::move(stages),
                                        std::move(handler_client));
         core_->Start();
         loop_->Run();

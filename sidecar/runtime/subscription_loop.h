@@ -32,6 +32,7 @@
 #include "sidecar/config/config.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/redis/session.h"
+#include "sidecar/runtime/progress_report.h"
 #include "sidecar/runtime/tuning.h"
 
 namespace streamcar::runtime {
@@ -69,6 +70,9 @@ struct SubscriptionDeps {
   // then reads, delivers and settles nothing more; its owner ends it. Called once, on the loop
   // thread.
   std::function<void(int64_t installed, std::string_view op)> fenced;
+  // Sharded: the takeover is done (the fence installed, the shard's whole pending list claimed):
+  // the shard is ACTIVE (SHARDING.md B7). Once, on the loop thread.
+  std::function<void()> takeover_done;
   // What the loop reports into instead of metrics->ForSubscription(name) (a shard's loop:
   // admin::MemberMetrics::ForShard). Outlives the loop.
   admin::SubscriptionMetrics* subscription_metrics = nullptr;
@@ -106,6 +110,8 @@ class SubscriptionLoop {
 
   // Entries held: how many may stay pending after a shutdown. Any thread.
   size_t held() const { return held_.load(std::memory_order_relaxed); }
+  // Sharded: the loop's last settlement and pending count (empty for a plain loop). Any thread.
+  ProgressReport::Snapshot progress() const { return progress_.Read(); }
   // Per-subscription capacity: intake never holds more than this many entries.
   static size_t CapacityFor(const config::Subscription& subscription);
 
@@ -121,6 +127,7 @@ class SubscriptionLoop {
   std::unique_ptr<Core> core_;  // created, used and destroyed on the loop thread only
   std::thread thread_;
   std::atomic<size_t> held_{0};
+  ProgressReport progress_;
   // Set once each, on the loop; waited for by the stages (any number of times).
   std::promise<void> intake_stopped_;
   std::promise<void> deliveries_done_;

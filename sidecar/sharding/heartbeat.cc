@@ -1,7 +1,9 @@
 #include "sidecar/sharding/heartbeat.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
+#include <optional>
 
 #include "sidecar/redis/connection.h"
 #include "sidecar/sharding/heartbeat_script.h"
@@ -86,11 +88,35 @@ redis::Command HeartbeatCommand(const CoordinatorKeys& keys, const HeartbeatRequ
   // Entry ids hold no ':' or ','; an id that did would only fail the script's own check.
   command.Arg(JoinList(request.progress, [](const ShardProgress& item) {
     return std::to_string(item.shard) + ":" + item.last_acked_id + ":" +
-           std::to_string(item.in_flight) + ":" + std::to_string(item.pending);
+           std::to_string(item.in_flight) + ":" + std::to_string(item.pending) + ":" +
+           (item.acked_ago ? std::to_string(item.acked_ago->count()) : "");
   }));
   command.Arg(request.static_takeover_wait ? "wait" : "immediate");
   command.Arg(request.pod).Arg(request.host);
   return command;
+}
+
+std::optional<ProgressRow> ParseProgressRow(std::string_view row) {
+  // member|last acked id|in flight|pending|reported ms|acked ms (heartbeat_script.cc, step 8)
+  std::vector<std::string_view> parts;
+  for (size_t start = 0; start <= row.size();) {
+    const size_t bar = std::min(row.find('|', start), row.size());
+    parts.push_back(row.substr(start, bar - start));
+    start = bar + 1;
+  }
+  // Five parts: a row of a version that did not report the acknowledgement's time.
+  if (parts.size() != 5 && parts.size() != 6) return std::nullopt;
+  ProgressRow out{.member = std::string(parts[0]), .last_acked_id = std::string(parts[1])};
+  if (!ParseInt(parts[2], &out.in_flight) || !ParseInt(parts[3], &out.pending) ||
+      !ParseInt(parts[4], &out.reported_ms)) {
+    return std::nullopt;
+  }
+  if (parts.size() == 6 && !parts[5].empty()) {
+    int64_t acked = 0;
+    if (!ParseInt(parts[5], &acked)) return std::nullopt;
+    out.acked_ms = acked;
+  }
+  return out;
 }
 
 StatusOr<HeartbeatReply> ParseHeartbeatReply(const redis::ReplyView& reply) {

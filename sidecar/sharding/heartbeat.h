@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,10 +50,24 @@ enum class RevokeState { kDraining, kRevoked };
 // What a member reports of a shard it runs (the coordinator keeps it for `status`).
 struct ShardProgress {
   int shard = 0;
-  std::string last_acked_id;  // "" before the first acknowledgement
+  std::string last_acked_id;  // "" before the first acknowledgement (or dead letter)
   int64_t in_flight = 0;
   int64_t pending = 0;
+  std::optional<Millis> acked_ago;  // since the last acknowledgement; nullopt before the first
 };
+
+// The coordinator's record of a shard's progress (the `progress` hash, one field per shard),
+// as the heartbeat script writes it from the owner's reports.
+struct ProgressRow {
+  std::string member;
+  std::string last_acked_id;
+  int64_t in_flight = 0;
+  int64_t pending = 0;
+  int64_t reported_ms = 0;          // Redis TIME of the report
+  std::optional<int64_t> acked_ms;  // Redis TIME of the last acknowledgement, as reported
+};
+// nullopt: not a row the script writes.
+std::optional<ProgressRow> ParseProgressRow(std::string_view row);
 
 struct HeartbeatRequest {
   std::string member_id;

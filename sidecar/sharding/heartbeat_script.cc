@@ -15,7 +15,8 @@ const redis::Script kHeartbeatScript(R"lua(
 --       4 owned shards "3,5", 5 revoking "3:DRAINING,4:REVOKED", 6 fence conflicts "3:17",
 --       7 metadata version seen, 8 shard count, 9 session ms, 10 rebalance ms,
 --       11 initial delay ms, 12 minimum assignment interval ms, 13 heartbeat ms,
---       14 protocol version, 15 schema, 16 progress "3:<last acked id>:<in flight>:<pending>,...",
+--       14 protocol version, 15 schema,
+--       16 progress "3:<last acked id>:<in flight>:<pending>:<ms since that ack>,...",
 --       17 static takeover (immediate | wait), 18 pod, 19 host.
 -- Reply: {status, member epoch, group epoch, assignment epoch, metadata version, heartbeat ms,
 --         session ms, rebalance ms, assigned "3:1742,5:1743", pending "9", detail,
@@ -561,9 +562,13 @@ local reported, rows = {}, {}
 for _, part in ipairs(split(ARGV[16], ',')) do
   local fields = split(part, ':')
   local shard = shard_of(fields[1])
-  if shard ~= nil and #fields == 4 then
+  -- The fifth field, how long ago the member's last acknowledgement was, becomes its time on
+  -- Redis's clock (members' clocks are never compared); absent or empty: none yet.
+  if shard ~= nil and (#fields == 4 or #fields == 5) then
+    local ago, acked = tonumber(fields[5] or ''), ''
+    if ago ~= nil and ago >= 0 then acked = now - ago end
     reported[#reported + 1] = shard
-    rows[#rows + 1] = table.concat({id, fields[2], fields[3], fields[4], now}, '|')
+    rows[#rows + 1] = table.concat({id, fields[2], fields[3], fields[4], now, acked}, '|')
   end
 end
 if #reported > 0 then

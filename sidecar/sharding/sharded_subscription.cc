@@ -132,7 +132,9 @@ void ShardedSubscription::StartShard(const ShardGrant& grant) {
   deps.subscription_metrics = &metrics_.ForShard(grant.shard);
   deps.shard = runtime::SubscriptionDeps::ShardGrant{grant.shard, grant.token, member_id_,
                                                      membership_.member_epoch()};
-  deps.group_ready = [this, shard = grant.shard, id = run.id, token = grant.token] {
+  // The shard stays STARTING through its install and claim_all (B7); readiness is the member's.
+  deps.group_ready = nullptr;
+  deps.takeover_done = [this, shard = grant.shard, id = run.id, token = grant.token] {
     Post({Event::Kind::kStarted, shard, id, token});
   };
   deps.fenced = [this, shard = grant.shard, id = run.id](int64_t installed, std::string_view op) {
@@ -262,12 +264,23 @@ void ShardedSubscription::HandleEvents() {
 
 void ShardedSubscription::Heartbeat() {
   std::vector<ShardProgress> progress;  // the coordinator's `progress` view (status)
+  const SteadyTime now = SteadyClock::now();
   for (const auto& [shard, state] : membership_.shards()) {
-    if (state == ShardState::kActive) progress.push_back({shard, "", 0, 0});
+    const auto run = shards_.find(shard);
+    if (state != ShardState::kActive || run == shards_.end() || !run->second.loop) continue;
+    const auto report = run->second.loop->progress();
+    ShardProgress item{.shard = shard,
+                       .last_acked_id = report.last_settled_id,
+                       .in_flight = static_cast<int64_t>(run->second.loop->held()),
+                       .pending = report.pending.value_or(0)};
+    if (report.settled_at) {
+      item.acked_ago = std::chrono::duration_cast<Millis>(now - *report.settled_at);
+    }
+    progress.push_back(std::move(item));
   }
   const redis::Command call =
       HeartbeatCommand(coordinator_keys_, membership_.NextRequest(progress));
-  const SteadyTime sent = SteadyClock::now();
+  const SteadyTime sent = now;
   auto reply = session_->Run(call);
   if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
     if (session_->Run(HeartbeatScript().Load()).ok()) reply = session_->Run(call);

@@ -19,7 +19,7 @@ struct CoordinatorKeys {
   std::string owner;      // HASH: shard -> member id (current grant, revoking included)
   std::string tokens;     // HASH: shard -> fence token of the current grant
   std::string instances;  // HASH: instance id -> member id (static membership)
-  std::string progress;   // HASH: shard -> member|last acked|in flight|pending|ms
+  std::string progress;   // HASH: shard -> a ProgressRow (heartbeat.h)
   std::string free;       // HASH: shard -> Redis TIME ms since it has had no owner
   std::string events;     // STREAM: the audit trail
 

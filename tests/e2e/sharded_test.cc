@@ -288,12 +288,30 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   ASSERT_TRUE(handler_.WaitForCount(16, std::chrono::seconds(20))) << sidecar->Logs();
   ASSERT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
   const std::string path = WriteConfig(Sharded("c1"));
+  // The stream's last id per shard: what the owner's progress report must name once a
+  // heartbeat (every 500 ms) has carried it.
+  std::map<int, std::string> last_ids;
+  for (int shard = 0; shard < kShards; ++shard) {
+    auto last = redis_->Run(
+        {"XREVRANGE", sharding::ShardKey("orders:{%d}", shard), "+", "-", "COUNT", "1"});
+    if (last.view().Size() == 1) last_ids[shard] = std::string(last.view()[0][0].Str());
+  }
+  ASSERT_FALSE(last_ids.empty());
 
-  auto json = RunStreamcar({"status", "-c", path, "--json"});
-  ASSERT_EQ(json.exit_code, 0) << json.err;
   rapidjson::Document doc;
-  doc.Parse(json.out.c_str());
-  ASSERT_TRUE(doc.IsObject()) << json.out;
+  CommandResult json;
+  const auto reported = [&] {
+    json = RunStreamcar({"status", "-c", path, "--json"});
+    doc.Parse(json.out.c_str());
+    if (json.exit_code != 0 || !doc.IsObject()) return false;
+    for (const auto& shard : doc["subscriptions"][0]["sharded"]["shard_list"].GetArray()) {
+      if (shard["acked_ago_ms"].IsNull() != (last_ids.count(shard["shard"].GetInt()) == 0)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitUntil(reported, std::chrono::seconds(5))) << json.err << json.out;
   const auto& sharded = doc["subscriptions"][0]["sharded"];
   EXPECT_EQ(sharded["shards"].GetInt(), kShards);
   EXPECT_TRUE(sharded["stable"].GetBool()) << json.out;
@@ -316,6 +334,15 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
     EXPECT_EQ(shard["fence"].GetInt64(), std::stoll(std::string(installed.view().Str())));
     EXPECT_EQ(shard["pending"].GetInt64(), 0);
     EXPECT_EQ(shard["lag"].GetInt64(), 0);
+    // The owner's report: its highest acknowledged id, and when, on Redis's clock.
+    EXPECT_EQ(std::string(shard["last_acked_id"].GetString()),
+              last_ids.count(index) ? last_ids[index] : "")
+        << json.out;
+    if (last_ids.count(index)) {
+      EXPECT_GE(shard["acked_ago_ms"].GetInt64(), 0) << json.out;
+      EXPECT_LT(shard["acked_ago_ms"].GetInt64(), 20000) << json.out;
+      EXPECT_LE(shard["reported_ago_ms"].GetInt64(), shard["acked_ago_ms"].GetInt64()) << json.out;
+    }
   }
   EXPECT_EQ(sharded["unowned"].GetInt64(), 0);
   EXPECT_EQ(sharded["rebalances_last_hour"].GetInt64(), kShards) << "one grant per shard";
@@ -331,6 +358,13 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   for (const std::string expected : {"sharded 4 shards  group epoch", "STABLE  members 1",
                                      "orders:{3}", "unowned: none", "rebalances (1h): 4", " -> "}) {
     EXPECT_NE(table.out.find(expected), std::string::npos) << expected << "\n" << table.out;
+  }
+  // LAST ACK: an age for each shard that had entries, "-" for one that had none.
+  for (int shard = 0; shard < kShards; ++shard) {
+    const size_t row = table.out.find(sharding::ShardKey("orders:{%d}", shard) + " ");
+    ASSERT_NE(row, std::string::npos) << table.out;
+    const std::string line = table.out.substr(row, table.out.find('\n', row) - row);
+    EXPECT_EQ(line.find("s ago") != std::string::npos, last_ids.count(shard) == 1) << line;
   }
 }
 

@@ -89,6 +89,7 @@ class Harness {
       ack_mode_ = mode;
     };
     callbacks.admitted = [this] { ++admitted_; };
+    callbacks.drained = [this] { ++drained_; };
     callbacks.fenced = [this](int64_t installed, std::string_view op) {
       fenced_by_ = installed;
       fenced_op_ = op;
@@ -147,6 +148,7 @@ class Harness {
   std::vector<std::string> dead_;
   int group_ready_ = 0;
   int admitted_ = 0;
+  int drained_ = 0;
   std::optional<redis::AckMode> ack_mode_;
   std::optional<Status> fatal_;
   std::optional<int64_t> fenced_by_;
@@ -619,6 +621,33 @@ TEST(ShardIntake, TakeoverDeliversEveryPendingEntryFirstInIdOrder) {
     order.push_back(ref.id);
   }
   EXPECT_EQ(order, (std::vector<std::string>{a, b, c, d}));
+}
+
+// SHARDING.md B7: the shard is STARTING until claim_all has taken its whole pending list; the
+// group being ready is not the takeover being done.
+TEST(ShardIntake, TheTakeoverIsDoneOnlyOnceEveryPendingEntryIsClaimed) {
+  RedisServer server;
+  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
+  for (int i = 0; i < 6; ++i) Add(server, std::to_string(i));
+  server.Run({"XREADGROUP", "GROUP", "g", "pod-old", "COUNT", "6", "STREAMS", "orders", ">"});
+
+  Harness h(server, /*capacity=*/2, Sub(), Shard(5));
+  h.plain().Start();
+  // The first page filled the ledger: the group is ready, the takeover is not done.
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
+  h.RunFor(Millis(200));
+  EXPECT_EQ(h.group_ready_, 1);
+  EXPECT_EQ(h.drained_, 0) << "four entries are still the previous owner's";
+  EXPECT_FALSE(h.plain().drained());
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2 || h.drained_ > 0; }));
+    h.Settle(server, 2);
+    h.plain().Poke();
+  }
+  ASSERT_TRUE(h.RunUntil([&] { return h.drained_ > 0; }));
+  h.RunFor(Millis(100));
+  EXPECT_EQ(h.drained_, 1) << "once";
+  EXPECT_EQ(PendingCount(server), 0) << "every claimed entry was settled";
 }
 
 TEST(ShardIntake, AnEmptyShardIsWaitedOnWithoutTouchingItsGroup) {

@@ -307,11 +307,19 @@ TEST_F(CoordinatorTest, ProgressIsRecordedOnlyForTheReportersOwnShards) {
   HeartbeatRequest request = a.Request(timing_);
   const int mine = *a.Shards().begin();
   const int theirs = *b.Shards().begin();
-  request.progress = {{mine, "5-0", 1, 2}, {theirs, "9-0", 0, 0}};
+  request.progress = {{mine, "5-0", 1, 2, Millis(1500)}, {theirs, "9-0", 0, 0, Millis(0)}};
   BeatWith(a, request);
   auto progress = Hash(keys_.progress);
   ASSERT_TRUE(progress.contains(std::to_string(mine)));
-  EXPECT_EQ(progress[std::to_string(mine)].rfind("a|5-0|1|2|", 0), 0u);
+  const auto row = sharding::ParseProgressRow(progress[std::to_string(mine)]);
+  ASSERT_TRUE(row) << progress[std::to_string(mine)];
+  EXPECT_EQ(row->member, "a");
+  EXPECT_EQ(row->last_acked_id, "5-0");
+  EXPECT_EQ(row->in_flight, 1);
+  EXPECT_EQ(row->pending, 2);
+  // How long ago the member acknowledged becomes a time on Redis's clock.
+  ASSERT_TRUE(row->acked_ms);
+  EXPECT_EQ(*row->acked_ms, row->reported_ms - 1500);
   EXPECT_FALSE(progress.contains(std::to_string(theirs)));
 }
 
@@ -347,6 +355,9 @@ TEST_F(CoordinatorTest, AnEmptyLastAckedIdIsStillRecordedAsProgress) {
   auto progress = Hash(keys_.progress);
   ASSERT_TRUE(progress.contains("0"));
   EXPECT_EQ(progress["0"].rfind("a||1|3|", 0), 0u) << progress["0"];
+  const auto row = sharding::ParseProgressRow(progress["0"]);
+  ASSERT_TRUE(row) << progress["0"];
+  EXPECT_FALSE(row->acked_ms) << "no acknowledgement yet";
 }
 
 TEST_F(CoordinatorTest, LaterRevocationsDoNotPushTheRebalanceDeadlineBack) {
