@@ -19,6 +19,7 @@ namespace streamcar::cli {
 namespace {
 
 constexpr int kRecentEvents = 8;
+constexpr int64_t kFencedOpsWindowMs = 10 * 60 * 1000;  // C2's "fenced ops (10m)"
 
 int64_t ToInt(std::string_view text) {
   int64_t value = 0;
@@ -221,13 +222,17 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
                                 .Arg(int64_t{1000}));
       hour.ok() && hour->view().IsArray()) {
     for (size_t i = 0; i < hour->view().Size(); ++i) {
+      const bool last_10m = ToInt(hour->view()[i][0].Str()) >= now_ms - kFencedOpsWindowMs;
       const auto fields = hour->view()[i][1];
+      std::string_view type;
+      int64_t count = 0;
       for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
-        if (fields[f].Str() == "type" &&
-            (fields[f + 1].Str() == "grant" || fields[f + 1].Str() == "revoke")) {
-          ++status.rebalances_last_hour;
-        }
+        if (fields[f].Str() == "type") type = fields[f + 1].Str();
+        if (fields[f].Str() == "count") count = ToInt(fields[f + 1].Str());
       }
+      if (type == "grant" || type == "revoke") ++status.rebalances_last_hour;
+      // The members' reports of steps their fences refused (heartbeat_script.cc).
+      if (type == "fenced_ops" && last_10m) status.fenced_ops_last_10m += count;
     }
   }
   if (auto events = redis.Run(redis::Command("XREVRANGE")
@@ -288,6 +293,20 @@ std::string Describe(const ShardStatusEvent& event) {
   return event.fields;
 }
 
+// C2's durations: "0.8s", "13.2s", "60s" (whole seconds up to a minute without a decimal),
+// then "4m12s" and "2h3m".
+std::string SecondsOf(int64_t ms) {
+  ms = std::max<int64_t>(ms, 0);
+  if (ms <= 60000 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  if (ms < 60000) {
+    char text[16];
+    std::snprintf(text, sizeof(text), "%.1fs", static_cast<double>(ms) / 1000.0);
+    return text;
+  }
+  if (ms < 3600000) return std::to_string(ms / 60000) + "m" + std::to_string(ms / 1000 % 60) + "s";
+  return std::to_string(ms / 3600000) + "h" + std::to_string(ms / 60000 % 60) + "m";
+}
+
 std::string ClockOf(int64_t time_ms) {
   const time_t seconds = static_cast<time_t>(time_ms / 1000);
   std::tm utc{};
@@ -324,13 +343,13 @@ void WriteShardedTable(const ShardedStatus& s, int64_t now_ms) {
     if (!m.waiting.empty()) waiting += " (" + Shards(m.waiting) + ")";
     std::string note;
     if (!m.revoking.empty()) {
-      note = "   revoking " + Shards(m.revoking) + " for " + AgeOf(m.revoking_for_ms) + " (limit " +
-             AgeOf(m.rebalance_limit_ms) + ")";
+      note = "   revoking " + Shards(m.revoking) + " for " + SecondsOf(m.revoking_for_ms) + " (limit " +
+             SecondsOf(m.rebalance_limit_ms) + ")";
     }
     std::printf("    %-12s %-16s %-6lld %-11s %-8s %-10s %-10s %s ago%s\n", Shorten(m.id).c_str(),
                 m.instance.empty() ? "-" : m.instance.c_str(), static_cast<long long>(m.epoch),
                 m.state.c_str(), shards.c_str(), waiting.c_str(),
-                ("in " + AgeOf(m.session_left_ms)).c_str(), AgeOf(m.last_heartbeat_ago_ms).c_str(),
+                ("in " + SecondsOf(m.session_left_ms)).c_str(), SecondsOf(m.last_heartbeat_ago_ms).c_str(),
                 note.c_str());
   }
   std::cout << "  shards\n";
@@ -338,7 +357,7 @@ void WriteShardedTable(const ShardedStatus& s, int64_t now_ms) {
               "FENCE", "STATE", "TARGET", "LAG", "PENDING", "LAST ACK", "DEAD LETTERS");
   for (const auto& shard : s.shards) {
     const std::string lag = shard.lag ? std::to_string(*shard.lag) : "?";
-    const std::string last_ack = shard.acked_ago_ms ? AgeOf(*shard.acked_ago_ms) + " ago" : "-";
+    const std::string last_ack = shard.acked_ago_ms ? SecondsOf(*shard.acked_ago_ms) + " ago" : "-";
     std::printf("    %-5d %-24s %-12s %-8lld %-9s %-12s %-8s %-8lld %-10s %lld\n", shard.index,
                 shard.key.c_str(), shard.owner.empty() ? "-" : Shorten(shard.owner).c_str(),
                 static_cast<long long>(shard.fence), shard.state.c_str(),
@@ -351,9 +370,10 @@ void WriteShardedTable(const ShardedStatus& s, int64_t now_ms) {
   if (s.unowned == 0) {
     std::cout << "none";
   } else {
-    std::cout << s.unowned << " (the longest for " << AgeOf(s.unowned_oldest_ms) << ")";
+    std::cout << s.unowned << " (the longest for " << SecondsOf(s.unowned_oldest_ms) << ")";
   }
-  std::cout << "      rebalances (1h): " << s.rebalances_last_hour << "\n  recent events\n";
+  std::cout << "      fenced ops (10m): " << s.fenced_ops_last_10m
+            << "      rebalances (1h): " << s.rebalances_last_hour << "\n  recent events\n";
   for (const auto& event : s.events) {
     std::printf("    %s  %-10s %s\n", ClockOf(event.time_ms).c_str(), event.type.c_str(),
                 Describe(event).c_str());
@@ -489,6 +509,8 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
   w.Int64(s.unowned);
   w.Key("unowned_oldest_ms");
   w.Int64(s.unowned_oldest_ms);
+  w.Key("fenced_ops_last_10m");
+  w.Int64(s.fenced_ops_last_10m);
   w.Key("rebalances_last_hour");
   w.Int64(s.rebalances_last_hour);
   w.Key("events");

@@ -72,6 +72,7 @@ struct ShardedStatus {
   int64_t unowned = 0;
   int64_t unowned_oldest_ms = 0;
   int64_t rebalances_last_hour = 0;      // grants and revokes in the events stream
+  int64_t fenced_ops_last_10m = 0;       // steps members' fences refused, as they reported them
   std::vector<ShardStatusEvent> events;  // newest first
 
   // STABLE when every member has reached the assignment epoch and nothing is being revoked.

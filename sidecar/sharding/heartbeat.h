@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -84,6 +86,9 @@ struct HeartbeatRequest {
   Millis min_assignment_interval{1000};
   Millis heartbeat_interval{3000};
   std::vector<ShardProgress> progress;
+  // Steps this member's fences refused since its last heartbeat that reached the script, by op
+  // (streamcar_fenced_ops_total's labels): the coordinator's events record them (C2).
+  std::map<std::string, int64_t, std::less<>> fenced_ops;
   bool static_takeover_wait = false;  // static_takeover: wait (else immediate)
   std::string pod;
   std::string host;

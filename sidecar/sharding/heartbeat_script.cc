@@ -17,7 +17,9 @@ const redis::Script kHeartbeatScript(R"lua(
 --       11 initial delay ms, 12 minimum assignment interval ms, 13 heartbeat ms,
 --       14 protocol version, 15 schema,
 --       16 progress "3:<last acked id>:<in flight>:<pending>:<ms since that ack>,...",
---       17 static takeover (immediate | wait), 18 pod, 19 host.
+--       17 static takeover (immediate | wait), 18 pod, 19 host,
+--       20 steps the member's fences refused since its last heartbeat "read:2,ack:1" (absent
+--          from members before it: none).
 -- Reply: {status, member epoch, group epoch, assignment epoch, metadata version, heartbeat ms,
 --         session ms, rebalance ms, assigned "3:1742,5:1743", pending "9", detail,
 --         members, unowned shards, oldest unowned age ms, target computations}.
@@ -93,6 +95,22 @@ local function event(kind, fields)
     add[#add + 1] = tostring(fields[i + 1])
   end
   redis.call(unpack(add))
+end
+
+-- The refused steps are the data plane's (each shard's own slot cannot reach this one): one
+-- `fenced_ops` event per report, whatever else this heartbeat says, so that `status` can count
+-- them (C2 "fenced ops (10m)"). Only well-formed "op:count" items are kept.
+do
+  local ops, total = {}, 0
+  for _, part in ipairs(split(ARGV[20], ',')) do
+    local op, count = string.match(part, '^(%l[%l_]*):(%d+)$')
+    count = tonumber(count)
+    if op ~= nil and #op <= 16 and count ~= nil and count > 0 and count < 1e9 then
+      ops[#ops + 1] = op .. ':' .. count
+      total = total + count
+    end
+  end
+  if total > 0 then event('fenced_ops', {'member', id, 'count', total, 'ops', join(ops)}) end
 end
 
 -- Meta: loaded as a table, written back at the end when something changed.

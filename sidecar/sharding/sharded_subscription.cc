@@ -247,6 +247,7 @@ void ShardedSubscription::HandleEvents() {
         break;
       case Event::Kind::kFenced: {
         metrics_.FencedOp(event.op);
+        ++fenced_ops_unreported_[std::string(event.op)];
         // A refused install of the token this member holds is a fence conflict the coordinator
         // repairs (B5.1); any other refusal means a newer owner has the shard.
         const bool install = event.op == "install" && membership_.TokenOf(event.shard) &&
@@ -278,13 +279,16 @@ void ShardedSubscription::Heartbeat() {
     }
     progress.push_back(std::move(item));
   }
-  const redis::Command call =
-      HeartbeatCommand(coordinator_keys_, membership_.NextRequest(progress));
+  HeartbeatRequest request = membership_.NextRequest(progress);
+  request.fenced_ops = fenced_ops_unreported_;
+  const redis::Command call = HeartbeatCommand(coordinator_keys_, request);
   const SteadyTime sent = now;
   auto reply = session_->Run(call);
   if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
     if (session_->Run(HeartbeatScript().Load()).ok()) reply = session_->Run(call);
   }
+  // The script ran, so it recorded them (whatever its answer).
+  if (reply.ok()) fenced_ops_unreported_.clear();
   auto parsed =
       reply.ok() ? ParseHeartbeatReply(reply->view()) : StatusOr<HeartbeatReply>(reply.status());
   metrics_.Heartbeat(parsed.ok() ? HeartbeatStatusName(parsed->status) : "error",

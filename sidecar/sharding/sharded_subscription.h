@@ -106,6 +106,8 @@ class ShardedSubscription {
   std::map<int, std::thread> stoppers_;        // member thread only: shard -> its stopper
   std::map<int, SteadyTime> revoking_since_;   // member thread only: revoke notice times
   uint64_t next_run_id_ = 1;                   // member thread only
+  // Refused steps not yet in a heartbeat that reached the script, by op; member thread only.
+  std::map<std::string, int64_t, std::less<>> fenced_ops_unreported_;
   bool beat_now_ = false;                      // member thread only: heartbeat at once
   bool leaving_ = false;                       // member thread only: Leave() applied
   SteadyTime leave_by_{};                      // member thread only: the leave deadline

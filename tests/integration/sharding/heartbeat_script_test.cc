@@ -323,6 +323,39 @@ TEST_F(CoordinatorTest, ProgressIsRecordedOnlyForTheReportersOwnShards) {
   EXPECT_FALSE(progress.contains(std::to_string(theirs)));
 }
 
+// C2 "fenced ops (10m)": the data plane's refusals happen in each shard's slot; members report
+// them and the coordinator records one event per report, from a member it knows or not.
+TEST_F(CoordinatorTest, ReportedFencedOpsBecomeOneEventAndMalformedItemsAreDropped) {
+  Member a("a");
+  Settle({&a});
+  HeartbeatRequest request = a.Request(timing_);
+  request.fenced_ops = {{"ack", 1}, {"read", 2}};
+  BeatWith(a, request);
+  HeartbeatRequest none = a.Request(timing_);
+  BeatWith(a, none);  // nothing to report: no event
+
+  // A forged report: only the well-formed item counts.
+  HeartbeatRequest forged = a.Request(timing_);
+  forged.fenced_ops = {{"READ", 2}, {"retry", 3}, {"", 4}, {"ack", -1}, {"x", 1000000000}};
+  BeatWith(a, forged);
+
+  std::vector<std::pair<std::string, std::string>> reports;  // count, ops
+  auto events = server_.Run({"XRANGE", keys_.events, "-", "+"});
+  for (size_t i = 0; i < events.view().Size(); ++i) {
+    auto fields = events.view()[i][1];
+    std::map<std::string, std::string> values;
+    for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
+      values[std::string(fields[f].Str())] = std::string(fields[f + 1].Str());
+    }
+    if (values["type"] != "fenced_ops") continue;
+    EXPECT_EQ(values["member"], "a");
+    reports.emplace_back(values["count"], values["ops"]);
+  }
+  const std::vector<std::pair<std::string, std::string>> expected = {{"3", "ack:1,read:2"},
+                                                                     {"3", "retry:3"}};
+  EXPECT_EQ(reports, expected);
+}
+
 TEST_F(CoordinatorTest, TheGroupFiguresCountMembersAndUnownedShards) {
   timing_.initial_delay = Millis(300);
   Member a("a"), b("b");
