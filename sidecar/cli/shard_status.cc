@@ -343,14 +343,14 @@ void WriteShardedTable(const ShardedStatus& s, int64_t now_ms) {
     if (!m.waiting.empty()) waiting += " (" + Shards(m.waiting) + ")";
     std::string note;
     if (!m.revoking.empty()) {
-      note = "   revoking " + Shards(m.revoking) + " for " + SecondsOf(m.revoking_for_ms) + " (limit " +
-             SecondsOf(m.rebalance_limit_ms) + ")";
+      note = "   revoking " + Shards(m.revoking) + " for " + SecondsOf(m.revoking_for_ms) +
+             " (limit " + SecondsOf(m.rebalance_limit_ms) + ")";
     }
     std::printf("    %-12s %-16s %-6lld %-11s %-8s %-10s %-10s %s ago%s\n", Shorten(m.id).c_str(),
                 m.instance.empty() ? "-" : m.instance.c_str(), static_cast<long long>(m.epoch),
                 m.state.c_str(), shards.c_str(), waiting.c_str(),
-                ("in " + SecondsOf(m.session_left_ms)).c_str(), SecondsOf(m.last_heartbeat_ago_ms).c_str(),
-                note.c_str());
+                ("in " + SecondsOf(m.session_left_ms)).c_str(),
+                SecondsOf(m.last_heartbeat_ago_ms).c_str(), note.c_str());
   }
   std::cout << "  shards\n";
   std::printf("    %-5s %-24s %-12s %-8s %-9s %-12s %-8s %-8s %-10s %s\n", "SHARD", "KEY", "OWNER",

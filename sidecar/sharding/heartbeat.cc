@@ -93,10 +93,9 @@ redis::Command HeartbeatCommand(const CoordinatorKeys& keys, const HeartbeatRequ
   }));
   command.Arg(request.static_takeover_wait ? "wait" : "immediate");
   command.Arg(request.pod).Arg(request.host);
-  command.Arg(JoinList(std::vector(request.fenced_ops.begin(), request.fenced_ops.end()),
-                       [](const auto& item) {
-                         return item.first + ":" + std::to_string(item.second);
-                       }));
+  command.Arg(
+      JoinList(std::vector(request.fenced_ops.begin(), request.fenced_ops.end()),
+               [](const auto& item) { return item.first + ":" + std::to_string(item.second); }));
   return command;
 }
 
