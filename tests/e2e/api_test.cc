@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "sidecar/sharding/sharding_keys.h"
 #include "tests/e2e/e2e_fixture.h"
 
 namespace streamcar::testing {
@@ -503,6 +504,61 @@ TEST_F(ApiTest, BearerTokenIsRequiredAndReReadWhenTheFileChanges) {
   EXPECT_TRUE(Eventually([&] { return with("rotated-token-2") == 200; }, seconds(10)));
   EXPECT_EQ(with(kToken), 401);
   EXPECT_EQ(with("rotated-token"), 401);  // a prefix is not the token
+}
+
+// SPEC 9/10: a stream that a sharded subscription reads is appended to in the shard of the
+// entry's Streamcar-Key. The key is untrusted input: every byte a header can carry routes as
+// `streamcar route` routes it, and what is no key (absent, empty, a control character, a head
+// over the limit) is refused with nothing appended.
+TEST_F(ApiTest, StreamcarKeyRoutesEveryByteAndWhatIsNoKeyIsRefused) {
+  constexpr int kShards = 16;
+  StartApi(
+      "  - name: orders\nsubscriptions:\n  - stream: orders\n    group: billing\n"
+      "    start: beginning\n    handler: { url: \"" +
+      handler_.url("/") +
+      "\", timeout: 1s }\n    sharding: { shards: 16, session_timeout: 6s, heartbeat_interval: "
+      "500ms,"
+      " rebalance_timeout: 8s, drain_timeout: 3s, initial_delay: 0s,"
+      " min_assignment_interval: 0s }\n");
+  auto total = [&] {
+    int64_t entries = 0;
+    for (int shard = 0; shard < kShards; ++shard) {
+      entries += redis_->Run({"XLEN", "orders:{" + std::to_string(shard) + "}"}).view().Integer();
+    }
+    return entries;
+  };
+  const std::string config = WriteConfig(
+      "version: 1\nsubscriptions:\n  - stream: orders\n    group: billing\n"
+      "    start: beginning\n    handler: { url: \"http://127.0.0.1:9/\" }\n"
+      "    sharding: { shards: 16 }\n");
+  // Each key lands where `streamcar route` says, byte for byte.
+  const std::string binary = "\xff\xfe\x80k\xc3\xa9";
+  const std::string long_key(12000, 'k');  // the request head stays under its 16 KiB limit
+  for (const std::string& key : {std::string("123456789"), binary, long_key}) {
+    Reply appended = PostJson("orders", R"({"a":"1"})", {"Streamcar-Key: " + key});
+    ASSERT_EQ(appended.status, 201) << appended.body;
+    const std::string id = JsonString(appended.body, "id");
+    auto route = RunStreamcar({"route", "-c", config, "--subscription", "orders/billing", key});
+    ASSERT_EQ(route.exit_code, 0) << route.err;
+    const int shard = std::stoi(route.out);
+    EXPECT_EQ(shard, sharding::ShardOf(key, kShards));
+    EXPECT_EQ(FieldsOf("orders:{" + std::to_string(shard) + "}", id).size(), 1u)
+        << "key of " << key.size() << " bytes";
+  }
+  EXPECT_EQ(sharding::ShardOf("123456789", kShards), 6) << "CRC-32 0xCBF43926 mod 16";
+  EXPECT_EQ(total(), 3);
+
+  Reply missing = PostJson("orders", R"({"a":"1"})");
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_NE(missing.body.find("Streamcar-Key"), std::string::npos) << missing.body;
+  Reply empty = PostJson("orders", R"({"a":"1"})", {"Streamcar-Key:"});
+  EXPECT_EQ(empty.status, 400) << empty.body;
+  Reply control = PostJson("orders", R"({"a":"1"})", {"Streamcar-Key: a\x01b"});
+  EXPECT_EQ(control.status, 400) << control.body;
+  Reply too_long =
+      PostJson("orders", R"({"a":"1"})", {"Streamcar-Key: " + std::string(17000, 'k')});
+  EXPECT_EQ(too_long.status, 431) << too_long.body;
+  EXPECT_EQ(total(), 3) << "nothing appended for a refused key";
 }
 
 TEST_F(ApiTest, ErrorsAreJsonWithTheirStatus) {
