@@ -19,7 +19,7 @@ namespace streamcar::cli {
 namespace {
 
 constexpr int kRecentEvents = 8;
-constexpr int64_t kFencedOpsWindowMs = 10 * 60 * 1000;  // C2's "fenced ops (10m)"
+constexpr int64_t kFencedOpsWindowMs = int64_t{10} * 60 * 1000;  // C2's "fenced ops (10m)"
 
 int64_t ToInt(std::string_view text) {
   int64_t value = 0;
@@ -217,7 +217,7 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
   if (auto hour = redis.Run(redis::Command("XREVRANGE")
                                 .Arg(keys.events)
                                 .Arg("+")
-                                .Arg(std::to_string(now_ms - 3600 * 1000))
+                                .Arg(std::to_string(now_ms - int64_t{3600} * 1000))
                                 .Arg("COUNT")
                                 .Arg(int64_t{1000}));
       hour.ok() && hour->view().IsArray()) {
@@ -308,7 +308,7 @@ std::string SecondsOf(int64_t ms) {
 }
 
 std::string ClockOf(int64_t time_ms) {
-  const time_t seconds = static_cast<time_t>(time_ms / 1000);
+  const auto seconds = static_cast<time_t>(time_ms / 1000);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
   char text[16];
