@@ -5,6 +5,7 @@
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
+#include "sidecar/redis/acl_refusal.h"
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/settle_scripts.h"
 
@@ -522,7 +523,7 @@ void PlainIntake::ReadFailed(const Status& status) {
                                                 "streamcar leaves it untouched"));
   }
   if (status.code() == StatusCode::kFatal) return Fatal(status);
-  if (status.IsServerError("NOPERM")) {
+  if (redis::IsAclRefusal(status)) {
     // The ACL user may not run a command the subscription needs (README "Redis topologies" lists
     // them): no retry fixes that, and the refusal would repeat once a second for ever.
     return Fatal(Status(StatusCode::kFatal, "subscription " + sub_.name +

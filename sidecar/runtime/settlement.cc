@@ -11,6 +11,7 @@
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/text.h"
+#include "sidecar/redis/acl_refusal.h"
 #include "sidecar/redis/replica_wait.h"
 
 namespace streamcar::runtime {
@@ -284,7 +285,7 @@ namespace {
 
 // A refusal no retry changes: the ACL, or a server without the command.
 bool IsRefused(const Status& status) {
-  return status.IsServerError("NOPERM") ||
+  return redis::IsAclRefusal(status) ||
          (status.IsServerError("ERR") &&
           status.message().find("unknown command") != std::string::npos);
 }

@@ -10,6 +10,7 @@
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/stop_signal.h"
+#include "sidecar/redis/acl_refusal.h"
 #include "sidecar/redis/session.h"
 #include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/heartbeat_script.h"
@@ -140,7 +141,11 @@ void ShardedSubscription::StartShard(const ShardGrant& grant) {
   deps.fenced = [this, shard = grant.shard, id = run.id](int64_t installed, std::string_view op) {
     Post({Event::Kind::kFenced, shard, id, installed, op});
   };
-  deps.lease_valid = [this] {
+  // A dropped run sends nothing more, even when the member's lease is valid again: a rejoin
+  // renews the lease before the stopper has ended this run's intake and deliveries (a sharded
+  // chaos run caught a dropped run retrying under its old fence right after a rejoin).
+  deps.lease_valid = [this, cut_short = run.cut_short] {
+    if (cut_short->load(std::memory_order_relaxed)) return false;
     const int64_t deadline = lease_deadline_ns_.load(std::memory_order_relaxed);
     return deadline != 0 && lease_clock_.Now().time_since_epoch().count() < deadline;
   };
@@ -293,6 +298,15 @@ void ShardedSubscription::Heartbeat() {
       reply.ok() ? ParseHeartbeatReply(reply->view()) : StatusOr<HeartbeatReply>(reply.status());
   metrics_.Heartbeat(parsed.ok() ? HeartbeatStatusName(parsed->status) : "error",
                      SecondsSince(sent));
+  if (!reply.ok() && redis::IsAclRefusal(reply.status())) {
+    // As in plain mode: the ACL user may not run what the heartbeat script runs (README lists
+    // the rules); no retry fixes that, and the member would never join.
+    deps_.fatal(Status(StatusCode::kFatal, "subscription " + sub_.name +
+                                               ": the Redis ACL user may not run a command "
+                                               "the coordinator's heartbeat needs (" +
+                                               reply.status().message() + ")"));
+    return;
+  }
   if (!reply.ok()) {
     LogWarn("heartbeat failed", {{"subscription", sub_.name}, {"error", reply.status().message()}});
     return;  // the local lease decides what happens meanwhile

@@ -338,6 +338,25 @@ TEST_F(ShardedTest, AStepRefusedByANewerFenceIsReportedAndTheShardIsGrantedAbove
                                                              << table.out;
 }
 
+// An ACL user that may run EVALSHA but not what the heartbeat script runs (ZADD here): Redis 7
+// answers "ERR The user executing the script can't ..." (no NOPERM prefix). No retry fixes it,
+// so the member exits 1 naming it, as a plain subscription does for NOPERM.
+TEST_F(ShardedTest, AnAclUserThatMayNotRunTheHeartbeatsCommandsExitsOneNamingIt) {
+  redis_->Run({"ACL", "SETUSER", "member", "on", ">pw", "~*", "+@all", "-zadd"});
+  SidecarConfig c = Sharded("c1");
+  c.redis_url = "redis://member:pw@127.0.0.1:" + std::to_string(redis_->port());
+  SidecarProcess sidecar(Yaml(c), {}, admin_port_);
+  sidecar.ExpectExit(1);
+  const auto code = sidecar.Wait(std::chrono::seconds(15));
+  ASSERT_TRUE(code) << sidecar.Logs();
+  EXPECT_EQ(*code, 1) << sidecar.Logs();
+  EXPECT_NE(sidecar.Logs().find("the Redis ACL user may not run a command the coordinator's "
+                                "heartbeat needs"),
+            std::string::npos)
+      << sidecar.Logs();
+  EXPECT_NE(sidecar.Logs().find("can't run this command"), std::string::npos) << sidecar.Logs();
+}
+
 // SHARDING.md C2: `status` reads the coordinator, each shard's fence and group, and the events.
 TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   auto sidecar = StartSidecar(Sharded("c1"));

@@ -1,0 +1,12 @@
+#pragma once
+// Whether Redis refused a command for the ACL user's rights: NOPERM for a command sent as it
+// is, and Redis 7's "The user executing the script can't ..." (an ERR) for one a script runs.
+// No retry changes either: the subscription cannot work until the user's rules do.
+
+#include "sidecar/common/status.h"
+
+namespace streamcar::redis {
+
+bool IsAclRefusal(const Status& status);
+
+}  // namespace streamcar::redis
