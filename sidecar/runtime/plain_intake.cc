@@ -353,7 +353,7 @@ void PlainIntake::ReplicateFence() {
             }));
   };
   if (const std::optional<int> listed = read_->KnownReplicas()) return wait(*listed);
-  SendRaw(read_, redis::RoleProbe(), Guard([this, next, wait](StatusOr<Reply> reply) {
+  SendRaw(read_, redis::RoleProbe(), Guard([this, wait](StatusOr<Reply> reply) {
             read_busy_ = false;
             StatusOr<int> replicas = reply.ok() ? redis::ParseReplicaCount(reply->view())
                                                 : StatusOr<int>(reply.status());
