@@ -446,6 +446,35 @@ TEST_F(ShardedClusterTest, KillMinus9OfTheCoordinatorsMasterLosesNothing) {
   Conclude(fault, settled, "kill -9 of the coordinator's master", before);
 }
 
+// The coordinator's master and its replica hang (SIGSTOP) for longer than the session: no replica
+// can take over, so the whole cluster answers CLUSTERDOWN, the members' leases run out (they stop
+// every shard) and, Redis TIME having moved on, the coordinator expires both members. Once the
+// nodes resume, the members rejoin and every shard is taken over again with a higher fence: the
+// I3 path. Nothing confirmed is lost (no node lost a write), and every shard moves.
+TEST_F(ShardedClusterTest, AHangOfTheCoordinatorsNodesLongerThanTheSessionMovesEveryShard) {
+  stream_ = "orders-hang";
+  StartMembers();
+  ASSERT_FALSE(HasFatalFailure());
+  const int coordinator = cluster_->MasterIndexOf(Coordinator().meta);
+  ASSERT_GE(coordinator, 0);
+  const int replica = cluster_->ReplicaOf(coordinator);
+  ASSERT_GE(replica, 0);
+  StartProducers(/*confirm_port=*/-1);  // no node dies: every acknowledged write counts
+  ASSERT_FALSE(HasFatalFailure());
+  ObserveFences();
+  const auto before = installed_;
+  const auto fault = std::chrono::steady_clock::now();
+  cluster_->Pause(replica);
+  cluster_->Pause(coordinator);
+  std::this_thread::sleep_for(seconds(7));  // session_timeout 6 s
+  cluster_->Resume(coordinator);
+  cluster_->Resume(replica);
+  ASSERT_FALSE(HasFatalFailure());
+  const auto settled = std::chrono::steady_clock::now();
+  Conclude(fault, settled, "SIGSTOP of the coordinator's master and replica for 7 s", before);
+  EXPECT_EQ(ShardsMovedSince(before), kShards) << Logs();
+}
+
 // B5.1 outside a cluster: no map lists replicas, so ROLE says whether the shard's master has one,
 // and WAIT follows each install only then (on a master without replicas WAIT would block its
 // whole timeout for nothing).
