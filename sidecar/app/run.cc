@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
 #include "sidecar/config/dead_letter_default.h"
+#include "sidecar/config/validate.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/lazy_archive.h"
@@ -27,6 +29,7 @@
 #include "sidecar/runtime/retention.h"
 #include "sidecar/runtime/subscription_loop.h"
 #include "sidecar/sharding/sharded_subscription.h"
+#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::app {
 namespace {
@@ -148,17 +151,111 @@ std::optional<int> ResolveTopology(redis::Topology& topology, const sigset_t& si
   }
 }
 
+// The kFatal error of a key the server hashes otherwise than streamcar (`server_slot`).
+Status SlotDisagreement(const config::Subscription& sub, const std::string& key,
+                        int64_t server_slot, int slot) {
+  return Status(StatusCode::kFatal, "subscription " + sub.name + ": Redis puts key \"" + key +
+                                        "\" in slot " + std::to_string(server_slot) +
+                                        ", streamcar computed " + std::to_string(slot) +
+                                        " (a proxy between us and the cluster?)");
+}
+
+// SHARDING.md B1: each shard's stream, fence and dead-letter keys must share one slot (every
+// fenced script touches them together; a cluster refuses a script whose keys span slots, so the
+// shard would never be read). Asked of the server with CLUSTER KEYSLOT (`connection`; null:
+// streamcar's own hashing only), a page of shards per pipeline. A split is the configuration's
+// (kInvalid, exit 2, naming the subscription, the shard and its keys); the server hashing
+// otherwise than streamcar is kFatal, as for a plain subscription.
+Status CheckShardSlots(const config::Subscription& sub, const std::string& path,
+                       redis::Connection* connection) {
+  constexpr int kShardsPerPipeline = 256;
+  const std::string pattern = sub.ShardKeyPattern();
+  for (int first = 0; first < sub.sharding.shards; first += kShardsPerPipeline) {
+    const int last = std::min(sub.sharding.shards, first + kShardsPerPipeline);
+    std::vector<std::array<std::string, 3>> keys;
+    std::vector<redis::Command> asks;
+    for (int shard = first; shard < last; ++shard) {
+      const std::string stream = sharding::ShardKey(pattern, shard);
+      keys.push_back(
+          {stream, sharding::FenceKey(stream, sub.group), sharding::ShardDeadLetterKey(stream)});
+      for (const auto& key : keys.back()) {
+        asks.push_back(redis::Command("CLUSTER").Arg("KEYSLOT").Arg(key));
+      }
+    }
+    std::vector<redis::Reply> replies;
+    if (connection != nullptr) {
+      auto answered = connection->RunPipeline(asks);
+      if (answered.ok()) {
+        replies = std::move(*answered);
+      } else {
+        LogWarn(
+            "cannot check the shards' slots with CLUSTER KEYSLOT now; using streamcar's own "
+            "hashing",
+            {{"subscription", sub.name}, {"error", answered.status().message()}});
+        connection = nullptr;
+      }
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      std::array<int, 3> slots{};
+      for (size_t k = 0; k < 3; ++k) {
+        slots[k] = redis::KeySlot(keys[i][k]);
+        if (replies.empty()) continue;
+        const auto& reply = replies[i * 3 + k];
+        if (reply.view().IsInteger() && reply.view().Integer() != slots[k]) {
+          return SlotDisagreement(sub, keys[i][k], reply.view().Integer(), slots[k]);
+        }
+      }
+      if (slots[0] == slots[1] && slots[0] == slots[2]) continue;
+      const auto named = [&](size_t k) {
+        return "\"" + keys[i][k] + "\" (slot " + std::to_string(slots[k]) + ")";
+      };
+      return Status(StatusCode::kInvalid,
+                    path + ".sharding.key_pattern: subscription " + sub.name + ", shard " +
+                        std::to_string(first + static_cast<int>(i)) +
+                        ": its stream, fence and dead-letter keys " + named(0) + ", " + named(1) +
+                        " and " + named(2) +
+                        " are in different slots of the cluster; put %d inside a hash tag, like "
+                        "\"" +
+                        sub.stream + ":{%d}\" (got \"" + pattern + "\")");
+    }
+  }
+  // Mode auto met a cluster: the pattern rule `check` applies to mode cluster holds too.
+  if (std::string why = config::ClusterKeyPatternProblem(sub); !why.empty()) {
+    return Status(StatusCode::kInvalid, path + ".sharding.key_pattern: " + why);
+  }
+  LogInfo("shard slots", {{"subscription", sub.name},
+                          {"shards", int64_t{sub.sharding.shards}},
+                          {"key_pattern", pattern},
+                          {"checked_by", connection != nullptr ? "CLUSTER KEYSLOT" : "streamcar"}});
+  return Status::Ok();
+}
+
 // SPEC 8: in a cluster, checks each subscription's slots with the server's CLUSTER KEYSLOT (a
 // proxy or a server that hashes otherwise would break every multi-key step) and logs which
 // dead-letter path it takes. Returns the subscriptions whose dead letters take the two-step path;
-// an error when the server disagrees with our hashing.
+// an error when the server disagrees with our hashing (kFatal) or a sharded subscription's keys
+// cannot serve a cluster (kInvalid: a configuration error).
 StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
                                               const redis::ConnectionOptions& options) {
   std::vector<bool> two_step;
-  for (const auto& sub : config.subscriptions) {
+  for (size_t index = 0; index < config.subscriptions.size(); ++index) {
+    const auto& sub = config.subscriptions[index];
     if (sub.sharding.enabled()) {
-      // Each shard's stream, fence and dead letters share the shard's hash tag (validate.cc).
+      // A shard's dead letters are its own, in its slot: never the two-step path.
       two_step.push_back(false);
+      auto at = options;
+      at.slot = redis::KeySlot(sharding::ShardKey(sub.ShardKeyPattern(), 0));
+      at.client_name = "streamcar:" + config.consumer_name + ":start";
+      auto connection = redis::Connection::Open(at);
+      if (!connection.ok()) {
+        LogWarn("cannot check the slots with CLUSTER KEYSLOT now; using streamcar's own hashing",
+                {{"subscription", sub.name}, {"error", connection.status().message()}});
+      }
+      const std::string path = "subscriptions[" + std::to_string(index) + "]";
+      if (Status s = CheckShardSlots(sub, path, connection.ok() ? connection->get() : nullptr);
+          !s.ok()) {
+        return s;
+      }
       continue;
     }
     const int stream_slot = redis::KeySlot(sub.stream);
@@ -172,10 +269,7 @@ StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
            {std::pair{sub.stream, stream_slot}, std::pair{sub.dead_letter.stream, dlq_slot}}) {
         auto reply = (*connection)->Run(redis::Command("CLUSTER").Arg("KEYSLOT").Arg(key));
         if (reply.ok() && reply->view().IsInteger() && reply->view().Integer() != slot) {
-          return Status(StatusCode::kFatal,
-                        "subscription " + sub.name + ": Redis puts key \"" + key + "\" in slot " +
-                            std::to_string(reply->view().Integer()) + ", streamcar computed " +
-                            std::to_string(slot) + " (a proxy between us and the cluster?)");
+          return SlotDisagreement(sub, key, reply->view().Integer(), slot);
         }
       }
     } else {
@@ -296,9 +390,12 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
       if (mode == redis::ResolvedMode::kCluster) {
         auto two_step = CheckClusterSlots(config, redis_options);
         if (!two_step.ok()) {
-          LogError("fatal: " + two_step.status().message(), {{"exit_code", 1}});
+          // As ResolveTopology says it: a configuration this cluster cannot serve is exit 2.
+          const bool invalid = two_step.status().code() == StatusCode::kInvalid;
+          LogError((invalid ? "configuration error: " : "fatal: ") + two_step.status().message(),
+                   {{"exit_code", invalid ? 2 : 1}});
           admin_server.Stop();
-          return 1;
+          return invalid ? 2 : 1;
         }
         two_step_dead_letters = std::move(*two_step);
       }

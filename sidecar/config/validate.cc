@@ -192,12 +192,8 @@ bool ValidateSharding(const Config& config, const Subscription& sub, const std::
   }
   const std::string pattern = sub.ShardKeyPattern();
   if (config.redis.mode == RedisMode::kCluster) {
-    // The shard index must be inside the key's hash tag, or every shard lands in one slot.
-    if (redis::HashedPart(pattern).find("%d") == std::string_view::npos ||
-        !redis::HasHashTag(pattern)) {
-      problem(at + "key_pattern", "in cluster mode %d must be inside the key's hash tag, like \"" +
-                                      sub.stream + ":{%d}\" (got \"" + pattern +
-                                      "\"): each shard needs a slot of its own");
+    if (std::string why = ClusterKeyPatternProblem(sub); !why.empty()) {
+      problem(at + "key_pattern", why);
       return false;
     }
   }
@@ -212,6 +208,17 @@ bool ValidateSharding(const Config& config, const Subscription& sub, const std::
 }
 
 }  // namespace
+
+std::string ClusterKeyPatternProblem(const Subscription& sub) {
+  // The shard index must be inside the key's hash tag, or every shard lands in one slot.
+  const std::string pattern = sub.ShardKeyPattern();
+  if (redis::HashedPart(pattern).find("%d") != std::string_view::npos &&
+      redis::HasHashTag(pattern)) {
+    return "";
+  }
+  return "in cluster mode %d must be inside the key's hash tag, like \"" + sub.stream +
+         ":{%d}\" (got \"" + pattern + "\"): each shard needs a slot of its own";
+}
 
 void ValidateConfig(const Config& config, const ProblemSink& problem) {
   if (config.subscriptions.empty() && config.streams.empty()) {

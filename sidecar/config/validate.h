@@ -17,4 +17,9 @@ using ProblemSink = std::function<void(const std::string& path, const std::strin
 // Checks the assembled configuration; calls `problem` for the first rule broken and stops.
 void ValidateConfig(const Config& config, const ProblemSink& problem);
 
+// SHARDING.md B1: why a sharded subscription's key_pattern cannot serve a cluster ("" when it
+// can): each shard needs a slot of its own. ValidateConfig applies it with mode cluster; `run`
+// once mode auto found a cluster.
+std::string ClusterKeyPatternProblem(const Subscription& sub);
+
 }  // namespace streamcar::config

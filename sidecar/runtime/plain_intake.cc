@@ -7,6 +7,7 @@
 #include "sidecar/common/log.h"
 #include "sidecar/redis/acl_refusal.h"
 #include "sidecar/redis/group_info.h"
+#include "sidecar/redis/replica_wait.h"
 #include "sidecar/redis/settle_scripts.h"
 
 namespace streamcar::runtime {
@@ -248,9 +249,12 @@ void PlainIntake::SetupNext() {
                          return;
                        }
                        setup_failures_ = 0;
-                       setup_step_ = SetupStep::kDeadLetterType;
+                       setup_step_ = fenced_ != nullptr ? SetupStep::kFenceReplicated
+                                                        : SetupStep::kDeadLetterType;
                        Pump();
                      }));
+    case SetupStep::kFenceReplicated:
+      return ReplicateFence();
     case SetupStep::kDeadLetterType:
       // A dead-letter key of another type would make every dead letter fail (SPEC 3.3): say so
       // now. A key in another slot of a cluster is not on this connection's node: the
@@ -305,6 +309,66 @@ void PlainIntake::SetupNext() {
             SetupDone(redis::AckMode::kAckThenDelete);
           }));
   }
+}
+
+void PlainIntake::ReplicateFence() {
+  // SHARDING.md B5.1: the install reaches a replica before the first read, so that a failover of
+  // the shard's master right after it cannot roll the fence back under a reading owner. Only
+  // takeovers pay for it, and only where the master has replicas: WAIT on a master without any
+  // blocks its whole timeout (redis/replica_wait.h). The cluster map says how many; elsewhere
+  // (standalone, sentinel, a map that does not know yet) ROLE does.
+  const auto next = [this] {
+    read_busy_ = false;
+    setup_step_ = SetupStep::kDeadLetterType;
+    Pump();
+  };
+  const auto wait = [this, next](int replicas) {
+    if (replicas <= 0) return next();
+    read_busy_ = true;
+    const Millis timeout = std::min(kFenceReplicaWait, read_->command_timeout() / 2);
+    SendRaw(read_, redis::WaitForReplicas(1, timeout),
+            Guard([this, next, timeout](StatusOr<Reply> reply) {
+              read_busy_ = false;
+              StatusOr<int64_t> acked = reply.ok() ? redis::ParseReplicasAcked(reply->view())
+                                                   : StatusOr<int64_t>(reply.status());
+              if (!acked.ok() && acked.status().code() == StatusCode::kServerError &&
+                  acked.status().message().find("replica") != std::string::npos) {
+                // "WAIT cannot be used with replica instances": the node was demoted, and the
+                // install may be dropped as it resyncs: install again on the new master.
+                read_->FollowDemotedMaster("WAIT says the node is a replica now");
+                return SetupFailed(acked.status());
+              }
+              if (!acked.ok() && acked.status().code() != StatusCode::kServerError) {
+                return SetupFailed(acked.status());  // the connection failed: from the install
+              }
+              if (!acked.ok() || *acked < 1) {
+                // The fence stays as safe as Redis replication is (B5.1); the shard is read.
+                LogWarn("shard fence not confirmed by a replica; reading anyway",
+                        {{"subscription", sub_.name},
+                         {"shard", sub_.stream},
+                         {"token", fenced_->token()},
+                         {"wait_ms", static_cast<int64_t>(timeout.count())},
+                         {"error", acked.ok() ? std::string() : acked.status().message()}});
+              }
+              next();
+            }));
+  };
+  if (const std::optional<int> listed = read_->KnownReplicas()) return wait(*listed);
+  SendRaw(read_, redis::RoleProbe(), Guard([this, wait](StatusOr<Reply> reply) {
+            read_busy_ = false;
+            StatusOr<int> replicas = reply.ok() ? redis::ParseReplicaCount(reply->view())
+                                                : StatusOr<int>(reply.status());
+            if (replicas.ok() && *replicas == redis::kNotAMaster) {
+              read_->FollowDemotedMaster("ROLE says the node is a replica now");
+              return SetupFailed(
+                  Status(StatusCode::kServerError, "READONLY the shard's node is a replica now"));
+            }
+            if (!replicas.ok() && replicas.status().code() != StatusCode::kServerError) {
+              return SetupFailed(replicas.status());
+            }
+            // ROLE refused (an ACL without @admin): nothing says a replica exists; no WAIT.
+            wait(replicas.ok() ? *replicas : 0);
+          }));
 }
 
 void PlainIntake::SetupFailed(const Status& status) {

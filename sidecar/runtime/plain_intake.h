@@ -73,6 +73,9 @@ class PlainIntake {
   static constexpr Millis kBlock{1000};
   // Upper bound of one read's COUNT, even when there is more room.
   static constexpr size_t kMaxReadCount = 1000;
+  // Sharded: how long a takeover waits for a replica to have the fence it installed (at most
+  // half the command timeout).
+  static constexpr Millis kFenceReplicaWait{1000};
   // Pending ids listed per XPENDING page of the recovery re-read.
   static constexpr int kRecoveryPage = 1000;
 
@@ -129,7 +132,8 @@ class PlainIntake {
 
  private:
   enum class Phase { kIdle, kSetup, kDrain, kReading, kStopped, kFailed };
-  enum class SetupStep { kEnsureGroup, kDeadLetterType, kAckDel, kGroupCount };
+  // kFenceReplicated: sharded only, after the install (ReplicateFence).
+  enum class SetupStep { kEnsureGroup, kFenceReplicated, kDeadLetterType, kAckDel, kGroupCount };
 
   // Wraps a callback so that it does nothing once this object is gone.
   template <typename F>
@@ -146,6 +150,8 @@ class PlainIntake {
   void ArmPauseTimer(SteadyTime now);
 
   void SetupNext();
+  // Sharded: WAIT 1 after the fence's install when the shard's master has a replica (B5.1).
+  void ReplicateFence();
   void SetupFailed(const Status& status);
   void SetupDone(redis::AckMode mode);
 
