@@ -416,5 +416,74 @@ TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
   EXPECT_EQ(replayed, 12);  // each bad entry twice: rejected, then replayed
 }
 
+// Each shard's dead-letter stream makes its own ids, so two shards can hold the same one: a
+// replay by that id cannot tell which is meant, so it refuses (exit 2, naming both streams) and
+// replays nothing. Deterministic: the same id is written to two shards' streams on purpose.
+TEST_F(ShardedTest, ReplayByAnIdTwoShardsHoldIsRefusedAndReplaysNothing) {
+  for (int shard : {0, 1}) {
+    const std::string key = sharding::ShardKey("orders:{%d}", shard);
+    redis_->Run({"XADD",     sharding::ShardDeadLetterKey(key),
+                 "5-0",      "key",
+                 "k",        "streamcar.stream",
+                 key,        "streamcar.id",
+                 "1-0",      "streamcar.group",
+                 "billing",  "streamcar.attempts",
+                 "1",        "streamcar.reason",
+                 "rejected", "streamcar.status",
+                 "400",      "streamcar.error",
+                 "",         "streamcar.time",
+                 "5"});
+  }
+  const std::string path = WriteConfig(Sharded("c1"));
+  auto by_id = RunStreamcar(
+      {"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--id", "5-0"});
+  EXPECT_EQ(by_id.exit_code, 2) << by_id.out << by_id.err;
+  EXPECT_NE(by_id.err.find("more than one shard"), std::string::npos) << by_id.err;
+  for (int shard : {0, 1}) {
+    const std::string key = sharding::ShardKey("orders:{%d}", shard);
+    EXPECT_NE(by_id.err.find(sharding::ShardDeadLetterKey(key)), std::string::npos) << by_id.err;
+    EXPECT_EQ(redis_->Run({"XLEN", sharding::ShardDeadLetterKey(key)}).view().Integer(), 1)
+        << "the dead letter is kept";
+    EXPECT_EQ(redis_->Run({"EXISTS", key}).view().Integer(), 0) << "nothing was replayed";
+  }
+}
+
+// Redis forgets its scripts (SCRIPT FLUSH; a restart does the same): the heartbeat and every
+// shard's fenced steps answer NOSCRIPT once, load their scripts again and go on. The member keeps
+// its shards on their tokens (a failing heartbeat would let its lease run out and the shards be
+// granted again with new ones) and delivers what comes next.
+TEST_F(ShardedTest, ForgottenScriptsAreLoadedAgainAndTheMemberKeepsItsShards) {
+  auto sidecar = StartSidecar(Sharded("c1"));
+  Produce(8, 4);
+  ASSERT_TRUE(handler_.WaitForCount(8, std::chrono::seconds(20))) << sidecar->Logs();
+  auto tokens = [&] {
+    std::vector<std::string> out;
+    for (int shard = 0; shard < kShards; ++shard) {
+      auto reply = redis_->Run(
+          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
+           "token"});
+      out.emplace_back(reply.view().IsNil() ? "" : std::string(reply.view().Str()));
+    }
+    return out;
+  };
+  const auto before = tokens();
+  const std::string sub = "subscription=\"orders/billing\"";
+  auto accepted = [&] {
+    return MetricValue(Metrics(admin_port_), "streamcar_coord_heartbeats_total",
+                       {sub, "status=\"OK\""});
+  };
+  const double accepted_before = accepted();
+  redis_->Run({"SCRIPT", "FLUSH"});
+  Produce(8, 4, /*first_seq=*/2);
+  EXPECT_TRUE(handler_.WaitForCount(16, std::chrono::seconds(20))) << sidecar->Logs();
+  // Heartbeats every 500 ms: a session's worth (6 s) later the lease would long have run out.
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  // Nothing but the member loads the heartbeat's script, and the flush dropped it: heartbeats
+  // accepted since then mean it answered NOSCRIPT, loaded it and called it again.
+  EXPECT_GE(accepted(), accepted_before + 6) << sidecar->Logs();
+  EXPECT_EQ(tokens(), before) << "no shard was lost and granted again";
+  EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+}
+
 }  // namespace
 }  // namespace streamcar::testing
