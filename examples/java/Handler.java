@@ -4,6 +4,13 @@
 // and it is retried with backoff; 422 and it goes to the dead-letter stream at once. Delivery is
 // at-least-once, so the handler deduplicates on the Idempotency-Key header ("<stream>/<id>").
 //
+// Sharded subscriptions (SPEC 9) add Streamcar-Shard and Streamcar-Fence (and "shard", "fence" in
+// the JSON body). A paused or partitioned sidecar that has lost its shard may still POST an entry
+// with its old, lower fence, so the handler keeps per shard the highest fence it has applied and
+// answers 409 to a lower one: not 2xx, so the stale sender never acknowledges an entry whose effect
+// did not happen, and not a reject status, so it is not dead-lettered; the entry stays pending for
+// the shard's current owner. Plain requests (no such headers) are not affected.
+//
 // The field "action" drives it: ok -> 200, fail-once -> 500 then 200, fail -> 500, reject -> 422.
 // Usage: java Handler.java [PORT]   (JDK 11+; default 8080; GET /healthz answers 200)
 
@@ -12,6 +19,9 @@ import com.sun.net.httpserver.HttpServer;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -21,8 +31,30 @@ import java.util.regex.Pattern;
 public class Handler {
   // A real handler keeps these with its results (a unique key in its database).
   private static final Set<String> processed = ConcurrentHashMap.newKeySet();
-  // Enough JSON reading for this example: the "action" field of the payload.
-  private static final Pattern ACTION = Pattern.compile("\"action\":\"([a-z-]+)\"");
+  // The highest fence applied per (shard's stream, group, shard): fences are counted per
+  // subscription. A real handler keeps it next to its data and updates it in the same transaction
+  // as the side effect (UPDATE ... SET fence = :fence WHERE shard = :shard AND fence <= :fence);
+  // here `effects` makes the comparison, the effect and the store one step.
+  private static final Map<List<String>, Long> highestFence = new HashMap<>();
+  private static final Object effects = new Object();
+  // Enough JSON reading for this example: the "action" field of the payload, and the envelope's
+  // "shard", "fence", "stream" and "group" (payload values are strings, so a bare number after
+  // "shard": or "fence": can only be the envelope's).
+  private static final Pattern ACTION = Pattern.compile("\"action\"\\s*:\\s*\"([a-z-]+)\"");
+  private static final Pattern DECIMAL = Pattern.compile("[0-9]{1,18}");
+
+  // A sharded request's shard and fence, and the key its highest fence is kept under.
+  private static final class Fence {
+    final List<String> key;
+    final long shard;
+    final long fence;
+
+    Fence(List<String> key, long shard, long fence) {
+      this.key = key;
+      this.shard = shard;
+      this.fence = fence;
+    }
+  }
 
   public static void main(String[] args) throws IOException {
     int port = args.length > 0 ? Integer.parseInt(args[0]) : 8080;
@@ -43,20 +75,75 @@ public class Handler {
     int attempts = Integer.parseInt(header(exchange, "Streamcar-Attempts", "1"));
     Matcher m = ACTION.matcher(body);
     String action = m.find() ? m.group(1) : "ok";
-    if (processed.contains(key)) {
-      log("duplicate  " + key + " (attempt " + attempts + "): already processed, answering 200");
-      answer(exchange, 200, "");
-    } else if (action.equals("reject")) {
-      log("reject     " + key + ": 422, this entry can never succeed");
-      answer(exchange, 422, "{\"error\":\"invalid order\"}");
-    } else if (action.equals("fail") || (action.equals("fail-once") && attempts == 1)) {
-      log("fail       " + key + " (attempt " + attempts + "): 500, please retry");
-      answer(exchange, 500, "{\"error\":\"database unavailable\"}");
-    } else {
-      processed.add(key);
-      log("processed  " + key + " (attempt " + attempts + "): " + body);
-      answer(exchange, 200, "");
+    Fence sharded;
+    try {
+      sharded = shardAndFence(exchange, body);
+    } catch (IllegalArgumentException e) {
+      log("bad fence  " + key + ": 400, " + e.getMessage());
+      answer(exchange, 400, "{\"error\":\"malformed Streamcar-Shard or Streamcar-Fence\"}");
+      return;
     }
+    String where = sharded == null ? "" : " shard " + sharded.shard + " fence " + sharded.fence;
+    int status;
+    String reply = "";
+    synchronized (effects) {
+      Long applied = sharded == null ? null : highestFence.get(sharded.key);
+      if (applied != null && sharded.fence < applied) {
+        log("stale      " + key + where + " < " + applied
+            + ": 409, a newer owner has applied this shard");
+        status = 409;
+        reply = "{\"error\":\"stale fence\",\"shard\":" + sharded.shard + ",\"fence\":"
+            + sharded.fence + ",\"applied\":" + applied + "}";
+      } else if (processed.contains(key)) {
+        log("duplicate  " + key + " (attempt " + attempts + "): already processed, answering 200");
+        status = 200;
+      } else if (action.equals("reject")) {
+        log("reject     " + key + ": 422, this entry can never succeed");
+        status = 422;
+        reply = "{\"error\":\"invalid order\"}";
+      } else if (action.equals("fail") || (action.equals("fail-once") && attempts == 1)) {
+        log("fail       " + key + " (attempt " + attempts + "): 500, please retry");
+        status = 500;
+        reply = "{\"error\":\"database unavailable\"}";
+      } else {
+        // The side effect and the fence store, together.
+        processed.add(key);
+        if (sharded != null) highestFence.put(sharded.key, sharded.fence);
+        log("processed  " + key + " (attempt " + attempts + ")" + where + ": " + body);
+        status = 200;
+      }
+    }
+    answer(exchange, status, reply);
+  }
+
+  // The headers come with every format; the JSON body's "shard" and "fence" are read when they
+  // are missing (for example behind a proxy that drops unknown headers).
+  private static Fence shardAndFence(HttpExchange exchange, String body) {
+    String shard = header(exchange, "Streamcar-Shard", envelopeNumber(body, "shard"));
+    String fence = header(exchange, "Streamcar-Fence", envelopeNumber(body, "fence"));
+    if (shard == null && fence == null) return null;
+    if (shard == null || fence == null || !DECIMAL.matcher(shard).matches()
+        || !DECIMAL.matcher(fence).matches()) {
+      throw new IllegalArgumentException(
+          "shard " + shard + " and fence " + fence + " must both be non-negative integers");
+    }
+    String stream = header(exchange, "Streamcar-Stream", envelopeString(body, "stream"));
+    String group = header(exchange, "Streamcar-Group", envelopeString(body, "group"));
+    return new Fence(List.of(String.valueOf(stream), String.valueOf(group), shard),
+        Long.parseLong(shard), Long.parseLong(fence));
+  }
+
+  // The first "name":123 of the body (the envelope's: payload values are strings), or null.
+  private static String envelopeNumber(String body, String name) {
+    Matcher m = Pattern.compile("\"" + name + "\"\\s*:\\s*([0-9]+)").matcher(body);
+    return m.find() ? m.group(1) : null;
+  }
+
+  // The first "name":"text" of the body (the envelope's "stream" and "group" come before the
+  // payload), or null.
+  private static String envelopeString(String body, String name) {
+    Matcher m = Pattern.compile("\"" + name + "\"\\s*:\\s*\"([^\"\\\\]*)\"").matcher(body);
+    return m.find() ? m.group(1) : null;
   }
 
   private static String header(HttpExchange exchange, String name, String fallback) {

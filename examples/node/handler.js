@@ -5,6 +5,13 @@
 // and it is retried with backoff; 422 and it goes to the dead-letter stream at once. Delivery is
 // at-least-once, so the handler deduplicates on the Idempotency-Key header ("<stream>/<id>").
 //
+// Sharded subscriptions (SPEC 9) add Streamcar-Shard and Streamcar-Fence (and "shard", "fence" in
+// the JSON body). A paused or partitioned sidecar that has lost its shard may still POST an entry
+// with its old, lower fence, so the handler keeps per shard the highest fence it has applied and
+// answers 409 to a lower one: not 2xx, so the stale sender never acknowledges an entry whose effect
+// did not happen, and not a reject status, so it is not dead-lettered; the entry stays pending for
+// the shard's current owner. Plain requests (no such headers) are not affected.
+//
 // The field "action" drives it: ok -> 200, fail-once -> 500 then 200, fail -> 500, reject -> 422.
 // Usage: node handler.js [PORT]   (default 8080; GET /healthz answers 200)
 'use strict';
@@ -12,11 +19,31 @@ const http = require('http');
 
 const port = Number(process.argv[2] || 8080);
 const processed = new Set();  // a real handler keeps these with its results (a unique key)
+// The highest fence applied per (shard's stream, group, shard): fences are counted per
+// subscription. A real handler keeps it next to its data and updates it in the same transaction as
+// the side effect (UPDATE ... SET fence = :fence WHERE shard = :shard AND fence <= :fence). Here the
+// request is handled in one synchronous callback, so the comparison, the effect and the store
+// cannot interleave with another request.
+const highestFence = new Map();
+const DECIMAL = /^[0-9]{1,15}$/;  // within Number's exact integers
 
 function answer(res, status, body) {
   const text = body === undefined ? '' : JSON.stringify(body);
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
   res.end(text);
+}
+
+// {shard, fence} of a sharded request, null for a plain one; throws when malformed. The headers
+// come with every format; the JSON body's "shard" and "fence" are read when they are missing (for
+// example behind a proxy that drops unknown headers).
+function shardAndFence(headers, envelope) {
+  const shard = headers['streamcar-shard'] ?? envelope.shard;
+  const fence = headers['streamcar-fence'] ?? envelope.fence;
+  if (shard === undefined && fence === undefined) return null;
+  if (!DECIMAL.test(String(shard)) || !DECIMAL.test(String(fence))) {
+    throw new Error(`shard ${JSON.stringify(shard)} and fence ${JSON.stringify(fence)} must both be non-negative integers`);
+  }
+  return { shard: Number(shard), fence: Number(fence) };
 }
 
 const server = http.createServer((req, res) => {
@@ -28,6 +55,25 @@ const server = http.createServer((req, res) => {
     const attempts = Number(req.headers['streamcar-attempts'] || 1);
     const envelope = JSON.parse(Buffer.concat(chunks).toString('utf8'));
     const action = (envelope.payload || {}).action || 'ok';
+    let sharded;
+    try {
+      sharded = shardAndFence(req.headers, envelope);
+    } catch (error) {
+      console.log(`bad fence  ${key}: 400, ${error.message}`);
+      return answer(res, 400, { error: error.message });
+    }
+    let where = '';
+    let fenceKey;
+    if (sharded) {
+      where = ` shard ${sharded.shard} fence ${sharded.fence}`;
+      fenceKey = JSON.stringify([req.headers['streamcar-stream'] ?? envelope.stream,
+        req.headers['streamcar-group'] ?? envelope.group, sharded.shard]);
+      const applied = highestFence.get(fenceKey);
+      if (applied !== undefined && sharded.fence < applied) {
+        console.log(`stale      ${key}${where} < ${applied}: 409, a newer owner has applied this shard`);
+        return answer(res, 409, { error: 'stale fence', shard: sharded.shard, fence: sharded.fence, applied });
+      }
+    }
     if (processed.has(key)) {
       console.log(`duplicate  ${key} (attempt ${attempts}): already processed, answering 200`);
       return answer(res, 200);
@@ -40,8 +86,10 @@ const server = http.createServer((req, res) => {
       console.log(`fail       ${key} (attempt ${attempts}): 500, please retry`);
       return answer(res, 500, { error: 'database unavailable' });
     }
+    // The side effect and the fence store, together.
     processed.add(key);
-    console.log(`processed  ${key} (attempt ${attempts}): ${JSON.stringify(envelope.payload)}`);
+    if (sharded) highestFence.set(fenceKey, sharded.fence);
+    console.log(`processed  ${key} (attempt ${attempts})${where}: ${JSON.stringify(envelope.payload)}`);
     answer(res, 200);
   });
 });

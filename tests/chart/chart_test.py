@@ -6,6 +6,7 @@
    streamcar container) and with the native-sidecar option, checking what was rendered; the
    Redis topologies (standalone, cluster, sentinel): the config, the sentinels' credentials and
    the KEDA trigger of each, with every KEDA object checked against KEDA's CRDs (keda_schema.py);
+   a sharded subscription's sharding block, and KEDA refused on its logical stream;
 3. values.schema.json and the chart's own checks refuse bad values;
 4. the rendered streamcar.yaml passes `streamcar check`;
 5. a pod on one machine: the binary runs with exactly the args, env and config the chart renders
@@ -250,6 +251,25 @@ result = subprocess.run([BINARY, "check", "-c", pg_path], capture_output=True, t
 os.remove(pg_path)
 check(result.returncode == 0, f"streamcar check on the postgres archive config: {result.stderr.strip()}")
 
+# Sharded subscriptions (SPEC 9): the sharding block reaches streamcar.yaml as written (section 4
+# runs `streamcar check` on it, timing relations included); KEDA is refused on a sharded
+# subscription's logical stream, which holds no entries, unless keda.stream names a shard.
+sharded_values = os.path.join(CHART, "examples", "sharded.yaml")
+sharded = render("-f", sharded_values)
+check(config_of(sharded)["subscriptions"][0]["sharding"] == {
+    "shards": 16, "session_timeout": "15s", "heartbeat_interval": "3s", "drain_timeout": "20s",
+    "rebalance_timeout": "60s", "initial_delay": "3s"}, "sharded: the sharding block in streamcar.yaml")
+static = config_of(render("-f", sharded_values, "--set", "config.subscriptions[0].sharding.instance_id=${POD_NAME}",
+                          "--set", "config.subscriptions[0].sharding.static_takeover=wait"))["subscriptions"][0]["sharding"]
+check(static["instance_id"] == "${POD_NAME}" and static["static_takeover"] == "wait",
+      "sharded: instance_id stays ${POD_NAME} for streamcar to expand from the pod's name")
+result = helm("template", "t", CHART, "-f", sharded_values, "--set", "keda.enabled=true", ok=False)
+check(result.returncode != 0 and "is sharded" in result.stderr and "keda.stream" in result.stderr,
+      f"chart: KEDA on a sharded subscription needs keda.stream: {result.stderr.strip()}")
+sharded_keda = render("-f", sharded_values, "--set", "keda.enabled=true", "--set", "keda.stream=orders:{0}")
+check(kind(sharded_keda, "ScaledObject")[0]["spec"]["triggers"][0]["metadata"]["stream"] == "orders:{0}",
+      "sharded: with keda.stream the trigger watches that shard")
+
 parent = os.path.join(ROOT, "examples", "kubernetes", "parent-chart")
 check(helm("dependency", "update", parent).returncode == 0, "parent chart: helm dependency update")
 result = helm("template", "r", parent)
@@ -291,6 +311,16 @@ for args, reason, what in [
     (["--set", "config.redis.sentinel.addresses[0]=redis://s:26379"], "/config/redis/sentinel/addresses/0",
      "schema: a sentinel is host:port"),
     (["--set", "keda.type=redis"], "/keda/type", "schema: keda.type is a Redis Streams trigger"),
+    (["--set", "config.subscriptions[0].sharding.shards=5000"], "/config/subscriptions/0/sharding/shards",
+     "schema: sharding.shards is at most 4096"),
+    (["--set", "config.subscriptions[0].sharding.shard=4"], "/config/subscriptions/0/sharding",
+     "schema: an unknown sharding key (typo) is refused"),
+    (["--set", "config.subscriptions[0].sharding.key_pattern=orders-%s"], "/config/subscriptions/0/sharding/key_pattern",
+     "schema: sharding.key_pattern holds one %d"),
+    (["--set", "config.subscriptions[0].sharding.session_timeout=15"], "/config/subscriptions/0/sharding/session_timeout",
+     "schema: a sharding timeout is a duration"),
+    (["--set", "config.subscriptions[0].sharding.static_takeover=later"], "/config/subscriptions/0/sharding/static_takeover",
+     "schema: sharding.static_takeover is immediate or wait"),
     (["--set", "redisAuth.existingSecret=creds", "--set", "redisAuth.sentinelUsernameKey=u"],
      "the sentinels' user needs its password", "chart: the sentinels' user needs its password key"),
     (["-f", os.path.join(CHART, "examples", "keda.yaml"), "--set", "keda.type=redis-sentinel-streams"],

@@ -5,6 +5,7 @@
 
 #include <rapidjson/document.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <set>
@@ -529,6 +530,149 @@ TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
     ++replayed;
   }
   EXPECT_EQ(replayed, 12);  // each bad entry twice: rejected, then replayed
+}
+
+// Each shard's dead-letter stream makes its own ids, so two shards can hold the same one: a
+// replay by that id cannot tell which is meant, so it refuses (exit 2, naming both streams) and
+// replays nothing. Deterministic: the same id is written to two shards' streams on purpose.
+TEST_F(ShardedTest, ReplayByAnIdTwoShardsHoldIsRefusedAndReplaysNothing) {
+  for (int shard : {0, 1}) {
+    const std::string key = sharding::ShardKey("orders:{%d}", shard);
+    redis_->Run({"XADD",     sharding::ShardDeadLetterKey(key),
+                 "5-0",      "key",
+                 "k",        "streamcar.stream",
+                 key,        "streamcar.id",
+                 "1-0",      "streamcar.group",
+                 "billing",  "streamcar.attempts",
+                 "1",        "streamcar.reason",
+                 "rejected", "streamcar.status",
+                 "400",      "streamcar.error",
+                 "",         "streamcar.time",
+                 "5"});
+  }
+  const std::string path = WriteConfig(Sharded("c1"));
+  auto by_id = RunStreamcar(
+      {"dlq", "replay", "-c", path, "--subscription", "orders/billing", "--id", "5-0"});
+  EXPECT_EQ(by_id.exit_code, 2) << by_id.out << by_id.err;
+  EXPECT_NE(by_id.err.find("more than one shard"), std::string::npos) << by_id.err;
+  for (int shard : {0, 1}) {
+    const std::string key = sharding::ShardKey("orders:{%d}", shard);
+    EXPECT_NE(by_id.err.find(sharding::ShardDeadLetterKey(key)), std::string::npos) << by_id.err;
+    EXPECT_EQ(redis_->Run({"XLEN", sharding::ShardDeadLetterKey(key)}).view().Integer(), 1)
+        << "the dead letter is kept";
+    EXPECT_EQ(redis_->Run({"EXISTS", key}).view().Integer(), 0) << "nothing was replayed";
+  }
+}
+
+// Redis forgets its scripts (SCRIPT FLUSH; a restart does the same): the heartbeat and every
+// shard's fenced steps answer NOSCRIPT once, load their scripts again and go on. The member keeps
+// its shards on their tokens (a failing heartbeat would let its lease run out and the shards be
+// granted again with new ones) and delivers what comes next.
+TEST_F(ShardedTest, ForgottenScriptsAreLoadedAgainAndTheMemberKeepsItsShards) {
+  auto sidecar = StartSidecar(Sharded("c1"));
+  Produce(8, 4);
+  ASSERT_TRUE(handler_.WaitForCount(8, std::chrono::seconds(20))) << sidecar->Logs();
+  auto tokens = [&] {
+    std::vector<std::string> out;
+    for (int shard = 0; shard < kShards; ++shard) {
+      auto reply = redis_->Run(
+          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
+           "token"});
+      out.emplace_back(reply.view().IsNil() ? "" : std::string(reply.view().Str()));
+    }
+    return out;
+  };
+  const auto before = tokens();
+  const std::string sub = "subscription=\"orders/billing\"";
+  auto accepted = [&] {
+    return MetricValue(Metrics(admin_port_), "streamcar_coord_heartbeats_total",
+                       {sub, "status=\"OK\""});
+  };
+  const double accepted_before = accepted();
+  redis_->Run({"SCRIPT", "FLUSH"});
+  Produce(8, 4, /*first_seq=*/2);
+  EXPECT_TRUE(handler_.WaitForCount(16, std::chrono::seconds(20))) << sidecar->Logs();
+  // Heartbeats every 500 ms: a session's worth (6 s) later the lease would long have run out.
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  // Nothing but the member loads the heartbeat's script, and the flush dropped it: heartbeats
+  // accepted since then mean it answered NOSCRIPT, loaded it and called it again.
+  EXPECT_GE(accepted(), accepted_before + 6) << sidecar->Logs();
+  EXPECT_EQ(tokens(), before) << "no shard was lost and granted again";
+  EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+}
+
+// README.md "ACL for sharded members": a member, `status` and the dlq commands run as a user with
+// exactly the documented rules (the base rules of "Redis topologies" and the sharded ones, with the
+// key patterns for stream orders and group billing). Redis checks the commands inside scripts
+// against them too. Entries are delivered, retried and dead-lettered, and ACL LOG stays empty.
+TEST_F(ShardedTest, AUserWithTheDocumentedAclRulesRunsAMemberStatusAndDlq) {
+  const std::vector<std::string> base_rules = {
+      "+@stream",        "+evalsha",        "+eval",           "+script|load",
+      "+ping",           "+type",           "+client|setname", "+client|id",
+      "+client|unblock", "+cluster|shards", "+cluster|slots",  "+cluster|keyslot",
+      "+asking",         "+info",           "+role",           "+wait"};
+  const std::vector<std::string> sharded_rules = {
+      "+hget",   "+hset", "+hsetnx", "+hdel",      "+hgetall",       "+hkeys",
+      "+hvals",  "+hlen", "+hmget",  "+zadd",      "+zrangebyscore", "+zrem",
+      "+zrange", "+del",  "+time",   "~orders:{*", "~sc:{orders:*"};
+  std::vector<std::string> setuser = {"ACL",   "SETUSER", "sharded-app",
+                                      "reset", "on",      ">Sharded-Acl-Pw-7e2"};
+  setuser.insert(setuser.end(), base_rules.begin(), base_rules.end());
+  setuser.insert(setuser.end(), sharded_rules.begin(), sharded_rules.end());
+  redis_->Run(setuser);
+  redis_->Run({"ACL", "LOG", "RESET"});
+  std::atomic<int> calls{0};
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    if (request.body.find("\"bad") != std::string::npos) return HandlerReply{400};
+    // Every tenth request fails once: a retry (a fenced XCLAIM) on some shard.
+    return HandlerReply{++calls % 10 == 0 ? 503 : 200};
+  });
+  SidecarConfig config = Sharded("c1");
+  config.redis_extra = "  username: sharded-app\n  password: Sharded-Acl-Pw-7e2\n";
+  auto sidecar = StartSidecar(config);
+  Produce(20, 4);
+  for (int i = 0; i < 4; ++i) {
+    const std::string key = "bad" + std::to_string(i);
+    redis_->Run({"XADD", sharding::ShardKey("orders:{%d}", sharding::ShardOf(key, kShards)), "*",
+                 "key", key, "seq", "0"});
+  }
+  auto dead_letters = [&] {
+    int64_t n = 0;
+    for (int shard = 0; shard < kShards; ++shard) {
+      n += redis_
+               ->Run(
+                   {"XLEN", sharding::ShardDeadLetterKey(sharding::ShardKey("orders:{%d}", shard))})
+               .view()
+               .Integer();
+    }
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return dead_letters() == 4 && PendingOfShards() == 0; },
+                        std::chrono::seconds(20)))
+      << sidecar->Logs();
+  const std::string path = WriteConfig(config);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status", "-c", path},
+        std::vector<std::string>{"status", "-c", path, "--json"},
+        std::vector<std::string>{"dlq", "list", "-c", path, "--subscription", "orders/billing"},
+        std::vector<std::string>{"dlq", "replay", "-c", path, "--subscription",
+                                 "orders/billing"}}) {
+    auto run = RunStreamcar(args);
+    EXPECT_EQ(run.exit_code, 0) << args[0] << ": " << run.err;
+  }
+  // The replayed entries are rejected again: dead letters once more, through the same rules.
+  EXPECT_TRUE(WaitUntil([&] { return dead_letters() == 4 && PendingOfShards() == 0; },
+                        std::chrono::seconds(20)));
+  EXPECT_GE(calls.load(), 20);
+  // Leaving releases every shard (the coordinator's HDEL and HSETNX of freed shards).
+  sidecar->Terminate();
+  EXPECT_EQ(sidecar->Wait(std::chrono::seconds(10)), 0) << sidecar->Logs();
+  EXPECT_EQ(redis_->Run({"HLEN", sharding::CoordinatorKeysFor("orders", "billing").members})
+                .view()
+                .Integer(),
+            0)
+      << "it left the group";
+  EXPECT_EQ(redis_->Run({"ACL", "LOG"}).view().Size(), 0u) << sidecar->Logs();
 }
 
 }  // namespace

@@ -4,17 +4,27 @@ real streamcar binary and a real redis-server: successes are acknowledged, a fai
 with attempts 2, a permanent failure and a rejection are dead-lettered, nothing stays pending; and
 a repeated Idempotency-Key is answered 200 without being processed again.
 
+Fences (SPEC 9): a sharded subscription (2 shards) is delivered through the same sidecar, and the
+handler applies each entry with its shard's installed fence; a direct request with a lower fence
+(in the headers, or only in the JSON body) is answered 409 and not applied, while the current
+fence and a plain request are still served; and when the handler holds a fence above the one
+Redis installed, the sidecar's own request is refused, never acknowledged, retried and finally
+dead-lettered (max_attempts, status 409), not lost.
+
 Usage: examples_test.py STREAMCAR_BINARY REPO_ROOT
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
+import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from harness import check, eventually, free_port, summary, wait_port  # noqa: E402
@@ -25,6 +35,103 @@ HANDLERS = {
     "node": ["node", os.path.join(ROOT, "examples", "node", "handler.js")],
     "java": ["java", os.path.join(ROOT, "examples", "java", "Handler.java")],
 }
+SHARDS = 2
+
+
+def post(port, envelope, headers):
+    """POSTs an envelope to the handler; returns (status, body)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/ledger", data=json.dumps(envelope).encode(),
+                                     method="POST", headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def check_fences(language, cli, handler_port, log_path):
+    """The sharded subscription "ledger" (SPEC 9) through the sidecar, then stale fences sent directly."""
+    shard_ids = {shard: [] for shard in range(SHARDS)}
+    for n in range(8):  # both shards get entries: crc32 of k0..k7 mod 2 is 0 for four and 1 for four
+        key = f"k{n}"
+        shard = zlib.crc32(key.encode()) % SHARDS
+        shard_ids[shard].append(subprocess.run([*cli, "XADD", f"ledger:{{{shard}}}", "*", "key", key, "action", "ok"],
+                                               capture_output=True, text=True, check=True).stdout.strip())
+    check(all(len(ids) >= 2 for ids in shard_ids.values()), f"{language}: every shard got entries {shard_ids}")
+
+    def pending(shard):
+        reply = subprocess.run([*cli, "XPENDING", f"ledger:{{{shard}}}", "billing"], capture_output=True, text=True).stdout
+        return reply.split()[0] if reply.split() else "?"
+
+    def applied_fences(shard):
+        pattern = re.compile(rf"^processed  ledger:\{{{shard}\}}/(\S+) \(attempt 1\) shard {shard} fence (\d+): ", re.M)
+        return dict(pattern.findall(open(log_path).read()))
+
+    check(eventually(lambda: all(len(applied_fences(s)) == len(shard_ids[s]) and pending(s) == "0" for s in shard_ids)),
+          f"{language}: every sharded entry was applied once, with its shard and fence, and acknowledged")
+    installed = {}
+    for shard, ids in shard_ids.items():
+        installed[shard] = int(subprocess.run([*cli, "HGET", f"ledger:{{{shard}}}:sc:billing:fence", "token"],
+                                              capture_output=True, text=True, check=True).stdout.strip())
+        fences = applied_fences(shard)
+        check(sorted(fences) == sorted(ids) and set(fences.values()) == {str(installed[shard])},
+              f"{language}: shard {shard}'s entries were applied with its installed fence {installed[shard]}: {fences}")
+
+    shard, current = 0, installed[0]
+    stale = current - 1
+
+    def request(entry_id, fence, in_headers=True, sharded=True):
+        envelope = {"id": entry_id, "stream": f"ledger:{{{shard}}}", "group": "billing", "attempts": 1,
+                    "payload": {"action": "ok", "fence": "not this one"}}
+        headers = {"Streamcar-Attempts": "1", "Idempotency-Key": f"ledger:{{{shard}}}/{entry_id}"}
+        if sharded:
+            envelope.update(shard=shard, fence=fence)
+            if in_headers:
+                headers.update({"Streamcar-Stream": f"ledger:{{{shard}}}", "Streamcar-Group": "billing",
+                                "Streamcar-Shard": str(shard), "Streamcar-Fence": str(fence)})
+        return post(handler_port, envelope, headers)
+
+    def logged(entry_id, prefix):
+        return any(line.startswith(f"{prefix}ledger:{{{shard}}}/{entry_id} ") for line in open(log_path))
+
+    # A stale owner's request: the fence is below the one the handler applied for this shard.
+    status, body = request("1-1", stale)
+    check(status == 409 and json.loads(body).get("applied") == current,
+          f"{language}: a request with the stale fence {stale} is answered 409 naming {current}: {status} {body!r}")
+    check(eventually(lambda: logged("1-1", "stale      "), 5) and not logged("1-1", "processed  "),
+          f"{language}: the stale request was not applied")
+    status, body = request("1-2", stale, in_headers=False)
+    check(status == 409 and not logged("1-2", "processed  "),
+          f"{language}: a stale fence only in the JSON body is refused too: {status} {body!r}")
+    # The current fence, and a plain request (no shard, a payload field named "fence"), are served.
+    status, _ = request("1-3", current)
+    check(status == 200 and eventually(lambda: logged("1-3", f"processed  "), 5),
+          f"{language}: a request with the current fence {current} is applied")
+    status, _ = request("1-4", None, sharded=False)
+    check(status == 200 and eventually(lambda: logged("1-4", "processed  "), 5),
+          f"{language}: a plain request is applied as before")
+
+    # The handler now holds a fence above the one installed in Redis (as after Redis lost its fence
+    # keys): the sidecar's next request for that shard is refused with 409, so it is never
+    # acknowledged; it is retried with growing attempts and dead-lettered after max_attempts.
+    status, _ = request("1-5", current + 100)
+    check(status == 200, f"{language}: a request with a higher fence {current + 100} is applied")
+    refused = subprocess.run([*cli, "XADD", f"ledger:{{{shard}}}", "*", "key", "k0", "action", "ok"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    dlq = f"ledger:{{{shard}}}:dlq"
+
+    def dead_letter():  # redis-cli's raw output: the id, then each field and value on its own line
+        lines = subprocess.run([*cli, "XRANGE", dlq, "-", "+"], capture_output=True, text=True).stdout.splitlines()
+        return dict(zip(lines[1::2], lines[2::2]))
+
+    check(eventually(lambda: dead_letter().get("streamcar.id") == refused),
+          f"{language}: the refused entry was dead-lettered: {dead_letter()}")
+    letter = dead_letter()
+    check((letter.get("streamcar.reason"), letter.get("streamcar.attempts"), letter.get("streamcar.status"))
+          == ("max_attempts", "3", "409"),
+          f"{language}: after 3 refusals (max_attempts, status 409), not at once: {letter}")
+    check(not logged(refused, "processed  ") and pending(shard) == "0",
+          f"{language}: the refused entry was never applied, and nothing is left pending")
 
 
 for language, command in HANDLERS.items():
@@ -48,6 +155,12 @@ subscriptions:
     start: beginning
     handler: {{ url: "http://127.0.0.1:{handler_port}/orders", concurrency: 4 }}
     retry: {{ max_attempts: 3, initial_backoff: 100ms, max_backoff: 200ms }}
+  - stream: ledger
+    group: billing
+    start: beginning
+    handler: {{ url: "http://127.0.0.1:{handler_port}/ledger", concurrency: 4 }}
+    retry: {{ max_attempts: 3, initial_backoff: 100ms, max_backoff: 200ms }}
+    sharding: {{ shards: {SHARDS}, heartbeat_interval: 500ms, initial_delay: 0s, min_assignment_interval: 0s }}
 """)
         sidecar = subprocess.Popen([BINARY, "run", "-c", os.path.join(work, "streamcar.yaml")],
                                    stderr=open(os.path.join(work, "streamcar.log"), "w"))
@@ -87,6 +200,7 @@ subscriptions:
         check(eventually(lambda: f"duplicate  orders/{ids['ok'][0]}" in open(log_path).read(), 5)
               and open(log_path).read().count(f"processed  orders/{ids['ok'][0]}") == 1,
               f"{language}: the duplicate was not processed again")
+        check_fences(language, cli, handler_port, log_path)
         # A graceful stop: exit 0 and no sanitizer report.
         sidecar.terminate()
         check(sidecar.wait(timeout=60) == 0, f"{language}: streamcar exits 0 on SIGTERM")
