@@ -2,10 +2,10 @@
 // real `streamcar run` members against a real redis-server, a producer writing a sequence
 // number per shard, and a real HTTP handler that keeps a *fenced side-effect log*: it applies a
 // write only when its `Streamcar-Fence` is at least the highest fence it has seen for that shard,
-// as SHARDING.md B5 asks of a handler with side effects. Every 1.5-3 s one fault at random
-// (seeded, the seed printed): kill -9 of a member (respawned 0.5 s later), SIGSTOP for longer than
-// the session timeout then SIGCONT, SIGTERM (a graceful leave, then a respawn), a new member.
-// Then the faults stop, the group converges, and:
+// as SHARDING.md B5 asks of a handler with side effects (and answers 200 after 0-20 ms).
+// Every 1.5-3 s one fault at random (seeded, the seed printed): kill -9 of a member (respawned 0.5
+// s later), SIGSTOP for longer than the session timeout then SIGCONT, SIGTERM (a graceful leave,
+// then a respawn), a new member. Then the faults stop, the group converges, and:
 // - I1: in the fenced log, per shard, a token is used by one member process and on one shard;
 //   within one token the sequence goes strictly +1; a new token never skips (it may redo the
 //   previous owner's unacknowledged tail). A stale member's POST that was already on its way is
@@ -126,7 +126,12 @@ class FencedLog {
     w.accepted = w.fence >= highest && w.seq > 0;
     highest = std::max(highest, w.fence);
     writes_.push_back(w);
-    return {};  // 200: the handler never fails, so every repeat is the protocol's doing
+    // 200, never a failure, so every repeat is the protocol's doing; after 0-20 ms of "work",
+    // so that a member stopped or killed has a request in flight now and then (the effect is
+    // applied on arrival, as a handler's transaction would commit before it answers).
+    HandlerReply reply;
+    reply.delay = milliseconds(random_() % 21);
+    return reply;
   }
   std::vector<Write> Writes() const {
     std::lock_guard lock(mutex_);
@@ -136,6 +141,7 @@ class FencedLog {
  private:
   mutable std::mutex mutex_;
   std::map<int, int64_t> highest_fence_;
+  std::mt19937 random_{20261201};  // under mutex_
   std::vector<Write> writes_;
 };
 
