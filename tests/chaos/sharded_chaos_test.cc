@@ -29,9 +29,9 @@
 //
 // Size: SHARDED_CHAOS_SECONDS of faults (default CHAOS_SECONDS, else 30) for the plain run,
 // SHARDED_CHAOS_CLOCK_SECONDS (default half of that, at least 15) for the clock cases,
-// SHARDED_CHAOS_RATE entries/s (default 160), SHARDED_CHAOS_SEED (default: time). About 100 s of
+// SHARDED_CHAOS_RATE entries/s (default 160), SHARDED_CHAOS_SEED (default: time). About 70 s of
 // wall time for the three cases by default. A failed run copies every member's log to
-// /tmp/sharded-chaos-<seed>/.
+// /tmp/sharded-chaos-<seed>-<case>/.
 
 #include <rapidjson/document.h>
 #include <signal.h>

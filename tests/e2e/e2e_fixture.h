@@ -30,15 +30,16 @@ struct SidecarConfig {
   std::string group = "billing";
   std::string start = "beginning";
   std::string handler_url;
-  std::string handler_extra;           // more "handler:" keys, YAML flow items ("timeout: 1s, ...")
-  std::string subscription_extra;      // more subscription keys, each line indented 4 spaces
-  std::string top_extra;               // more top-level YAML
-  std::string redis_url;               // "" : the test's redis-server
-  std::string redis_extra;             // more "redis:" keys, each line indented 2 spaces
-  std::string command_timeout = "2s";  // redis.command_timeout (a session is at least 3 times it)
+  std::string handler_extra;       // more "handler:" keys, YAML flow items ("timeout: 1s, ...")
+  std::string subscription_extra;  // more subscription keys, each line indented 4 spaces
+  std::string top_extra;           // more top-level YAML
+  std::string redis_url;           // "" : the test's redis-server
+  std::string redis_extra;         // more "redis:" keys, each line indented 2 spaces
   std::optional<std::string> admin_listen;  // unset: 127.0.0.1:<admin port>
   int admin_port = 0;                       // 0: the fixture's admin_port_
   std::string drain_timeout = "10s";
+  // redis.command_timeout (a sharded member's session must be at least three times it)
+  std::string command_timeout = "2s";
   int max_attempts = 3;
   std::string initial_backoff = "50ms";
   std::string max_backoff = "1s";
