@@ -38,6 +38,8 @@ struct SidecarConfig {
   std::optional<std::string> admin_listen;  // unset: 127.0.0.1:<admin port>
   int admin_port = 0;                       // 0: the fixture's admin_port_
   std::string drain_timeout = "10s";
+  // redis.command_timeout (a sharded member's session must be at least three times it)
+  std::string command_timeout = "2s";
   int max_attempts = 3;
   std::string initial_backoff = "50ms";
   std::string max_backoff = "1s";
@@ -96,9 +98,10 @@ class E2eTest : public ::testing::Test {
         c.admin_listen ? "\"" + *c.admin_listen + "\"" : "127.0.0.1:" + std::to_string(admin_port);
     std::string yaml =
         "version: 1\nredis:\n  url: " + (c.redis_url.empty() ? redis_->url() : c.redis_url) +
-        "\n  command_timeout: 2s\n" + c.redis_extra + "consumer:\n  name: " + c.consumer +
-        "\nadmin:\n  listen: " + listen + "\nshutdown:\n  drain_timeout: " + c.drain_timeout +
-        "\n" + c.top_extra + "subscriptions:\n  - stream: " + c.stream + "\n    group: " + c.group +
+        "\n  command_timeout: " + c.command_timeout + "\n" + c.redis_extra +
+        "consumer:\n  name: " + c.consumer + "\nadmin:\n  listen: " + listen +
+        "\nshutdown:\n  drain_timeout: " + c.drain_timeout + "\n" + c.top_extra +
+        "subscriptions:\n  - stream: " + c.stream + "\n    group: " + c.group +
         "\n    start: " + c.start + "\n    handler: { url: \"" + url + "\"" +
         (c.handler_extra.empty() ? "" : ", " + c.handler_extra) +
         " }\n    retry: { max_attempts: " + std::to_string(c.max_attempts) +
