@@ -56,6 +56,7 @@ class ShardedE2eTest : public E2eTest {
     int shard = -1;
     int64_t fence = 0;
     std::string id;
+    int attempts = 0;  // Streamcar-Attempts: 2 and more is a retry
   };
 
   static bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
@@ -136,6 +137,7 @@ class ShardedE2eTest : public E2eTest {
       d.shard = std::stoi(request.Header("streamcar-shard"));
       d.fence = std::stoll(request.Header("streamcar-fence"));
       d.id = request.Header("streamcar-id");
+      d.attempts = std::stoi(request.Header("streamcar-attempts"));
       EXPECT_EQ(body["shard"].GetInt(), d.shard);
       EXPECT_EQ(body["fence"].GetInt64(), d.fence);
       out.push_back(d);
