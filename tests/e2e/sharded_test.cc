@@ -9,86 +9,18 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "sidecar/sharding/sharding_keys.h"
-#include "tests/e2e/e2e_fixture.h"
+#include "tests/e2e/sharded_fixture.h"
 
 namespace streamcar::testing {
 namespace {
 
 constexpr int kShards = 4;
 
-class ShardedTest : public E2eTest {
+class ShardedTest : public ShardedE2eTest {
  protected:
-  static bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return true;
-  }
-
-  SidecarConfig Sharded(const std::string& consumer) {
-    SidecarConfig c;
-    c.consumer = consumer;
-    c.handler_extra = "timeout: 1s";
-    // redis.command_timeout is 2s in the fixture: the session must be at least three times that.
-    c.subscription_extra =
-        "    sharding: { shards: " + std::to_string(kShards) +
-        ", session_timeout: 6s, heartbeat_interval: 500ms, rebalance_timeout: 8s,"
-        " drain_timeout: 3s, initial_delay: 0s, min_assignment_interval: 0s }\n";
-    return c;
-  }
-
-  // Appends `count` entries spread over `keys` keys, each to its key's shard, with a sequence
-  // number per key; returns how many went to each shard.
-  std::map<int, int> Produce(int count, int keys, int first_seq = 0) {
-    std::map<int, int> per_shard;
-    for (int i = 0; i < count; ++i) {
-      const std::string key = "k" + std::to_string(i % keys);
-      const int shard = sharding::ShardOf(key, kShards);
-      redis_->Run({"XADD", sharding::ShardKey("orders:{%d}", shard), "*", "key", key, "seq",
-                   std::to_string(first_seq + i / keys)});
-      ++per_shard[shard];
-    }
-    return per_shard;
-  }
-
-  struct Delivery {
-    std::string key;
-    int seq = 0;
-    int shard = -1;
-    int64_t fence = 0;
-    std::string consumer;
-  };
-  std::vector<Delivery> Deliveries() {
-    std::vector<Delivery> out;
-    for (const ReceivedRequest& request : handler_.Requests()) {
-      rapidjson::Document body;
-      body.Parse(request.body.c_str());
-      if (!body.IsObject() || !body.HasMember("payload")) continue;
-      Delivery d;
-      d.key = body["payload"]["key"].GetString();
-      d.seq = std::stoi(body["payload"]["seq"].GetString());
-      d.shard = std::stoi(request.Header("streamcar-shard"));
-      d.fence = std::stoll(request.Header("streamcar-fence"));
-      EXPECT_EQ(body["shard"].GetInt(), d.shard);
-      EXPECT_EQ(body["fence"].GetInt64(), d.fence);
-      out.push_back(d);
-    }
-    return out;
-  }
-  int64_t PendingOfShards() {
-    int64_t pending = 0;
-    for (int shard = 0; shard < kShards; ++shard) {
-      auto reply = redis_->RunAllowingError(
-          {"XPENDING", sharding::ShardKey("orders:{%d}", shard), "billing"});
-      if (reply.view().IsArray()) pending += reply.view()[0].Integer();
-    }
-    return pending;
-  }
+  ShardedTest() { shards_ = kShards; }
 };
 
 TEST_F(ShardedTest, OneMemberDeliversEveryShardInOrderWithShardAndFence) {
