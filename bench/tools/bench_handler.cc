@@ -1,6 +1,7 @@
 // The benchmark's handler: answers 204 at once (TCP_NODELAY, keep-alive) and records, for each
 // entry, the time from the producer's timestamp (field "t", µs since the epoch) to receipt.
-// GET /stats returns "count p50_us p99_us p999_us" and resets; GET /count returns entries seen.
+// GET /stats returns "count p50_us p99_us p999_us" and resets; GET /count returns entries seen,
+// GET /requests the POSTs that carried them (entries per POST: how full the batches were).
 // Usage: bench_handler PORT THREADS
 
 #include <httplib.h>
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   std::mutex mutex;
   std::vector<int64_t> latencies;
   std::atomic<int64_t> entries{0};
+  std::atomic<int64_t> requests{0};
   httplib::Server server;
   server.set_tcp_nodelay(true);
   server.set_keep_alive_max_count(1 << 30);
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> local;
     CollectLatencies(req.body, now, &local);
     entries += CountEntries(req.body);
+    ++requests;
     if (!local.empty()) {
       std::lock_guard lock(mutex);
       latencies.insert(latencies.end(), local.begin(), local.end());
@@ -62,6 +65,9 @@ int main(int argc, char** argv) {
   });
   server.Get("/count", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::to_string(entries.load()), "text/plain");
+  });
+  server.Get("/requests", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::to_string(requests.load()), "text/plain");
   });
   server.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
     std::vector<int64_t> all;
