@@ -1,7 +1,8 @@
 // The benchmark's handler: answers 204 at once (TCP_NODELAY, keep-alive) and records, for each
 // entry, the time from the producer's timestamp (field "t", µs since the epoch) to receipt.
 // GET /stats returns "count p50_us p99_us p999_us" and resets; GET /count returns entries seen,
-// GET /requests the POSTs that carried them (entries per POST: how full the batches were).
+// GET /requests "POSTs entries" (the POSTs that carried them, read together with the entries:
+// entries per POST between two reads is how full the batches were).
 // Usage: bench_handler PORT THREADS
 
 #include <httplib.h>
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
     res.set_content(std::to_string(entries.load()), "text/plain");
   });
   server.Get("/requests", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::to_string(requests.load()), "text/plain");
+    const int64_t posts = requests.load();  // before the entries: never more POSTs than entries
+    res.set_content(std::to_string(posts) + " " + std::to_string(entries.load()), "text/plain");
   });
   server.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
     std::vector<int64_t> all;
