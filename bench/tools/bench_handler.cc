@@ -1,6 +1,8 @@
 // The benchmark's handler: answers 204 at once (TCP_NODELAY, keep-alive) and records, for each
 // entry, the time from the producer's timestamp (field "t", µs since the epoch) to receipt.
-// GET /stats returns "count p50_us p99_us p999_us" and resets; GET /count returns entries seen.
+// GET /stats returns "count p50_us p99_us p999_us" and resets; GET /count returns entries seen,
+// GET /requests "POSTs entries" (the POSTs that carried them, read together with the entries:
+// entries per POST between two reads is how full the batches were).
 // Usage: bench_handler PORT THREADS
 
 #include <httplib.h>
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
   std::mutex mutex;
   std::vector<int64_t> latencies;
   std::atomic<int64_t> entries{0};
+  std::atomic<int64_t> requests{0};
   httplib::Server server;
   server.set_tcp_nodelay(true);
   server.set_keep_alive_max_count(1 << 30);
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> local;
     CollectLatencies(req.body, now, &local);
     entries += CountEntries(req.body);
+    ++requests;
     if (!local.empty()) {
       std::lock_guard lock(mutex);
       latencies.insert(latencies.end(), local.begin(), local.end());
@@ -62,6 +66,10 @@ int main(int argc, char** argv) {
   });
   server.Get("/count", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::to_string(entries.load()), "text/plain");
+  });
+  server.Get("/requests", [&](const httplib::Request&, httplib::Response& res) {
+    const int64_t posts = requests.load();  // before the entries: never more POSTs than entries
+    res.set_content(std::to_string(posts) + " " + std::to_string(entries.load()), "text/plain");
   });
   server.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
     std::vector<int64_t> all;

@@ -81,7 +81,15 @@ size_t EntryLedger::ReadRoom() const {
 bool EntryLedger::WorthReading() const {
   const size_t room = ReadRoom();
   if (room == 0) return false;
-  if (room >= min_read_ || ready_.empty()) return true;
+  if (room >= min_read_) return true;
+  // One lane (a shard, SHARDING.md B8) with entries waiting behind its head: nothing read now
+  // could go out before them, so a read of the one or two places a POST frees is only a round
+  // trip (a shard made one fenced read per POST). Wait for a worthwhile read or a dry lane.
+  if (one_lane_) {
+    const auto lane = lanes_.find("");
+    if (lane != lanes_.end() && !lane->second.waiting.empty()) return false;
+  }
+  if (ready_.empty()) return true;
   // Large entries: a quarter of the byte budget free is worth a read even when it is fewer
   // entries than a quarter of the capacity.
   return max_held_bytes_ != kNoByteLimit && held_bytes_ < max_held_bytes_ &&

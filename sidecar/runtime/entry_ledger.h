@@ -130,7 +130,8 @@ class EntryLedger {
   // the recent entry size (see above). 0: do not read. Always 0 after StopIntake().
   size_t ReadRoom() const;
   // Whether a read is worth making now: room for a worthwhile read (a quarter of the capacity, or
-  // a quarter of the byte budget free), or nothing queued for delivery.
+  // a quarter of the byte budget free), or nothing queued for delivery. In one lane, never a
+  // smaller read while entries wait behind the lane's head.
   bool WorthReading() const;
   // Reading pauses while delivery does, and while the handler refuses and something is held to
   // try it with (with nothing held, one read is the only way to try the handler again).

@@ -129,6 +129,32 @@ TEST(EntryLedger, OneLaneKeepsARetryAheadOfEveryLaterEntry) {
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}));
 }
 
+// A shard read one or two entries per POST: with its head out and the rest waiting behind it,
+// every place a POST freed looked worth a read (nothing ready, the byte budget free). It now
+// waits for a quarter of the capacity, or for its lane to run dry.
+TEST(EntryLedger, OneLaneMakesNoSmallReadWhileEntriesWaitBehindItsHead) {
+  ManualClock clock;
+  EntryLedger d(8, "", 32 << 20);  // reads of 2 or more are worthwhile
+  d.OrderAllInOneLane();
+  std::vector<StreamEntry> entries;
+  for (int i = 1; i <= 7; ++i) entries.push_back(Entry(std::to_string(i) + "-0"));
+  d.Admit(std::move(entries));
+  for (int i = 1; i <= 6; ++i) {
+    auto work = d.TakeReady(10, clock.Now());
+    ASSERT_EQ(work.size(), 1u) << i;
+    EXPECT_EQ(d.ReadRoom(), 1u) << i;
+    EXPECT_FALSE(d.WorthReading()) << 7 - i << " wait behind " << work[0].id;
+    // A 2xx whose acknowledgement is not confirmed yet: the place stays taken.
+    ASSERT_EQ(d.Accept(work[0]), Applied::kApplied);
+  }
+  auto last = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(last), (std::vector<std::string>{"7-0"}));
+  EXPECT_TRUE(d.WorthReading()) << "the lane runs dry: read what comes next";
+  ASSERT_TRUE(d.AckConfirmed("1-0"));
+  EXPECT_EQ(d.ReadRoom(), 2u);
+  EXPECT_TRUE(d.WorthReading());
+}
+
 TEST(EntryLedger, EntriesWithoutTheKeyFieldAreUnordered) {
   ManualClock clock;
   EntryLedger d(10, "account");
