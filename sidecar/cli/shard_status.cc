@@ -409,6 +409,14 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
     for (int value : values) w.Int(value);
     w.EndArray();
   };
+  auto int_or_null = [&](const char* key, const std::optional<int64_t>& value) {
+    w.Key(key);
+    if (value) {
+      w.Int64(*value);
+    } else {
+      w.Null();
+    }
+  };
   w.StartObject();
   WriteStatusHead(w, s.name, s.stream, s.group, s.error);
   w.Key("sharded");
@@ -480,28 +488,13 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
     w.Bool(shard.group_exists);
     w.Key("pending");
     w.Int64(shard.pending);
-    w.Key("lag");
-    if (shard.lag) {
-      w.Int64(*shard.lag);
-    } else {
-      w.Null();
-    }
+    int_or_null("lag", shard.lag);
     w.Key("dead_letters");
     w.Int64(shard.dead_letters);
     w.Key("last_acked_id");
     str(shard.last_acked_id);
-    w.Key("acked_ago_ms");
-    if (shard.acked_ago_ms) {
-      w.Int64(*shard.acked_ago_ms);
-    } else {
-      w.Null();
-    }
-    w.Key("reported_ago_ms");
-    if (shard.reported_ago_ms) {
-      w.Int64(*shard.reported_ago_ms);
-    } else {
-      w.Null();
-    }
+    int_or_null("acked_ago_ms", shard.acked_ago_ms);
+    int_or_null("reported_ago_ms", shard.reported_ago_ms);
     w.EndObject();
   }
   w.EndArray();

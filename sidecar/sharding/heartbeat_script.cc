@@ -101,11 +101,14 @@ end
 -- `fenced_ops` event per report, whatever else this heartbeat says, so that `status` can count
 -- them (C2 "fenced ops (10m)"). Only well-formed "op:count" items are kept.
 do
-  local ops, total = {}, 0
+  local ops, seen, total = {}, {}, 0
   for _, part in ipairs(split(ARGV[20], ',')) do
     local op, count = string.match(part, '^(%l[%l_]*):(%d+)$')
     count = tonumber(count)
-    if op ~= nil and #op <= 16 and count ~= nil and count > 0 and count < 1e9 then
+    -- Each op once, at most 8 of them (there are six): a report stays one small event.
+    if op ~= nil and #op <= 16 and not seen[op] and #ops < 8 and count ~= nil and count > 0 and
+        count < 1e9 then
+      seen[op] = true
       ops[#ops + 1] = op .. ':' .. count
       total = total + count
     end
@@ -583,8 +586,10 @@ for _, part in ipairs(split(ARGV[16], ',')) do
   -- The fifth field, how long ago the member's last acknowledgement was, becomes its time on
   -- Redis's clock (members' clocks are never compared); absent or empty: none yet.
   if shard ~= nil and (#fields == 4 or #fields == 5) then
-    local ago, acked = tonumber(fields[5] or ''), ''
-    if ago ~= nil and ago >= 0 then acked = now - ago end
+    -- Digits only (tonumber would take 1.5, 1e13 or 0x10), at most a day ago.
+    local ago, acked = nil, ''
+    if fields[5] ~= nil and string.match(fields[5], '^%d+$') then ago = tonumber(fields[5]) end
+    if ago ~= nil and ago <= 86400000 then acked = now - ago end
     reported[#reported + 1] = shard
     rows[#rows + 1] = table.concat({id, fields[2], fields[3], fields[4], now, acked}, '|')
   end

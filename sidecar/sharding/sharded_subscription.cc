@@ -145,8 +145,10 @@ void ShardedSubscription::StartShard(const ShardGrant& grant) {
   // renews the lease before the stopper has ended this run's intake and deliveries (a sharded
   // chaos run caught a dropped run retrying under its old fence right after a rejoin).
   deps.lease_valid = [this, cut_short = run.cut_short] {
+    // The deadline first (acquire): a drop's cut_short, set before the rejoin that renewed it
+    // was stored (release), is then seen with it.
+    const int64_t deadline = lease_deadline_ns_.load(std::memory_order_acquire);
     if (cut_short->load(std::memory_order_relaxed)) return false;
-    const int64_t deadline = lease_deadline_ns_.load(std::memory_order_relaxed);
     return deadline != 0 && lease_clock_.Now().time_since_epoch().count() < deadline;
   };
   deps.dead_letter_two_step = false;  // the shard's dead letters share its slot
@@ -268,7 +270,7 @@ void ShardedSubscription::HandleEvents() {
   }
 }
 
-void ShardedSubscription::Heartbeat() {
+bool ShardedSubscription::Heartbeat() {
   std::vector<ShardProgress> progress;  // the coordinator's `progress` view (status)
   const SteadyTime now = SteadyClock::now();
   for (const auto& [shard, state] : membership_.shards()) {
@@ -290,7 +292,9 @@ void ShardedSubscription::Heartbeat() {
   const SteadyTime sent = now;
   auto reply = session_->Run(call);
   if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
-    if (session_->Run(HeartbeatScript().Load()).ok()) reply = session_->Run(call);
+    auto loaded = session_->Run(HeartbeatScript().Load());
+    // A refused SCRIPT LOAD is the refusal to report (below), not the NOSCRIPT it leaves.
+    reply = loaded.ok() ? session_->Run(call) : StatusOr<redis::Reply>(loaded.status());
   }
   // The script ran, so it recorded them (whatever its answer).
   if (reply.ok()) fenced_ops_unreported_.clear();
@@ -305,16 +309,16 @@ void ShardedSubscription::Heartbeat() {
                                                ": the Redis ACL user may not run a command "
                                                "the coordinator's heartbeat needs (" +
                                                reply.status().message() + ")"));
-    return;
+    return false;
   }
   if (!reply.ok()) {
     LogWarn("heartbeat failed", {{"subscription", sub_.name}, {"error", reply.status().message()}});
-    return;  // the local lease decides what happens meanwhile
+    return false;  // the local lease decides what happens meanwhile
   }
   if (!parsed.ok()) {
     LogWarn("heartbeat reply unreadable",
             {{"subscription", sub_.name}, {"error", parsed.status().message()}});
-    return;
+    return true;
   }
   const std::string status_name(HeartbeatStatusName(parsed->status));
   if (parsed->status == HeartbeatStatus::kInvalidRequest) {
@@ -350,12 +354,13 @@ void ShardedSubscription::Heartbeat() {
       membership_.LeaseValid()
           ? (lease_clock_.Now() + membership_.LeaseRemaining()).time_since_epoch().count()
           : 0,
-      std::memory_order_relaxed);
+      std::memory_order_release);
   if (membership_.refusals() == 0 && deps_.readiness != nullptr) {
     deps_.readiness->SetRefused(sub_.name, "");
   }
   if (ready_ && membership_.last_accepted()) std::exchange(ready_, nullptr)();
   Apply(actions);
+  return true;
 }
 
 void ShardedSubscription::Run() {
@@ -364,6 +369,11 @@ void ShardedSubscription::Run() {
       sub_.name + "/member",
       (sub_.sharding.heartbeat_interval + deps_.redis.command_timeout) * 2 + Millis(30000));
   bool& leaving = leaving_;
+  // Since when no heartbeat has been answered (max: the last one was).
+  constexpr SteadyTime kAnswered = SteadyTime::max();
+  SteadyTime unreachable_since = kAnswered;
+  const Millis unreachable_for_leave =
+      sub_.sharding.heartbeat_interval + deps_.redis.command_timeout;
   SteadyTime next_beat = SteadyClock::now();
   while (true) {
     watchdog_->Beat();
@@ -382,8 +392,16 @@ void ShardedSubscription::Run() {
         next_beat = SteadyClock::now();
         lock.lock();
       }
+      // Leaving with every loop ended and Redis out of reach for a while (a heartbeat interval
+      // and a command timeout: not one refused connect during a failover): the leave cannot be
+      // told and nothing is left to drain, so waiting out the deadline would only hold the pod
+      // (the coordinator expires this member after its session). A heartbeat due at once (a
+      // drain just reported) is tried first.
+      const bool unreachable = unreachable_since != kAnswered &&
+                               SteadyClock::now() - unreachable_since >= unreachable_for_leave;
       if (leaving &&
-          (membership_.state() == MemberState::kLeft || SteadyClock::now() >= leave_deadline_)) {
+          (membership_.state() == MemberState::kLeft || SteadyClock::now() >= leave_deadline_ ||
+           (shards_.empty() && unreachable && !beat_now_))) {
         break;
       }
       if (std::exchange(beat_now_, false)) next_beat = SteadyClock::now();
@@ -394,11 +412,16 @@ void ShardedSubscription::Run() {
     if (!session_->connected()) {
       Millis retry_in{0};
       if (!session_->ConnectOnce(&retry_in).ok()) {
+        if (unreachable_since == kAnswered) unreachable_since = SteadyClock::now();
         next_beat = SteadyClock::now() + std::max(retry_in, Millis(100));
         continue;
       }
     }
-    Heartbeat();
+    if (Heartbeat()) {
+      unreachable_since = kAnswered;
+    } else if (unreachable_since == kAnswered) {
+      unreachable_since = SteadyClock::now();
+    }
     next_beat = SteadyClock::now() + membership_.NextHeartbeatDelay(Jitter());
     size_t held = 0;
     for (const auto& [shard, run] : shards_) held += run.loop ? run.loop->held() : 0;
@@ -421,7 +444,8 @@ void ShardedSubscription::Run() {
     for (const auto& [shard, state] : left) {
       if (state == ShardState::kDraining) membership_.ShardDrained(shard);
     }
-    if (session_->connected()) Heartbeat();
+    Millis retry_in{0};
+    if (session_->connected() || session_->ConnectOnce(&retry_in).ok()) Heartbeat();
   }
   watchdog_->Retire();
   (void)stop;

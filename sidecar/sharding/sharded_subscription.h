@@ -73,7 +73,8 @@ class ShardedSubscription {
   };
 
   void Run();
-  void Heartbeat();
+  // False when no answer came (Redis unreachable, an error reply).
+  bool Heartbeat();
   void Apply(const MemberActions& actions);
   void StartShard(const ShardGrant& grant);
   // Ends the shard's loop on a thread of its own: `drain_for` 0 drops it at once (and cuts a

@@ -131,6 +131,27 @@ class ShardedFaultTest : public ShardedE2eTest {
     return events.empty() ? "" : events.back().id;
   }
 
+  // The restart cases: a server with its AOF synced on every write, two members of 8 shards
+  // settled, and 400 entries for a handler that takes 20 ms, 60 of them delivered: the rest are
+  // in flight, pending or unread when the test stops Redis.
+  void StartTwoMembersWithABacklog(std::unique_ptr<SidecarProcess>* a,
+                                   std::unique_ptr<SidecarProcess>* b,
+                                   std::vector<Produced>* produced) {
+    redis_ = std::make_unique<RedisServer>(RedisServerOptions{.append_only = true});
+    shards_ = 8;
+    handler_.SetBehaviour([](const ReceivedRequest&) {
+      HandlerReply reply;
+      reply.delay = std::chrono::milliseconds(20);
+      return reply;
+    });
+    *a = StartPeer(Sharded("c1"));
+    *b = StartPeer(Sharded("c2"));
+    ASSERT_TRUE(WaitUntil([&] { return Settled(2); }, std::chrono::seconds(20)))
+        << (*a)->Logs() << (*b)->Logs();
+    *produced = Produce(400, 16);
+    ASSERT_TRUE(handler_.WaitForCount(60, std::chrono::seconds(10)));
+  }
+
   static std::string Figures(const std::map<std::string, int>& counts) {
     std::string out;
     for (const auto& [type, n] : counts) out += " " + type + "=" + std::to_string(n);
@@ -220,19 +241,10 @@ TEST_F(ShardedFaultTest, AHerdOfMembersGetsOneTargetAndNoRevocations) {
 // with a higher fence, and the new owners claim the whole PEL (claim_all): nothing acknowledged
 // by Redis before the kill is lost, and nothing stays pending.
 TEST_F(ShardedFaultTest, RedisRestartedPastTheSessionLosesNothingAndRegrantsEveryShard) {
-  redis_ = std::make_unique<RedisServer>(RedisServerOptions{.append_only = true});
-  shards_ = 8;
-  handler_.SetBehaviour([](const ReceivedRequest&) {
-    HandlerReply reply;
-    reply.delay = std::chrono::milliseconds(20);
-    return reply;
-  });
-  auto a = StartPeer(Sharded("c1"));
-  auto b = StartPeer(Sharded("c2"));
-  ASSERT_TRUE(WaitUntil([&] { return Settled(2); }, std::chrono::seconds(20)))
-      << a->Logs() << b->Logs();
-  std::vector<Produced> produced = Produce(400, 16);
-  ASSERT_TRUE(handler_.WaitForCount(60, std::chrono::seconds(10)));
+  std::unique_ptr<SidecarProcess> a;
+  std::unique_ptr<SidecarProcess> b;
+  std::vector<Produced> produced;
+  ASSERT_NO_FATAL_FAILURE(StartTwoMembersWithABacklog(&a, &b, &produced));
   const int64_t pending_before = PendingOfShards();
   ASSERT_GT(pending_before, 0) << "the restart must find work in flight";
   const auto fences_before = InstalledFences();
@@ -315,19 +327,10 @@ TEST_F(ShardedFaultTest, RedisRestartedPastTheSessionLosesNothingAndRegrantsEver
 // "ambiguous" (SPEC 4.3), its entry is released and the pending list brings it back after the
 // entries that followed it were delivered, a re-run under the same fence.
 TEST_F(ShardedFaultTest, RedisRestartedWithinTheLeaseLeavesNothingPending) {
-  redis_ = std::make_unique<RedisServer>(RedisServerOptions{.append_only = true});
-  shards_ = 8;
-  handler_.SetBehaviour([](const ReceivedRequest&) {
-    HandlerReply reply;
-    reply.delay = std::chrono::milliseconds(20);
-    return reply;
-  });
-  auto a = StartPeer(Sharded("c1"));
-  auto b = StartPeer(Sharded("c2"));
-  ASSERT_TRUE(WaitUntil([&] { return Settled(2); }, std::chrono::seconds(20)))
-      << a->Logs() << b->Logs();
-  std::vector<Produced> produced = Produce(400, 16);
-  ASSERT_TRUE(handler_.WaitForCount(60, std::chrono::seconds(10)));
+  std::unique_ptr<SidecarProcess> a;
+  std::unique_ptr<SidecarProcess> b;
+  std::vector<Produced> produced;
+  ASSERT_NO_FATAL_FAILURE(StartTwoMembersWithABacklog(&a, &b, &produced));
   const int64_t pending_before = PendingOfShards();
   ASSERT_GT(pending_before, 0);
   const auto fences_before = InstalledFences();

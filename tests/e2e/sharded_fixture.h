@@ -171,6 +171,16 @@ class ShardedE2eTest : public E2eTest {
     return pending;
   }
 
+  // Dead letters in every shard's own dead-letter stream.
+  int64_t DeadLettersOfShards() {
+    int64_t letters = 0;
+    for (int shard = 0; shard < shards_; ++shard) {
+      letters +=
+          redis_->Run({"XLEN", sharding::ShardDeadLetterKey(ShardKeyOf(shard))}).view().Integer();
+    }
+    return letters;
+  }
+
   // shard -> the installed fence token (0 when none is installed).
   std::map<int, int64_t> InstalledFences() {
     std::map<int, int64_t> out;

@@ -290,6 +290,26 @@ TEST_F(ShardedTest, AnAclUserThatMayNotRunTheHeartbeatsCommandsExitsOneNamingIt)
   EXPECT_NE(sidecar.Logs().find("can't run this command"), std::string::npos) << sidecar.Logs();
 }
 
+// SIGTERM while Redis is down: the leave cannot be told and the loops have nothing to settle
+// with, so the member exits once they have ended, not at the shutdown deadline (10 s here).
+TEST_F(ShardedTest, ASigtermWhileRedisIsDownExitsOnceTheLoopsHaveEnded) {
+  auto sidecar = StartSidecar(Sharded("c1"));
+  const std::string sub = "subscription=\"orders/billing\"";
+  ASSERT_TRUE(Eventually(
+      [&] { return MetricValue(Metrics(admin_port_), "streamcar_shards_owned", {sub}) == kShards; },
+      std::chrono::seconds(20)))
+      << sidecar->Logs();
+  redis_->Kill();
+  const auto sent = std::chrono::steady_clock::now();
+  sidecar->Terminate();
+  const auto code = sidecar->Wait(std::chrono::seconds(9));
+  const auto took = std::chrono::steady_clock::now() - sent;
+  ASSERT_TRUE(code) << "still running 9 s after SIGTERM\n" << sidecar->Logs();
+  EXPECT_EQ(*code, 0) << sidecar->Logs();
+  // The drop's settle floor (2 s) and a reconnect attempt, well inside the 10 s deadline.
+  EXPECT_LT(took, std::chrono::seconds(6)) << sidecar->Logs();
+}
+
 // SHARDING.md C2: `status` reads the coordinator, each shard's fence and group, and the events.
 TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   auto sidecar = StartSidecar(Sharded("c1"));
@@ -396,19 +416,8 @@ TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
     shard_of[key] = shard;
     redis_->Run({"XADD", sharding::ShardKey("orders:{%d}", shard), "*", "key", key, "seq", "0"});
   }
-  auto dead_letters = [&] {
-    int64_t n = 0;
-    for (int shard = 0; shard < kShards; ++shard) {
-      n += redis_
-               ->Run(
-                   {"XLEN", sharding::ShardDeadLetterKey(sharding::ShardKey("orders:{%d}", shard))})
-               .view()
-               .Integer();
-    }
-    return n;
-  };
-  ASSERT_TRUE(WaitUntil([&] { return dead_letters() == 6; }, std::chrono::seconds(20)))
-      << dead_letters() << "\n"
+  ASSERT_TRUE(WaitUntil([&] { return DeadLettersOfShards() == 6; }, std::chrono::seconds(20)))
+      << DeadLettersOfShards() << "\n"
       << sidecar->Logs();
   const std::string path = WriteConfig(Sharded("c1"));
   auto list =
@@ -441,18 +450,18 @@ TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
     ASSERT_EQ(by_id.exit_code, 0) << by_id.err;
     EXPECT_NE(by_id.out.find("1 dead letters replayed"), std::string::npos) << by_id.out;
     replayed_by_id = 1;
-    EXPECT_EQ(dead_letters(), 5);
+    EXPECT_EQ(DeadLettersOfShards(), 5);
   } else {
     EXPECT_EQ(by_id.exit_code, 2) << by_id.out << by_id.err;
     EXPECT_NE(by_id.err.find("more than one shard"), std::string::npos) << by_id.err;
-    EXPECT_EQ(dead_letters(), 6) << "a refused --id replays nothing";
+    EXPECT_EQ(DeadLettersOfShards(), 6) << "a refused --id replays nothing";
   }
   auto replay = RunStreamcar({"dlq", "replay", "-c", path, "--subscription", "orders/billing"});
   ASSERT_EQ(replay.exit_code, 0) << replay.err;
   EXPECT_NE(replay.out.find(std::to_string(6 - replayed_by_id) + " dead letters replayed"),
             std::string::npos)
       << replay.out;
-  EXPECT_EQ(dead_letters(), 0);
+  EXPECT_EQ(DeadLettersOfShards(), 0);
   ASSERT_TRUE(handler_.WaitForCount(before + 6, std::chrono::seconds(20))) << sidecar->Logs();
   // Each replayed entry came back on its own shard.
   int replayed = 0;
@@ -568,18 +577,7 @@ TEST_F(ShardedTest, AUserWithTheDocumentedAclRulesRunsAMemberStatusAndDlq) {
     redis_->Run({"XADD", sharding::ShardKey("orders:{%d}", sharding::ShardOf(key, kShards)), "*",
                  "key", key, "seq", "0"});
   }
-  auto dead_letters = [&] {
-    int64_t n = 0;
-    for (int shard = 0; shard < kShards; ++shard) {
-      n += redis_
-               ->Run(
-                   {"XLEN", sharding::ShardDeadLetterKey(sharding::ShardKey("orders:{%d}", shard))})
-               .view()
-               .Integer();
-    }
-    return n;
-  };
-  ASSERT_TRUE(WaitUntil([&] { return dead_letters() == 4 && PendingOfShards() == 0; },
+  ASSERT_TRUE(WaitUntil([&] { return DeadLettersOfShards() == 4 && PendingOfShards() == 0; },
                         std::chrono::seconds(20)))
       << sidecar->Logs();
   const std::string path = WriteConfig(config);
@@ -593,7 +591,7 @@ TEST_F(ShardedTest, AUserWithTheDocumentedAclRulesRunsAMemberStatusAndDlq) {
     EXPECT_EQ(run.exit_code, 0) << args[0] << ": " << run.err;
   }
   // The replayed entries are rejected again: dead letters once more, through the same rules.
-  EXPECT_TRUE(WaitUntil([&] { return dead_letters() == 4 && PendingOfShards() == 0; },
+  EXPECT_TRUE(WaitUntil([&] { return DeadLettersOfShards() == 4 && PendingOfShards() == 0; },
                         std::chrono::seconds(20)));
   EXPECT_GE(calls.load(), 20);
   // Leaving releases every shard (the coordinator's HDEL and HSETNX of freed shards).
