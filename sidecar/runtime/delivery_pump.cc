@@ -4,6 +4,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 
+#include <span>
 #include <utility>
 
 #include "sidecar/common/backoff.h"
@@ -105,11 +106,33 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
     LogWarn("batch answer named ids that were not in the batch; ignored",
             {{"subscription", sub_.name}, {"count", static_cast<int64_t>(decided.unknown_ids)}});
   }
-  for (size_t i = 0; i < live.size(); ++i) {
-    Count(decided.decisions[i]);
-    Settle(live[i], decided.decisions[i]);
+  if (ledger_->one_lane()) {
+    SettleInOrder(live, decided.decisions);
+  } else {
+    for (size_t i = 0; i < live.size(); ++i) {
+      Count(decided.decisions[i]);
+      Settle(live[i], decided.decisions[i]);
+    }
   }
   after_results_();
+}
+
+void DeliveryPump::SettleInOrder(const std::vector<EntryRef>& refs,
+                                 const std::vector<delivery::Decision>& decisions) {
+  // A shard's batch is a run of consecutive entries that the handler processes in order and
+  // stops at the first failure (SPEC 9): that entry is the first whose decision is not an ack.
+  // What it did not reach goes back behind it, so that nothing after a retry goes out first.
+  size_t failed = 0;
+  while (failed < refs.size() && decisions[failed].action == delivery::Action::kAck) ++failed;
+  for (size_t i = 0; i < failed; ++i) {
+    Count(decisions[i]);
+    Settle(refs[i], decisions[i]);
+  }
+  if (failed == refs.size()) return;
+  // Put back before the failed entry is settled: were it let go, the lane would pass on at once.
+  ledger_->Redeliver(std::span<const EntryRef>(refs).subspan(failed + 1));
+  Count(decisions[failed]);
+  Settle(refs[failed], decisions[failed]);
 }
 
 void DeliveryPump::Count(const delivery::Decision& decision) {

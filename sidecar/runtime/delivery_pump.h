@@ -48,6 +48,10 @@ class DeliveryPump {
   void OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
                 const delivery::HandlerResponse& response);
   void Settle(const EntryRef& ref, const delivery::Decision& decision);
+  // One lane (a shard without key_field): the batch's entries up to its first failure are
+  // settled, that failure too, and the rest delivered again after it.
+  void SettleInOrder(const std::vector<EntryRef>& refs,
+                     const std::vector<delivery::Decision>& decisions);
   void Count(const delivery::Decision& decision);
   void HandlerRefused(const std::vector<EntryRef>& refs, const std::string& error);
   void HandlerAnswered();

@@ -225,7 +225,28 @@ std::vector<EntryRef> EntryLedger::TakeReady(size_t max, SteadyTime now) {
     refs.push_back({entry->entry.id, entry->generation});
   }
   in_flight_ += n;
+  if (one_lane_ && !refs.empty()) TakeLaneRun(max, &refs);
   return refs;
+}
+
+void EntryLedger::TakeLaneRun(size_t max, std::vector<EntryRef>* refs) {
+  auto lane = lanes_.find("");
+  // What was just taken holds the lane (every entry of one lane has its key): the entries behind
+  // it are the next ids in order, and nothing else can go out before them.
+  if (lane == lanes_.end() || !lane->second.kept_for.empty()) return;
+  auto& waiting = lane->second.waiting;
+  while (refs->size() < max && !waiting.empty()) {
+    Held* entry = waiting.front();
+    waiting.pop_front();
+    SC_DCHECK(entry->state == EntryState::kBlocked,
+              Met("TakeReady", entry->entry.id, entry->state));
+    entry->state = EntryState::kInFlight;
+    entry->posted = true;
+    entry->generation = next_generation_++;
+    refs->push_back({entry->entry.id, entry->generation});
+    ++lane->second.holders;
+    ++in_flight_;
+  }
 }
 
 const StreamEntry* EntryLedger::Entry(const EntryRef& ref) const {
@@ -253,12 +274,19 @@ void EntryLedger::FreeLane(Held* entry) {
     waiting.erase(self);  // let go while still blocked: the lane's head is still out
     return;
   }
+  if (--lane->second.holders > 0) return;  // the rest of its hand-out is still out
+  PassLane(lane);
+}
+
+void EntryLedger::PassLane(std::unordered_map<std::string, KeyLane>::iterator lane) {
+  auto& waiting = lane->second.waiting;
   if (waiting.empty()) {
     if (lane->second.kept_for.empty()) lanes_.erase(lane);
     return;
   }
   Held* next = waiting.front();
   waiting.pop_front();
+  lane->second.holders = 1;
   MakeReady(next, false);
 }
 
@@ -371,6 +399,34 @@ void EntryLedger::HandBack(std::span<const EntryRef> refs, SteadyTime paused_unt
   }
   handler_down_ = true;
   handler_paused_until_ = std::max(handler_paused_until_, paused_until);
+}
+
+void EntryLedger::Redeliver(std::span<const EntryRef> refs) {
+  if (!SC_DCHECK(one_lane_, "Redeliver outside one lane")) return;
+  auto lane = lanes_.find("");
+  if (lane == lanes_.end()) return;  // nothing handed out holds it: every ref is stale
+  // Back in front of what waits, last first, so that they keep their order; the lane passes on
+  // only after all are back, or a later entry would go out before them.
+  for (size_t i = refs.size(); i-- > 0;) {
+    Held* entry = FindRef(refs[i]);
+    if (entry == nullptr) continue;
+    if (!SC_DCHECK(entry->state == EntryState::kInFlight,
+                   Met("Redeliver", refs[i].id, entry->state))) {
+      continue;
+    }
+    --lane->second.holders;
+    entry->key.reset();  // its hold is given up here, not by Erase
+    if (entry->lost) {
+      Erase(entry);
+      continue;
+    }
+    LeaveInFlight(entry);
+    entry->key.emplace();
+    entry->state = EntryState::kBlocked;
+    entry->generation = next_generation_++;  // this delivery's answer is settled
+    lane->second.waiting.push_front(entry);
+  }
+  if (lane->second.holders == 0 && lane->second.kept_for.empty()) PassLane(lane);
 }
 
 void EntryLedger::HandlerAnswered() {

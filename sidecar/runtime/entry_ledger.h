@@ -118,9 +118,12 @@ class EntryLedger {
   EntryLedger(size_t capacity, std::string key_field, uint64_t max_held_bytes = kNoByteLimit);
 
   // One shard of a sharded subscription without key_field (SHARDING.md B8): every entry goes in
-  // one lane, so that at most one is out at a time and a retry holds back everything after it.
+  // one lane, so that at most one hand-out is out at a time and a retry holds back everything
+  // after it. A hand-out is a run of consecutive entries (TakeReady's `max`, the batch size),
+  // which the handler processes in order: Redeliver puts back what it did not reach.
   // Call before the first Admit.
   void OrderAllInOneLane() { one_lane_ = true; }
+  bool one_lane() const { return one_lane_; }
 
   // The payload bytes of an entry, as the byte budget counts them.
   static uint64_t PayloadBytes(const StreamEntry& entry);
@@ -153,7 +156,8 @@ class EntryLedger {
 
   // --- Delivery ---
   // Up to `max` queued entries, in queue order, now in flight: none while delivery is paused or
-  // after StopIntake().
+  // after StopIntake(). In one lane, the lane's head and the entries waiting behind it, in id
+  // order: they hold the lane together until each one's outcome is known.
   std::vector<EntryRef> TakeReady(size_t max, SteadyTime now);
   // The entry `ref` names (any state), or nullptr when the ref is stale.
   const StreamEntry* Entry(const EntryRef& ref) const;
@@ -177,6 +181,11 @@ class EntryLedger {
   // of the queue in their original order, never posted; a lost one is let go. Delivery pauses
   // until `paused_until`, and reading until the handler answers again.
   void HandBack(std::span<const EntryRef> refs, SteadyTime paused_until);
+  // One lane only: an ordered hand-out's entries after the one the handler failed, which it did
+  // not process (SPEC 9: a shard's batch is processed in order, up to its first failure). Back
+  // to the head of the lane in their order, behind the failed entry's retry or dead letter; no
+  // attempt is spent and delivery does not pause. A lost one is let go.
+  void Redeliver(std::span<const EntryRef> refs);
   // The handler answered: lift a refusal pause.
   void HandlerAnswered();
   // health_url says the handler is unhealthy (true) or healthy again (false).
@@ -262,9 +271,12 @@ class EntryLedger {
     bool lost = false;
   };
   struct KeyLane {
-    std::deque<Held*> waiting;  // blocked behind the one entry of this key that is out
-    std::string kept_for;       // the id of a released entry that still holds it, or ""
-    uint64_t kept_at = 0;       // kept_sequence() when it was kept
+    std::deque<Held*> waiting;  // blocked behind the entries of this key that are out
+    // The entries that hold the lane: its head, or in one lane the run TakeReady handed out with
+    // it (a kept lane counts as one). The lane goes to the next waiting entry at 0.
+    size_t holders = 1;
+    std::string kept_for;  // the id of a released entry that still holds it, or ""
+    uint64_t kept_at = 0;  // kept_sequence() when it was kept
   };
 
   // `id`'s state from `from` to `to` (a debug check names `step` when it was not `from`); false
@@ -277,8 +289,14 @@ class EntryLedger {
   uint64_t SizeEstimate() const;  // the largest recent entry size; 0 before any
   void MakeReady(Held* entry, bool front);
   void LeaveInFlight(Held* entry);
-  // The entry's lane goes to the next entry with its key, or is freed.
+  // The entry's lane goes to the next entry with its key, or is freed, once no other entry
+  // handed out with it still holds it.
   void FreeLane(Held* entry);
+  // No entry holds the lane now: the next waiting entry takes it, or the lane is gone (nothing
+  // waiting, nothing kept).
+  void PassLane(std::unordered_map<std::string, KeyLane>::iterator lane);
+  // One lane: the entries waiting behind the hand-out just taken join it, up to `refs` of `max`.
+  void TakeLaneRun(size_t max, std::vector<EntryRef>* refs);
   void FreePayload(Held* entry);
   void EraseRetry(Held* entry);
   void Erase(Held* entry);

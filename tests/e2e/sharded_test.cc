@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "sidecar/sharding/sharding_keys.h"
@@ -39,6 +40,74 @@ TEST_F(ShardedTest, OneMemberDeliversEveryShardInOrderWithShardAndFence) {
   }
   EXPECT_EQ(last_seq.size(), 8u);
   EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+}
+
+// batch_size > 1 on a shard (SPEC 9): a request carries a run of the shard's consecutive entries,
+// which the handler processes in order up to its first failure. A RETRY in the failures list, or
+// a 5xx for the whole request (a failure of its first entry), acknowledges what came before it,
+// retries that entry, and sends everything after it again, after the retry and without an
+// attempt spent. A handler that processes in order then applies every entry once, in id order.
+TEST_F(ShardedTest, ABatchIsARunOfTheShardsEntriesAndWhatFollowsAFailureComesAgainAfterIt) {
+  const auto produced = Produce(60, 12);
+  std::map<int, std::vector<std::string>> ids_of_shard;
+  for (const Produced& p : produced) ids_of_shard[p.shard].push_back(p.id);
+  ASSERT_GE(ids_of_shard[0].size(), 6u);
+  ASSERT_GE(ids_of_shard[1].size(), 2u);
+  const std::string fail_once = ids_of_shard[0][3];  // RETRY in the failures list, once
+
+  std::mutex mutex;
+  std::map<int, std::vector<std::string>> applied;  // per shard, in the order applied
+  std::map<std::string, int> attempts_seen;         // id -> the highest Streamcar attempts sent
+  bool failed_shard1 = false;                       // one 500 for shard 1's first request
+  size_t largest_batch = 0;
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    rapidjson::Document body;
+    body.Parse(request.body.c_str());
+    HandlerReply reply;
+    if (!body.IsObject() || !body.HasMember("entries")) return HandlerReply{400, "not a batch"};
+    const int shard = body["shard"].GetInt();
+    std::lock_guard lock(mutex);
+    largest_batch = std::max<size_t>(largest_batch, body["entries"].Size());
+    if (shard == 1 && !failed_shard1) {
+      failed_shard1 = true;
+      return HandlerReply{500, "down for a moment"};
+    }
+    for (const auto& entry : body["entries"].GetArray()) {
+      const std::string id = entry["id"].GetString();
+      attempts_seen[id] = std::max(attempts_seen[id], entry["attempts"].GetInt());
+      if (id == fail_once && entry["attempts"].GetInt() == 1) {
+        reply.body = R"({"failures":[{"id":")" + id + R"(","status":"RETRY","error":"later"}]})";
+        return reply;  // stops here: what follows is not processed
+      }
+      applied[shard].push_back(id);
+    }
+    return reply;
+  });
+  auto c = Sharded("c1");
+  c.handler_extra += ", batch_size: 10";
+  auto sidecar = StartSidecar(c);
+  auto applied_count = [&] {
+    std::lock_guard lock(mutex);
+    size_t n = 0;
+    for (const auto& [shard, ids] : applied) n += ids.size();
+    return n;
+  };
+  ASSERT_TRUE(
+      WaitUntil([&] { return applied_count() >= produced.size(); }, std::chrono::seconds(20)))
+      << applied_count() << " of " << produced.size() << "\n"
+      << sidecar->Logs();
+  EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+  std::lock_guard lock(mutex);
+  EXPECT_GT(largest_batch, 1u) << "a shard's entries went out one per request";
+  for (const auto& [shard, ids] : ids_of_shard) {
+    EXPECT_EQ(applied[shard], ids) << "shard " << shard << ": each entry once, in id order";
+  }
+  EXPECT_EQ(attempts_seen[fail_once], 2);
+  EXPECT_EQ(attempts_seen[ids_of_shard[0][4]], 1) << "sent again after the retry, not retried";
+  EXPECT_EQ(attempts_seen[ids_of_shard[0][2]], 1) << "before the failure: acknowledged";
+  EXPECT_EQ(attempts_seen[ids_of_shard[1][0]], 2) << "a 500 fails the request's first entry";
+  EXPECT_EQ(attempts_seen[ids_of_shard[1][1]], 1) << "and sends the rest again";
+  EXPECT_EQ(DeadLettersOfShards(), 0);
 }
 
 TEST_F(ShardedTest, AKilledMembersShardsMoveToTheSurvivorAndNothingIsLost) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -108,14 +109,15 @@ TEST(EntryLedger, RetryHoldsItsKeyBackButNotOthers) {
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"1-0"}));
 }
 
-// A shard of a sharded subscription (SHARDING.md B8): one entry out at a time, and a retry holds
-// back every later entry, which a handler concurrency of 1 alone would not.
+// A shard of a sharded subscription (SHARDING.md B8): one hand-out at a time (here one entry, a
+// batch size of 1), and a retry holds back every later entry, which a handler concurrency of 1
+// alone would not.
 TEST(EntryLedger, OneLaneKeepsARetryAheadOfEveryLaterEntry) {
   ManualClock clock;
   EntryLedger d(10, "");
   d.OrderAllInOneLane();
   d.Admit({Entry("1-0"), Entry("2-0", "A"), Entry("3-0")});
-  auto work = d.TakeReady(10, clock.Now());
+  auto work = d.TakeReady(1, clock.Now());
   ASSERT_EQ(Ids(work), (std::vector<std::string>{"1-0"}));
   const auto now = clock.Now();
   d.ScheduleRetry(work[0], now + Millis(50));
@@ -123,10 +125,91 @@ TEST(EntryLedger, OneLaneKeepsARetryAheadOfEveryLaterEntry) {
   auto due = d.TakeDueRetries(now + Millis(60));
   ASSERT_EQ(due, (std::vector<std::string>{"1-0"}));
   d.RetryClaimed(due[0], 2);
-  auto again = d.TakeReady(10, clock.Now());
+  auto again = d.TakeReady(1, clock.Now());
   ASSERT_EQ(Ids(again), (std::vector<std::string>{"1-0"}));
   Settle(d, again[0]);
-  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0"}));
+  EXPECT_EQ(Ids(d.TakeReady(1, clock.Now())), (std::vector<std::string>{"2-0"}));
+}
+
+// A shard with a batch size above 1: its hand-out is its head and the entries waiting behind it,
+// in id order, and nothing more goes out until each of them is settled.
+TEST(EntryLedger, OneLaneHandsOutARunOfConsecutiveEntriesAndHoldsTheRestUntilItIsSettled) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0"), Entry("4-0"), Entry("5-0")});
+  auto run = d.TakeReady(3, clock.Now());
+  ASSERT_EQ(Ids(run), (std::vector<std::string>{"1-0", "2-0", "3-0"}));
+  EXPECT_EQ(d.in_flight(), 3u);
+  EXPECT_TRUE(d.TakeReady(3, clock.Now()).empty()) << "one hand-out at a time";
+  d.Admit({Entry("6-0")});
+  Settle(d, run[0]);
+  Settle(d, run[2]);
+  EXPECT_TRUE(d.TakeReady(3, clock.Now()).empty()) << "2-0 is still out";
+  Settle(d, run[1]);
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"4-0", "5-0", "6-0"}));
+  EXPECT_EQ(d.in_flight(), 3u);
+}
+
+// The handler failed the second entry of a run (a RETRY, SPEC 9): the first is acknowledged, the
+// rest, which it did not reach, go back behind the retry with their attempts as they were, and
+// entries read meanwhile come after them.
+TEST(EntryLedger, OneLaneRedeliversWhatFollowsAFailedEntryAfterItsRetry) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0"), Entry("4-0")});
+  auto run = d.TakeReady(4, clock.Now());
+  ASSERT_EQ(run.size(), 4u);
+  d.Admit({Entry("5-0")});
+  ASSERT_EQ(d.Accept(run[0]), Applied::kApplied);
+  d.Redeliver(std::span<const EntryRef>(run).subspan(2));
+  EXPECT_EQ(d.StateOf("3-0"), EntryState::kBlocked);
+  EXPECT_EQ(d.in_flight(), 1u);
+  const auto now = clock.Now();
+  ASSERT_EQ(d.ScheduleRetry(run[1], now + Millis(50)), Applied::kApplied);
+  EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty()) << "3-0 must not overtake the retry of 2-0";
+  EXPECT_EQ(d.Entry(run[2]), nullptr) << "the old hand-out's refs are stale";
+  auto due = d.TakeDueRetries(now + Millis(60));
+  ASSERT_EQ(due, (std::vector<std::string>{"2-0"}));
+  ASSERT_TRUE(d.RetryClaimed(due[0], 2));
+  auto again = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(again), (std::vector<std::string>{"2-0", "3-0", "4-0", "5-0"}));
+  EXPECT_EQ(d.Entry(again[0])->attempts, 2);
+  EXPECT_EQ(d.Entry(again[1])->attempts, 1) << "3-0 was not tried: no attempt spent";
+  EXPECT_TRUE(d.UnpostedIds().empty()) << "3-0 was posted: its read's delivery happened";
+}
+
+// The failed entry of a run is dead-lettered: once its record is written, the entries after it
+// go out, in order; a put-back entry that a keepalive found another consumer's is let go.
+TEST(EntryLedger, OneLaneGoesOnAfterADeadLetteredEntryWithWhatFollowedIt) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0"), Entry("4-0")});
+  auto run = d.TakeReady(4, clock.Now());
+  ASSERT_EQ(d.MarkLost("4-0"), LostResult::kDropped);
+  d.Redeliver(std::span<const EntryRef>(run).subspan(1));
+  EXPECT_FALSE(d.Holds("4-0"));
+  ASSERT_EQ(d.DeadLetter(run[0]), Applied::kApplied);
+  EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty()) << "the dead letter holds the lane";
+  ASSERT_TRUE(d.Release("1-0"));
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0", "3-0"}));
+}
+
+// The failed entry was let go before its outcome came (all its refs stale): what is put back
+// goes out at once, still first.
+TEST(EntryLedger, OneLanePassesOnWhenNothingOfTheRunHoldsItAnyMore) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0")});
+  auto run = d.TakeReady(3, clock.Now());
+  d.Admit({Entry("4-0")});
+  ASSERT_EQ(d.MarkLost("1-0"), LostResult::kDropped);
+  ASSERT_EQ(d.ScheduleRetry(run[0], clock.Now()), Applied::kLetGo);
+  d.Redeliver(std::span<const EntryRef>(run).subspan(1));
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0", "3-0", "4-0"}));
 }
 
 // A shard read one or two entries per POST: with its head out and the rest waiting behind it,
@@ -140,14 +223,14 @@ TEST(EntryLedger, OneLaneMakesNoSmallReadWhileEntriesWaitBehindItsHead) {
   for (int i = 1; i <= 7; ++i) entries.push_back(Entry(std::to_string(i) + "-0"));
   d.Admit(std::move(entries));
   for (int i = 1; i <= 6; ++i) {
-    auto work = d.TakeReady(10, clock.Now());
+    auto work = d.TakeReady(1, clock.Now());
     ASSERT_EQ(work.size(), 1u) << i;
     EXPECT_EQ(d.ReadRoom(), 1u) << i;
     EXPECT_FALSE(d.WorthReading()) << 7 - i << " wait behind " << work[0].id;
     // A 2xx whose acknowledgement is not confirmed yet: the place stays taken.
     ASSERT_EQ(d.Accept(work[0]), Applied::kApplied);
   }
-  auto last = d.TakeReady(10, clock.Now());
+  auto last = d.TakeReady(1, clock.Now());
   ASSERT_EQ(Ids(last), (std::vector<std::string>{"7-0"}));
   EXPECT_TRUE(d.WorthReading()) << "the lane runs dry: read what comes next";
   ASSERT_TRUE(d.AckConfirmed("1-0"));
