@@ -467,7 +467,7 @@ void Settlement::Apply(const SettlePlan& plan, const redis::BatchResult& result,
   if (r.scripts_missing()) load_scripts_ = true;
 
   if (HasStep(plan, SettlePlan::Step::kKeepAlive)) ApplyKeepAlive(r, result.written, loaded, now);
-  ApplyAcks(r, result.written, now);
+  ApplyAcks(r, result.written, loaded, now);
   ApplyDeadLetters(r, result.written, loaded, now);
   ApplyRetryClaims(r, result.written, loaded, now);
   ApplyAmbiguous(r);
@@ -504,7 +504,7 @@ void Settlement::ApplyKeepAlive(const SettleResult& r, bool sent, bool loaded, S
   }
 }
 
-void Settlement::ApplyAcks(const SettleResult& r, bool sent, SteadyTime now) {
+void Settlement::ApplyAcks(const SettleResult& r, bool sent, bool loaded, SteadyTime now) {
   const int64_t now_ms = clock_.WallMillis();
   for (const auto& id : r.acked) {
     ledger_->AckConfirmed(id);
@@ -529,11 +529,19 @@ void Settlement::ApplyAcks(const SettleResult& r, bool sent, SteadyTime now) {
     Requeue(r.unsent.acks, &acks_);
     Requeue(r.unsent.gone_acks, &gone_acks_);
   }
+  // A shard's acks are scripts: after a restart or SCRIPT FLUSH they come back NOSCRIPT, not
+  // run. Tried again at once behind the SCRIPT LOAD, as every scripted step is; after a delay
+  // when this plan had loaded them already (the load was refused).
+  const size_t noscript = r.noscript.acks.size() + r.noscript.gone_acks.size();
+  Requeue(r.noscript.acks, &acks_);
+  Requeue(r.noscript.gone_acks, &gone_acks_);
   if (refused > 0) {
     // SPEC 4.3 "definite": not applied; the acknowledgement is tried again after a delay.
     CountFailure(SettleClass::kDefinite, refused);
     LogError("acknowledgement refused by Redis; will retry",
              {{"subscription", sub_.name}, {"class", "definite"}, {"error", r.ack_error}});
+    ack_backoff_.Failed(now);
+  } else if (noscript > 0 && loaded) {
     ack_backoff_.Failed(now);
   } else if (acked > 0) {
     ack_backoff_.Succeeded();

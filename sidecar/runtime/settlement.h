@@ -189,7 +189,7 @@ class Settlement {
   bool AcksDue(SteadyTime now) const;
   // When the queued acknowledgements are due (ignoring the backoffs); nullopt for none queued.
   std::optional<SteadyTime> AcksDueAt() const;
-  void ApplyAcks(const SettleResult& result, bool sent, SteadyTime now);
+  void ApplyAcks(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
   void ApplyDeadLetters(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
   void ApplyRetryClaims(const SettleResult& result, bool sent, bool loaded, SteadyTime now);
   void ApplyKeepAlive(const SettleResult& result, bool sent, bool loaded, SteadyTime now);

@@ -12,6 +12,7 @@
 
 #include "sidecar/common/log.h"
 #include "sidecar/redis/settle_scripts.h"
+#include "sidecar/sharding/fenced_ops.h"
 #include "tests/unit/resp_reply.h"
 
 namespace streamcar::runtime {
@@ -682,6 +683,34 @@ TEST_F(SettlementTest, NoScriptLoadsTheScriptsAndRetriesAtOnce) {
   DeadLettering("8-0");
   settlement_.QueueDeadLetter("8-0", Meta("rejected"));
   EXPECT_EQ(Steps(RoundTrip()), (std::vector<Step>{Step::kDeadLetter}));
+}
+
+// A shard's acknowledgements are scripts (the fenced ack): after a SCRIPT FLUSH they come back
+// NOSCRIPT. They stay queued and go again at once behind the SCRIPT LOAD; they used to be dropped
+// from the queue, leaving the entries held and pending for good.
+TEST_F(SettlementTest, AShardsAckAnsweredNoScriptIsSentAgainAfterTheLoad) {
+  sharding::FencedShardOps fenced("orders:{0}", "billing", "c1", /*token=*/7, "m1", 1);
+  Settlement settlement(sub_, fenced, &ledger_, &metrics_, clock_);
+  Accepted("1-0");
+  settlement.QueueAck("1-0", /*delivered=*/true);
+  auto plan = settlement.TakeDue(now());
+  ASSERT_TRUE(plan.has_value());
+  settlement.Apply(*plan,
+                   Answered(*plan,
+                            [](const SettlePlan::Span&) {
+                              return std::vector<std::string>{
+                                  Err("NOSCRIPT No matching script. Please use EVAL.")};
+                            }),
+                   now());
+  EXPECT_EQ(Failures(SettleClass::kDefinite), 0);
+  EXPECT_EQ(ledger_.StateOf("1-0"), EntryState::kAcking);
+  auto again = settlement.TakeDue(now());
+  ASSERT_TRUE(again.has_value()) << "due at once";
+  EXPECT_EQ(Steps(*again), (std::vector<Step>{Step::kLoadScripts, Step::kAck}));
+  EXPECT_EQ(IdsOf(*again, Step::kAck), (std::vector<std::string>{"1-0"}));
+  settlement.Apply(*again, Answered(*again, Success), now());
+  EXPECT_FALSE(ledger_.Holds("1-0"));
+  EXPECT_TRUE(settlement.Idle());
 }
 
 // A NOSCRIPT although the plan loaded the scripts (the load was refused) backs off instead of
