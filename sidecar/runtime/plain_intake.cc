@@ -489,26 +489,60 @@ void PlainIntake::RouteNew(std::vector<StreamEntry> entries) {
 // --- a shard's reads (sharded subscriptions) ---------------------------------------------------
 
 void PlainIntake::ReadShardNext(size_t count) {
+  // The fenced read in two round trips (FencedShardOps::WatchFence): the WATCH and the token,
+  // then the transaction that reads only if the fence is unchanged since.
   read_asked_ = count;
   read_busy_ = true;
-  SendRaw(read_, ops_.ReadNew(static_cast<int>(count), kBlock),
-          Guard([this](StatusOr<Reply> reply) {
-            StatusOr<sharding::FencedRead> read =
-                reply.ok() ? sharding::FencedShardOps::ParseFencedRead(reply->view())
-                           : StatusOr<sharding::FencedRead>(reply.status());
-            if (!read.ok()) {
-              read_busy_ = false;
-              return ReadFailed(read.status());
-            }
-            if (read->entries.empty()) {
-              if (stopping_) {
-                read_busy_ = false;
-                return MaybeFinishStop();
-              }
-              return WaitForNew(read->tail_id);  // the read connection stays busy
-            }
-            RouteNew(std::move(read->entries));
-          }));
+  const uint64_t watched_on = read_->generation();
+  read_->SendBatch(fenced_->WatchFence(), read_->command_timeout(),
+                   Guard([this, count, watched_on](BatchResult watched) {
+                     Status status = watched.failure.ok() ? fenced_->CheckFence(watched.replies)
+                                                          : watched.failure;
+                     if (!status.ok()) {
+                       read_busy_ = false;
+                       return ReadFailed(status);
+                     }
+                     if (stopping_) {
+                       read_busy_ = false;
+                       return MaybeFinishStop();
+                     }
+                     // A new connection watches nothing: its EXEC would read unchecked. Watch
+                     // again.
+                     if (read_->generation() != watched_on) {
+                       read_busy_ = false;
+                       return Pump();
+                     }
+                     ReadWatched(count);
+                   }));
+}
+
+void PlainIntake::ReadWatched(size_t count) {
+  read_->SendBatch(fenced_->ReadWatched(static_cast<int>(count)), read_->command_timeout(),
+                   Guard([this](BatchResult result) {
+                     StatusOr<std::optional<sharding::FencedRead>> read =
+                         result.failure.ok()
+                             ? sharding::FencedShardOps::ParseWatchedRead(result.replies)
+                             : StatusOr<std::optional<sharding::FencedRead>>(result.failure);
+                     if (!read.ok()) {
+                       read_busy_ = false;
+                       return ReadFailed(read.status());
+                     }
+                     if (!read->has_value()) {
+                       // The fence was written since the WATCH (a newer owner's install): EXEC
+                       // read nothing. The next check finds the new token and stops the shard.
+                       read_busy_ = false;
+                       return Pump();
+                     }
+                     sharding::FencedRead& taken = **read;
+                     if (taken.entries.empty()) {
+                       if (stopping_) {
+                         read_busy_ = false;
+                         return MaybeFinishStop();
+                       }
+                       return WaitForNew(taken.tail_id);  // the read connection stays busy
+                     }
+                     RouteNew(std::move(taken.entries));
+                   }));
 }
 
 void PlainIntake::WaitForNew(const std::string& tail_id) {

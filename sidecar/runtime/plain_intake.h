@@ -162,8 +162,10 @@ class PlainIntake {
   void OnReadNew(StatusOr<redis::Reply> reply);
   // What a '>' read brought (plain or fenced): the linger, the routing, the next step.
   void RouteNew(std::vector<StreamEntry> entries);
-  // Sharded: the fenced '>' read, and the wait after one that found nothing.
+  // Sharded: the fenced '>' read (the fence watched and checked, then the watched transaction),
+  // and the wait after one that found nothing.
   void ReadShardNext(size_t count);
+  void ReadWatched(size_t count);
   void WaitForNew(const std::string& tail_id);
   // Sharded: true when `status` is the fence's refusal, which then ended the intake.
   bool EndIfFenced(const Status& status, std::string_view op);

@@ -468,8 +468,13 @@ class SubscriptionLoop::Core {
 size_t SubscriptionLoop::CapacityFor(const config::Subscription& subscription) {
   // Four times what the handler connections carry at once: intake refills in reads of a quarter
   // of it while a full round is still queued, and memory stays bounded however long the stream.
-  return static_cast<size_t>(subscription.handler.concurrency) *
-         static_cast<size_t>(subscription.handler.batch_size) * 4;
+  const size_t capacity = static_cast<size_t>(subscription.handler.concurrency) *
+                          static_cast<size_t>(subscription.handler.batch_size) * 4;
+  // A shard carries one request at a time: four of them would make a read of one entry per POST
+  // at batch_size 1 (a fenced read is two round trips). Its bytes are bounded by its share of
+  // the byte budget (ShardSubscription), whatever this count.
+  if (subscription.sharding.enabled()) return std::max(capacity, kShardReadAhead);
+  return capacity;
 }
 
 SubscriptionLoop::SubscriptionLoop(const config::Subscription& subscription, SubscriptionDeps deps)

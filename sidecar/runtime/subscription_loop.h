@@ -112,8 +112,10 @@ class SubscriptionLoop {
   size_t held() const { return held_.load(std::memory_order_relaxed); }
   // Sharded: the loop's last settlement and pending count (empty for a plain loop). Any thread.
   ProgressReport::Snapshot progress() const { return progress_.Read(); }
-  // Per-subscription capacity: intake never holds more than this many entries.
+  // Per-subscription capacity: intake never holds more than this many entries. For one shard of
+  // a sharded subscription (its ShardSubscription), at least kShardReadAhead.
   static size_t CapacityFor(const config::Subscription& subscription);
+  static constexpr size_t kShardReadAhead = 64;
 
  private:
   class Core;

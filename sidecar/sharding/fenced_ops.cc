@@ -124,6 +124,79 @@ redis::Command FencedShardOps::UndoReads(std::span<const std::string> ids) const
   return WithIds(FencedUndoReadsScript(), ids);
 }
 
+std::vector<redis::Command> FencedShardOps::WatchFence() const {
+  std::vector<redis::Command> commands;
+  // A WATCH left from a check that was refused, or whose transaction never came, would make
+  // this read's EXEC run nothing once more for a write it already saw: start clean.
+  commands.emplace_back("UNWATCH");
+  commands.push_back(std::move(redis::Command("WATCH").Arg(fence_key_)));
+  commands.push_back(std::move(redis::Command("HGET").Arg(fence_key_).Arg("token")));
+  return commands;
+}
+
+Status FencedShardOps::CheckFence(std::span<const redis::Reply> replies) const {
+  if (replies.size() != 3) {
+    return Status(StatusCode::kProtocol,
+                  "the fence check got " + std::to_string(replies.size()) + " replies, not 3");
+  }
+  for (const redis::Reply& reply : replies) {
+    if (reply.IsError()) return redis::ErrorOf(reply.view());
+  }
+  const redis::ReplyView token = replies[2].view();
+  // No fence installed reads as token 0, as in the scripts.
+  const std::string installed = token.IsNil() ? "0" : std::string(token.Str());
+  if (installed == std::to_string(token_)) return Status::Ok();
+  return Status(StatusCode::kServerError, "FENCED " + installed);
+}
+
+std::vector<redis::Command> FencedShardOps::ReadWatched(int count) const {
+  std::vector<redis::Command> commands;
+  commands.emplace_back("MULTI");
+  commands.push_back(std::move(redis::Command("XREADGROUP")
+                                   .Arg("GROUP")
+                                   .Arg(group())
+                                   .Arg(consumer())
+                                   .Arg("COUNT")
+                                   .Arg(int64_t{count})
+                                   .Arg("STREAMS")
+                                   .Arg(stream())
+                                   .Arg(">")));
+  commands.push_back(std::move(
+      redis::Command("XREVRANGE").Arg(stream()).Arg("+").Arg("-").Arg("COUNT").Arg(int64_t{1})));
+  commands.emplace_back("EXEC");
+  return commands;
+}
+
+StatusOr<std::optional<FencedRead>> FencedShardOps::ParseWatchedRead(
+    std::span<const redis::Reply> replies) {
+  if (replies.size() != 4) {
+    return Status(StatusCode::kProtocol,
+                  "the fenced read got " + std::to_string(replies.size()) + " replies, not 4");
+  }
+  // MULTI's OK, then each queued command's QUEUED or the refusal that aborts the transaction.
+  for (size_t i = 0; i < 3; ++i) {
+    if (replies[i].IsError()) return redis::ErrorOf(replies[i].view());
+  }
+  const redis::ReplyView exec = replies[3].view();
+  if (exec.IsError()) return redis::ErrorOf(exec);
+  if (exec.IsNil()) return std::optional<FencedRead>();  // the fence key was written: not run
+  if (!exec.IsArray() || exec.Size() != 2) {
+    return Status(StatusCode::kProtocol, "the fenced read's EXEC did not answer two replies");
+  }
+  if (exec[0].IsError()) return redis::ErrorOf(exec[0]);
+  FencedRead read;
+  if (!exec[0].IsNil()) {
+    auto entries = SubscriptionOps::ParseRead(exec[0]);
+    if (!entries.ok()) return entries.status();
+    read.entries = std::move(*entries);
+  }
+  if (!read.entries.empty()) return std::optional<FencedRead>(std::move(read));
+  const redis::ReplyView tail = exec[1];
+  if (tail.IsError()) return redis::ErrorOf(tail);
+  read.tail_id = tail.IsArray() && tail.Size() > 0 ? std::string(tail[0][0].Str()) : "0-0";
+  return std::optional<FencedRead>(std::move(read));
+}
+
 redis::Command FencedShardOps::WaitForNew(std::string_view tail_id, Millis block) const {
   redis::Command command("XREAD");
   command.Arg("COUNT").Arg(int64_t{1}).Arg("BLOCK").Arg(static_cast<int64_t>(block.count()));

@@ -1,5 +1,8 @@
 #include "sidecar/sharding/shard_subscription.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::sharding {
@@ -9,8 +12,13 @@ config::Subscription ShardSubscription(const config::Subscription& sub, int shar
   of_shard.stream = ShardKey(sub.ShardKeyPattern(), shard);
   of_shard.dead_letter.stream = ShardDeadLetterKey(of_shard.stream);
   of_shard.dead_letter.stream_defaulted = false;
-  // One entry in flight per shard (B8), or one per key with ordering.key_field.
+  // One request in flight per shard (B8), or one entry per key with ordering.key_field.
   if (sub.ordering.key_field.empty()) of_shard.handler.concurrency = 1;
+  // The subscription's byte budget (SPEC 4.2) is shared by its shards: a member holding all of
+  // them holds at most max_held_bytes, as a plain subscription does. A shard with nothing held
+  // still takes one entry, however large.
+  of_shard.handler.max_held_bytes = std::max<uint64_t>(
+      1, sub.handler.max_held_bytes / static_cast<uint64_t>(sub.sharding.shards));
   return of_shard;
 }
 

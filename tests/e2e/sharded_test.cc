@@ -608,7 +608,9 @@ TEST_F(ShardedTest, ForgottenScriptsAreLoadedAgainAndTheMemberKeepsItsShards) {
   // accepted since then mean it answered NOSCRIPT, loaded it and called it again.
   EXPECT_GE(accepted(), accepted_before + 6) << sidecar->Logs();
   EXPECT_EQ(tokens(), before) << "no shard was lost and granted again";
-  EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)))
+      << PendingOfShards() << " pending\n"
+      << sidecar->Logs();
 }
 
 // README.md "ACL for sharded members": a member, `status` and the dlq commands run as a user with
@@ -622,9 +624,9 @@ TEST_F(ShardedTest, AUserWithTheDocumentedAclRulesRunsAMemberStatusAndDlq) {
       "+client|unblock", "+cluster|shards", "+cluster|slots",  "+cluster|keyslot",
       "+asking",         "+info",           "+role",           "+wait"};
   const std::vector<std::string> sharded_rules = {
-      "+hget",   "+hset", "+hsetnx", "+hdel",      "+hgetall",       "+hkeys",
-      "+hvals",  "+hlen", "+hmget",  "+zadd",      "+zrangebyscore", "+zrem",
-      "+zrange", "+del",  "+time",   "~orders:{*", "~sc:{orders:*"};
+      "+hget", "+hset",  "+hsetnx",  "+hdel",          "+hgetall", "+hkeys",     "+hvals",
+      "+hlen", "+hmget", "+zadd",    "+zrangebyscore", "+zrem",    "+zrange",    "+del",
+      "+time", "+watch", "+unwatch", "+multi",         "+exec",    "~orders:{*", "~sc:{orders:*"};
   std::vector<std::string> setuser = {"ACL",   "SETUSER", "sharded-app",
                                       "reset", "on",      ">Sharded-Acl-Pw-7e2"};
   setuser.insert(setuser.end(), base_rules.begin(), base_rules.end());

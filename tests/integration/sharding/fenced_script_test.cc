@@ -221,6 +221,88 @@ TEST_F(FencedScriptTest, AReadReturnsAtOnceInOrderAndAnEmptyOneGivesTheTail) {
   EXPECT_EQ(after->tail_id, ids[2]);
 }
 
+// The fenced read the runtime makes (FencedShardOps::WatchFence, then ReadWatched): the fence
+// watched and its token checked, then the transaction. Both halves on `connection`.
+StatusOr<std::optional<FencedRead>> WatchedRead(redis::Connection& connection,
+                                                const FencedShardOps& ops, int count) {
+  auto watched = connection.RunPipeline(ops.WatchFence());
+  if (!watched.ok()) return watched.status();
+  if (Status checked = ops.CheckFence(*watched); !checked.ok()) return checked;
+  auto read = connection.RunPipeline(ops.ReadWatched(count));
+  if (!read.ok()) return read.status();
+  return FencedShardOps::ParseWatchedRead(*read);
+}
+
+TEST_F(FencedScriptTest, TheWatchedReadReadsInOrderAndAnEmptyOneGivesTheTail) {
+  FencedShardOps ops = Owner(7, "a", "pod-a");
+  ASSERT_FALSE(Install(ops));
+  auto empty = WatchedRead(*connection_, ops, 10);
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  ASSERT_TRUE(empty->has_value());
+  EXPECT_TRUE((*empty)->entries.empty());
+  EXPECT_EQ((*empty)->tail_id, "0-0");
+  std::vector<std::string> ids = {Add("1"), Add("2"), Add("3")};
+  auto read = WatchedRead(*connection_, ops, 2);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  ASSERT_EQ((*read)->entries.size(), 2u);
+  EXPECT_EQ((*read)->entries[0].id, ids[0]);
+  EXPECT_EQ((*read)->entries[1].id, ids[1]);
+  EXPECT_EQ((*read)->entries[0].attempts, 1);
+  EXPECT_EQ(PendingOf(ids[1]), (std::pair<std::string, int64_t>{"pod-a", 1}));
+  auto rest = WatchedRead(*connection_, ops, 10);
+  ASSERT_TRUE(rest.ok() && rest->has_value());
+  ASSERT_EQ((*rest)->entries.size(), 1u);
+  EXPECT_EQ((*rest)->entries[0].id, ids[2]);
+  auto after = WatchedRead(*connection_, ops, 10);
+  ASSERT_TRUE(after.ok() && after->has_value());
+  EXPECT_TRUE((*after)->entries.empty());
+  EXPECT_EQ((*after)->tail_id, ids[2]);
+}
+
+// B5's paused member: its fence check passed, then a newer owner installed its token before the
+// transaction ran. EXEC runs nothing (no entry moves into the old owner's pending list, the
+// group's last-delivered id stays), and the next check is refused with the new token.
+TEST_F(FencedScriptTest, AnInstallBetweenTheCheckAndTheTransactionMakesTheReadRunNothing) {
+  FencedShardOps old_owner = Owner(7, "a", "pod-a");
+  FencedShardOps new_owner = Owner(9, "b", "pod-b");
+  ASSERT_FALSE(Install(old_owner));
+  Add("1");
+  auto watched = connection_->RunPipeline(old_owner.WatchFence());
+  ASSERT_TRUE(watched.ok());
+  ASSERT_TRUE(old_owner.CheckFence(*watched).ok());
+  auto other = server_.Connect();
+  ASSERT_TRUE(other->Run(FencedInstallScript().Load()).ok());
+  ASSERT_TRUE(other->Run(new_owner.EnsureGroup("0")).ok());
+  auto read = connection_->RunPipeline(old_owner.ReadWatched(10));
+  ASSERT_TRUE(read.ok());
+  auto parsed = FencedShardOps::ParseWatchedRead(*read);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_FALSE(parsed->has_value()) << "EXEC ran the read after the fence moved";
+  EXPECT_EQ(server_.Run({"XPENDING", key_, "billing"}).view()[0].Integer(), 0);
+  EXPECT_EQ(LastDelivered(), "0-0");
+  auto again = WatchedRead(*connection_, old_owner, 10);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(FencedShardOps::FencedBy(again.status()), 9);
+  auto fresh = WatchedRead(*connection_, new_owner, 10);
+  ASSERT_TRUE(fresh.ok() && fresh->has_value());
+  EXPECT_EQ((*fresh)->entries.size(), 1u);
+}
+
+// No fence installed reads as token 0: refused. A group gone (deleted by hand) is NOGROUP, which
+// the runtime answers by creating it again. The refused check left its WATCH, and the install
+// then wrote the fence: without the next check's UNWATCH, its EXEC would run nothing instead.
+TEST_F(FencedScriptTest, TheWatchedReadIsRefusedWithoutAFenceAndSaysNoGroup) {
+  FencedShardOps ops = Owner(7, "a", "pod-a");
+  auto unfenced = WatchedRead(*connection_, ops, 10);
+  ASSERT_FALSE(unfenced.ok());
+  EXPECT_EQ(FencedShardOps::FencedBy(unfenced.status()), 0);
+  ASSERT_FALSE(Install(ops));
+  server_.Run({"XGROUP", "DESTROY", key_, "billing"});
+  auto no_group = WatchedRead(*connection_, ops, 10);
+  ASSERT_FALSE(no_group.ok());
+  EXPECT_TRUE(no_group.status().IsServerError("NOGROUP")) << no_group.status().message();
+}
+
 TEST_F(FencedScriptTest, RedisRefusesABlockingGroupReadInsideAScript) {
   server_.Run({"XGROUP", "CREATE", key_, "billing", "0", "MKSTREAM"});
   auto reply = server_.RunAllowingError(
