@@ -185,8 +185,7 @@ void FencedAgainstPlain(Connection& redis, int entries, int batch) {
   const double fenced = DrainFenced(redis, "bench-fenced", entries, [&](const auto& ops) {
     auto watched = redis.RunPipeline(ops.WatchFence());
     if (!watched.ok()) Fail(watched.status().message());
-    if (streamcar::Status checked = ops.CheckFence(*watched); !checked.ok())
-      Fail(checked.message());
+    if (auto check = ops.CheckFence(*watched); !check.status.ok()) Fail(check.status.message());
     auto read = redis.RunPipeline(ops.ReadWatched(batch));
     if (!read.ok()) Fail(read.status().message());
     auto parsed = sharding::FencedShardOps::ParseWatchedRead(*read);

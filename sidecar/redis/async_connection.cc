@@ -353,6 +353,11 @@ void AsyncConnection::DeliverReply(Reply reply) {
 
 // --- following the topology -----------------------------------------------------------------
 
+bool AsyncConnection::FollowingAsk() {
+  CheckTopology();
+  return ask_node_.has_value();
+}
+
 void AsyncConnection::CheckTopology() {
   if (options_.topology == nullptr || !connected() || retarget_pending_) return;
   if (ask_node_ && loop_.clock().Now() - ask_since_ >= kAskingFor) {

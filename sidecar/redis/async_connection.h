@@ -78,6 +78,10 @@ class AsyncConnection {
   uint64_t generation() const { return generation_; }
   // CLIENT ID of the current connection, for CLIENT UNBLOCK from another connection.
   std::optional<int64_t> client_id() const { return client_id_; }
+  // Following an -ASK: each command goes out behind an ASKING (a transaction would queue them).
+  // Ends an -ASK followed for long enough first, as sending does (the connection then goes back
+  // to the slot's master): a caller that waits instead of sending still gets out of it.
+  bool FollowingAsk();
   // The node the current connection is to (an ASK target included); nullopt without a topology.
   // A client id means something only on its node.
   const std::optional<NodeAddress>& node() const { return node_; }

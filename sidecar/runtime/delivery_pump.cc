@@ -107,7 +107,9 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
             {{"subscription", sub_.name}, {"count", static_cast<int64_t>(decided.unknown_ids)}});
   }
   if (ledger_->one_lane()) {
-    SettleInOrder(live, decided.decisions);
+    const bool whole = response.kind != delivery::HandlerResponse::Kind::kAnswered ||
+                       response.status < 200 || response.status > 299;
+    SettleInOrder(live, decided.decisions, whole);
   } else {
     for (size_t i = 0; i < live.size(); ++i) {
       Count(decided.decisions[i]);
@@ -118,10 +120,19 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
 }
 
 void DeliveryPump::SettleInOrder(const std::vector<EntryRef>& refs,
-                                 const std::vector<delivery::Decision>& decisions) {
+                                 const std::vector<delivery::Decision>& decisions,
+                                 bool failed_whole) {
+  if (failed_whole && refs.size() > 1) {
+    // Which entry failed the request is unknown: none is charged with it. Each goes out again
+    // alone, in order, and meets its own outcome (a retry, a dead letter) by itself.
+    for (const auto& decision : decisions) Count(decision);
+    ledger_->Redeliver(refs, /*alone=*/true);
+    return;
+  }
   // A shard's batch is a run of consecutive entries that the handler processes in order and
-  // stops at the first failure (SPEC 9): that entry is the first whose decision is not an ack.
-  // What it did not reach goes back behind it, so that nothing after a retry goes out first.
+  // stops at the first failure (README, "Batches in a shard"): that entry is the first whose
+  // decision is not an ack. What it did not reach goes back behind it, so that nothing after a
+  // retry goes out first.
   size_t failed = 0;
   while (failed < refs.size() && decisions[failed].action == delivery::Action::kAck) ++failed;
   for (size_t i = 0; i < failed; ++i) {

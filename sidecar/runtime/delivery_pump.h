@@ -49,9 +49,11 @@ class DeliveryPump {
                 const delivery::HandlerResponse& response);
   void Settle(const EntryRef& ref, const delivery::Decision& decision);
   // One lane (a shard without key_field): the batch's entries up to its first failure are
-  // settled, that failure too, and the rest delivered again after it.
+  // settled, that failure too, and the rest delivered again after it. A request that failed as
+  // a whole (`failed_whole`: a non-2xx, a timeout) with more than one entry charges none: each is
+  // delivered again alone.
   void SettleInOrder(const std::vector<EntryRef>& refs,
-                     const std::vector<delivery::Decision>& decisions);
+                     const std::vector<delivery::Decision>& decisions, bool failed_whole);
   void Count(const delivery::Decision& decision);
   void HandlerRefused(const std::vector<EntryRef>& refs, const std::string& error);
   void HandlerAnswered();

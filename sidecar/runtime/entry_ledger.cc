@@ -213,18 +213,20 @@ size_t EntryLedger::AdmitForAck(std::string id) {
 std::vector<EntryRef> EntryLedger::TakeReady(size_t max, SteadyTime now) {
   std::vector<EntryRef> refs;
   if (intake_stopped_ || DeliveryPaused(now)) return refs;
-  const size_t n = std::min(max, ready_.size());
-  refs.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
+  refs.reserve(std::min(max, ready_.size()));
+  while (refs.size() < max && !ready_.empty()) {
     Held* entry = ready_.front();
+    // One lane: an entry of a run that failed as a whole goes out alone (OneAtATime).
+    if (one_lane_ && entry->alone && !refs.empty()) break;
     ready_.pop_front();
     SC_DCHECK(entry->state == EntryState::kQueued, Met("TakeReady", entry->entry.id, entry->state));
     entry->state = EntryState::kInFlight;
     entry->posted = true;
     entry->generation = next_generation_++;
     refs.push_back({entry->entry.id, entry->generation});
+    ++in_flight_;
+    if (one_lane_ && entry->alone) return refs;
   }
-  in_flight_ += n;
   if (one_lane_ && !refs.empty()) TakeLaneRun(max, &refs);
   return refs;
 }
@@ -235,7 +237,7 @@ void EntryLedger::TakeLaneRun(size_t max, std::vector<EntryRef>* refs) {
   // it are the next ids in order, and nothing else can go out before them.
   if (lane == lanes_.end() || !lane->second.kept_for.empty()) return;
   auto& waiting = lane->second.waiting;
-  while (refs->size() < max && !waiting.empty()) {
+  while (refs->size() < max && !waiting.empty() && !waiting.front()->alone) {
     Held* entry = waiting.front();
     waiting.pop_front();
     SC_DCHECK(entry->state == EntryState::kBlocked,
@@ -401,7 +403,7 @@ void EntryLedger::HandBack(std::span<const EntryRef> refs, SteadyTime paused_unt
   handler_paused_until_ = std::max(handler_paused_until_, paused_until);
 }
 
-void EntryLedger::Redeliver(std::span<const EntryRef> refs) {
+void EntryLedger::Redeliver(std::span<const EntryRef> refs, bool alone) {
   if (!SC_DCHECK(one_lane_, "Redeliver outside one lane")) return;
   auto lane = lanes_.find("");
   if (lane == lanes_.end()) return;  // nothing handed out holds it: every ref is stale
@@ -422,6 +424,7 @@ void EntryLedger::Redeliver(std::span<const EntryRef> refs) {
     }
     LeaveInFlight(entry);
     entry->key.emplace();
+    entry->alone = entry->alone || alone;
     entry->state = EntryState::kBlocked;
     entry->generation = next_generation_++;  // this delivery's answer is settled
     lane->second.waiting.push_front(entry);

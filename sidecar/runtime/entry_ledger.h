@@ -157,7 +157,8 @@ class EntryLedger {
   // --- Delivery ---
   // Up to `max` queued entries, in queue order, now in flight: none while delivery is paused or
   // after StopIntake(). In one lane, the lane's head and the entries waiting behind it, in id
-  // order: they hold the lane together until each one's outcome is known.
+  // order: they hold the lane together until each one's outcome is known; an entry redelivered
+  // `alone` goes out on its own.
   std::vector<EntryRef> TakeReady(size_t max, SteadyTime now);
   // The entry `ref` names (any state), or nullptr when the ref is stale.
   const StreamEntry* Entry(const EntryRef& ref) const;
@@ -181,11 +182,14 @@ class EntryLedger {
   // of the queue in their original order, never posted; a lost one is let go. Delivery pauses
   // until `paused_until`, and reading until the handler answers again.
   void HandBack(std::span<const EntryRef> refs, SteadyTime paused_until);
-  // One lane only: an ordered hand-out's entries after the one the handler failed, which it did
-  // not process (SPEC 9: a shard's batch is processed in order, up to its first failure). Back
-  // to the head of the lane in their order, behind the failed entry's retry or dead letter; no
-  // attempt is spent and delivery does not pause. A lost one is let go.
-  void Redeliver(std::span<const EntryRef> refs);
+  // One lane only: entries of a hand-out that the handler did not process, back to the head of
+  // the lane in their order; no attempt is spent and delivery does not pause. A lost one is let
+  // go. Two uses (README, "Batches in a shard"): the entries after the one the handler failed
+  // (it processes a shard's batch in order and stops at its first failure), which go behind that
+  // entry's retry or dead letter; and every entry of a run that failed as a whole (a non-2xx, a
+  // timeout), with `alone`: which entry failed is unknown, so each goes out alone until it is
+  // settled, and meets its own outcome.
+  void Redeliver(std::span<const EntryRef> refs, bool alone = false);
   // The handler answered: lift a refusal pause.
   void HandlerAnswered();
   // health_url says the handler is unhealthy (true) or healthy again (false).
@@ -269,6 +273,8 @@ class EntryLedger {
     bool settle_only = false;
     // A keepalive found it another consumer's while it was in flight (SPEC 3.2, lost lease).
     bool lost = false;
+    // One lane: part of a run that failed as a whole; handed out alone (Redeliver).
+    bool alone = false;
   };
   struct KeyLane {
     std::deque<Held*> waiting;  // blocked behind the entries of this key that are out

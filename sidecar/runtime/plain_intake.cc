@@ -489,30 +489,38 @@ void PlainIntake::RouteNew(std::vector<StreamEntry> entries) {
 // --- a shard's reads (sharded subscriptions) ---------------------------------------------------
 
 void PlainIntake::ReadShardNext(size_t count) {
-  // The fenced read in two round trips (FencedShardOps::WatchFence): the WATCH and the token,
-  // then the transaction that reads only if the fence is unchanged since.
+  // The fenced read in two round trips (FencedShardOps::WatchFence): the WATCH, the token and
+  // MULTI, then the read inside the transaction, which runs only if the fence is unchanged since.
+  if (read_->FollowingAsk()) {
+    // The slot is migrating: an ASKING before each command would be queued inside the
+    // transaction. Wait until the connection knows the slot's new master (about a second).
+    backoff_timer_->ArmIn(kRoutingPause);
+    return;
+  }
   read_asked_ = count;
   read_busy_ = true;
   const uint64_t watched_on = read_->generation();
   read_->SendBatch(fenced_->WatchFence(), read_->command_timeout(),
                    Guard([this, count, watched_on](BatchResult watched) {
-                     Status status = watched.failure.ok() ? fenced_->CheckFence(watched.replies)
-                                                          : watched.failure;
-                     if (!status.ok()) {
-                       read_busy_ = false;
-                       return ReadFailed(status);
+                     sharding::FencedShardOps::FenceCheck check;
+                     if (watched.failure.ok()) {
+                       check = fenced_->CheckFence(watched.replies);
+                     } else {
+                       check.status = watched.failure;
                      }
-                     if (stopping_) {
-                       read_busy_ = false;
-                       return MaybeFinishStop();
+                     // The reply came on this connection, so the transaction it opened is still
+                     // open on it; checked all the same, since on any other the read would run
+                     // unchecked.
+                     const bool same_connection = read_->generation() == watched_on;
+                     if (check.status.ok() && !stopping_ && same_connection)
+                       return ReadWatched(count);
+                     if (check.in_transaction && same_connection) {
+                       SendRaw(read_, sharding::FencedShardOps::Discard(), [](StatusOr<Reply>) {});
                      }
-                     // A new connection watches nothing: its EXEC would read unchecked. Watch
-                     // again.
-                     if (read_->generation() != watched_on) {
-                       read_busy_ = false;
-                       return Pump();
-                     }
-                     ReadWatched(count);
+                     read_busy_ = false;
+                     if (!check.status.ok()) return ReadFailed(check.status);
+                     if (stopping_) return MaybeFinishStop();
+                     Pump();
                    }));
 }
 

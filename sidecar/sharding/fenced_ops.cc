@@ -131,27 +131,38 @@ std::vector<redis::Command> FencedShardOps::WatchFence() const {
   commands.emplace_back("UNWATCH");
   commands.push_back(std::move(redis::Command("WATCH").Arg(fence_key_)));
   commands.push_back(std::move(redis::Command("HGET").Arg(fence_key_).Arg("token")));
+  // Opened here, not with the read: a read sent behind a MULTI that was refused (an ACL without
+  // +multi) would run on its own, unchecked.
+  commands.emplace_back("MULTI");
   return commands;
 }
 
-Status FencedShardOps::CheckFence(std::span<const redis::Reply> replies) const {
-  if (replies.size() != 3) {
-    return Status(StatusCode::kProtocol,
-                  "the fence check got " + std::to_string(replies.size()) + " replies, not 3");
+FencedShardOps::FenceCheck FencedShardOps::CheckFence(std::span<const redis::Reply> replies) const {
+  FenceCheck check;
+  if (replies.size() != 4) {
+    check.status =
+        Status(StatusCode::kProtocol,
+               "the fence check got " + std::to_string(replies.size()) + " replies, not 4");
+    return check;
   }
+  check.in_transaction = !replies[3].IsError();
   for (const redis::Reply& reply : replies) {
-    if (reply.IsError()) return redis::ErrorOf(reply.view());
+    if (reply.IsError()) {
+      check.status = redis::ErrorOf(reply.view());
+      return check;
+    }
   }
   const redis::ReplyView token = replies[2].view();
   // No fence installed reads as token 0, as in the scripts.
   const std::string installed = token.IsNil() ? "0" : std::string(token.Str());
-  if (installed == std::to_string(token_)) return Status::Ok();
-  return Status(StatusCode::kServerError, "FENCED " + installed);
+  if (installed != std::to_string(token_)) {
+    check.status = Status(StatusCode::kServerError, "FENCED " + installed);
+  }
+  return check;
 }
 
 std::vector<redis::Command> FencedShardOps::ReadWatched(int count) const {
   std::vector<redis::Command> commands;
-  commands.emplace_back("MULTI");
   commands.push_back(std::move(redis::Command("XREADGROUP")
                                    .Arg("GROUP")
                                    .Arg(group())
@@ -167,17 +178,19 @@ std::vector<redis::Command> FencedShardOps::ReadWatched(int count) const {
   return commands;
 }
 
+redis::Command FencedShardOps::Discard() { return redis::Command("DISCARD"); }
+
 StatusOr<std::optional<FencedRead>> FencedShardOps::ParseWatchedRead(
     std::span<const redis::Reply> replies) {
-  if (replies.size() != 4) {
+  if (replies.size() != 3) {
     return Status(StatusCode::kProtocol,
-                  "the fenced read got " + std::to_string(replies.size()) + " replies, not 4");
+                  "the fenced read got " + std::to_string(replies.size()) + " replies, not 3");
   }
-  // MULTI's OK, then each queued command's QUEUED or the refusal that aborts the transaction.
-  for (size_t i = 0; i < 3; ++i) {
+  // Each queued command's QUEUED, or the refusal that aborts the transaction.
+  for (size_t i = 0; i < 2; ++i) {
     if (replies[i].IsError()) return redis::ErrorOf(replies[i].view());
   }
-  const redis::ReplyView exec = replies[3].view();
+  const redis::ReplyView exec = replies[2].view();
   if (exec.IsError()) return redis::ErrorOf(exec);
   if (exec.IsNil()) return std::optional<FencedRead>();  // the fence key was written: not run
   if (!exec.IsArray() || exec.Size() != 2) {

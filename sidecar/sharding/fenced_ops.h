@@ -75,17 +75,25 @@ class FencedShardOps final : public redis::SubscriptionOps {
 
   // The fenced read as an optimistic transaction, in two round trips on one connection:
   //   1. WatchFence: UNWATCH (whatever an earlier check left), WATCH the fence key, HGET its
-  //      token. CheckFence: a FENCED refusal, as the scripts give it, when another token is
-  //      installed.
-  //   2. ReadWatched: MULTI, XREADGROUP '>', XREVRANGE + - COUNT 1, EXEC. EXEC runs nothing when
-  //      the fence key was written after the WATCH (another member's install), so the read
-  //      happens only while this token is installed, as the script's check makes sure; its reply
-  //      does not pass through Lua. ParseWatchedRead.
-  // The WATCH belongs to the connection: step 2 is sent only on the connection step 1 was (a
-  // reconnect in between starts again at step 1; a new connection watches nothing).
+  //      token, MULTI. CheckFence: ok when this token is installed and the transaction is open;
+  //      else a FENCED refusal as the scripts give it (or the error a command met), and when
+  //      MULTI was accepted all the same (`in_transaction`), Discard() must go first.
+  //   2. ReadWatched: XREADGROUP '>', XREVRANGE + - COUNT 1, EXEC. EXEC runs nothing when the
+  //      fence key was written after the WATCH (another member's install), so the read happens
+  //      only while this token is installed, as the script's check makes sure; its reply does
+  //      not pass through Lua. ParseWatchedRead.
+  // The WATCH and the open transaction belong to the connection: step 2 is sent only from step
+  // 1's answer, on the connection that gave it (a new connection would run the read unchecked).
+  // Not while the connection follows an -ASK: its ASKING before each command would be queued
+  // inside the transaction.
   std::vector<redis::Command> WatchFence() const;
-  Status CheckFence(std::span<const redis::Reply> replies) const;
+  struct FenceCheck {
+    Status status;
+    bool in_transaction = false;  // MULTI was accepted: Discard() unless step 2 follows
+  };
+  FenceCheck CheckFence(std::span<const redis::Reply> replies) const;
   std::vector<redis::Command> ReadWatched(int count) const;
+  static redis::Command Discard();
   // The entries or the tail id; nullopt when EXEC ran nothing (the fence was written since the
   // WATCH: check again). A refusal of a queued command (NOPERM, MOVED) is that refusal, not
   // EXECABORT.

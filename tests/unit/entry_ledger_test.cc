@@ -212,6 +212,69 @@ TEST(EntryLedger, OneLanePassesOnWhenNothingOfTheRunHoldsItAnyMore) {
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"2-0", "3-0", "4-0"}));
 }
 
+// A run that failed as a whole (a 500, a timeout) charges none of its entries: they go out
+// again one per hand-out, in order, so that each meets its own outcome; entries read meanwhile
+// form runs again once those are settled.
+TEST(EntryLedger, OneLaneSendsARunThatFailedWholeOneEntryAtATime) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0")});
+  auto run = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(run.size(), 3u);
+  d.Admit({Entry("4-0"), Entry("5-0")});
+  d.Redeliver(run, /*alone=*/true);
+  EXPECT_EQ(d.in_flight(), 0u);
+  auto first = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(first), (std::vector<std::string>{"1-0"}));
+  Settle(d, first[0]);
+  auto second = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(second), (std::vector<std::string>{"2-0"}));
+  const auto now = clock.Now();
+  ASSERT_EQ(d.ScheduleRetry(second[0], now + Millis(50)), Applied::kApplied);
+  EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty());
+  auto due = d.TakeDueRetries(now + Millis(60));
+  ASSERT_TRUE(d.RetryClaimed(due.at(0), 2));
+  auto again = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(again), (std::vector<std::string>{"2-0"})) << "still alone";
+  Settle(d, again[0]);
+  auto third = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(third), (std::vector<std::string>{"3-0"}));
+  Settle(d, third[0]);
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"4-0", "5-0"}));
+}
+
+// The handler refused the connection (no attempt): a run goes back whole, in order, and goes out
+// again as the same run, followed by what waits behind it.
+TEST(EntryLedger, OneLaneHandsBackARunAndSendsItAgainInOrder) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0"), Entry("4-0")});
+  auto run = d.TakeReady(2, clock.Now());
+  ASSERT_EQ(Ids(run), (std::vector<std::string>{"1-0", "2-0"}));
+  d.HandBack(run, clock.Now());
+  EXPECT_EQ(d.StateOf("2-0"), EntryState::kQueued);
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())),
+            (std::vector<std::string>{"1-0", "2-0", "3-0", "4-0"}));
+}
+
+// Nothing of a run could be sent (an unencodable request): every entry is dead-lettered; the
+// lane passes on once the last of them is written.
+TEST(EntryLedger, OneLanePassesOnOnceEveryDeadLetterOfARunIsWritten) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.OrderAllInOneLane();
+  d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0")});
+  auto run = d.TakeReady(2, clock.Now());
+  ASSERT_EQ(run.size(), 2u);
+  for (const auto& ref : run) ASSERT_EQ(d.DeadLetter(ref), Applied::kApplied);
+  ASSERT_TRUE(d.Release("1-0"));
+  EXPECT_TRUE(d.TakeReady(10, clock.Now()).empty()) << "2-0's dead letter still holds the lane";
+  ASSERT_TRUE(d.Release("2-0"));
+  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"3-0"}));
+}
+
 // A shard read one or two entries per POST: with its head out and the rest waiting behind it,
 // every place a POST freed looked worth a read (nothing ready, the byte budget free). It now
 // waits for a quarter of the capacity, or for its lane to run dry.

@@ -227,7 +227,15 @@ StatusOr<std::optional<FencedRead>> WatchedRead(redis::Connection& connection,
                                                 const FencedShardOps& ops, int count) {
   auto watched = connection.RunPipeline(ops.WatchFence());
   if (!watched.ok()) return watched.status();
-  if (Status checked = ops.CheckFence(*watched); !checked.ok()) return checked;
+  FencedShardOps::FenceCheck check = ops.CheckFence(*watched);
+  if (!check.status.ok()) {
+    // As the runtime does: the transaction opened is discarded, or the connection's next
+    // commands would be queued in it.
+    if (check.in_transaction) {
+      EXPECT_TRUE(connection.Run(FencedShardOps::Discard()).ok());
+    }
+    return check.status;
+  }
   auto read = connection.RunPipeline(ops.ReadWatched(count));
   if (!read.ok()) return read.status();
   return FencedShardOps::ParseWatchedRead(*read);
@@ -269,7 +277,7 @@ TEST_F(FencedScriptTest, AnInstallBetweenTheCheckAndTheTransactionMakesTheReadRu
   Add("1");
   auto watched = connection_->RunPipeline(old_owner.WatchFence());
   ASSERT_TRUE(watched.ok());
-  ASSERT_TRUE(old_owner.CheckFence(*watched).ok());
+  ASSERT_TRUE(old_owner.CheckFence(*watched).status.ok());
   auto other = server_.Connect();
   ASSERT_TRUE(other->Run(FencedInstallScript().Load()).ok());
   ASSERT_TRUE(other->Run(new_owner.EnsureGroup("0")).ok());
