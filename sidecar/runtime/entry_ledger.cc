@@ -217,18 +217,23 @@ std::vector<EntryRef> EntryLedger::TakeReady(size_t max, SteadyTime now) {
   while (refs.size() < max && !ready_.empty()) {
     Held* entry = ready_.front();
     // One lane: an entry of a run that failed as a whole goes out alone (OneAtATime).
-    if (one_lane_ && entry->alone && !refs.empty()) break;
+    if (one_lane_ && entry->alone && !refs.empty()) return refs;
     ready_.pop_front();
     SC_DCHECK(entry->state == EntryState::kQueued, Met("TakeReady", entry->entry.id, entry->state));
-    entry->state = EntryState::kInFlight;
-    entry->posted = true;
-    entry->generation = next_generation_++;
-    refs.push_back({entry->entry.id, entry->generation});
-    ++in_flight_;
+    refs.push_back(HandOut(entry));
     if (one_lane_ && entry->alone) return refs;
   }
   if (one_lane_ && !refs.empty()) TakeLaneRun(max, &refs);
   return refs;
+}
+
+EntryRef EntryLedger::HandOut(Held* entry) {
+  entry->state = EntryState::kInFlight;
+  entry->posted_before = entry->posted;
+  entry->posted = true;
+  entry->generation = next_generation_++;
+  ++in_flight_;
+  return {entry->entry.id, entry->generation};
 }
 
 void EntryLedger::TakeLaneRun(size_t max, std::vector<EntryRef>* refs) {
@@ -242,12 +247,8 @@ void EntryLedger::TakeLaneRun(size_t max, std::vector<EntryRef>* refs) {
     waiting.pop_front();
     SC_DCHECK(entry->state == EntryState::kBlocked,
               Met("TakeReady", entry->entry.id, entry->state));
-    entry->state = EntryState::kInFlight;
-    entry->posted = true;
-    entry->generation = next_generation_++;
-    refs->push_back({entry->entry.id, entry->generation});
+    refs->push_back(HandOut(entry));
     ++lane->second.holders;
-    ++in_flight_;
   }
 }
 
@@ -396,7 +397,8 @@ void EntryLedger::HandBack(std::span<const EntryRef> refs, SteadyTime paused_unt
       continue;
     }
     LeaveInFlight(entry);
-    entry->posted = false;
+    // Not sent this time; a delivery an earlier hand-out made (a run sent again) still counts.
+    entry->posted = entry->posted_before;
     MakeReady(entry, true);
   }
   handler_down_ = true;

@@ -269,6 +269,8 @@ class EntryLedger {
     // Handed out for a POST since it was last read or claimed: the delivery Redis counted
     // happened. Entries never posted get that count taken back at shutdown (SPEC 3.2).
     bool posted = false;
+    // `posted` before the current hand-out, which HandBack restores (the hand-out sent nothing).
+    bool posted_before = false;
     // Admitted only to be acknowledged or dead-lettered (see UnpostedIds).
     bool settle_only = false;
     // A keepalive found it another consumer's while it was in flight (SPEC 3.2, lost lease).
@@ -301,6 +303,8 @@ class EntryLedger {
   // No entry holds the lane now: the next waiting entry takes it, or the lane is gone (nothing
   // waiting, nothing kept).
   void PassLane(std::unordered_map<std::string, KeyLane>::iterator lane);
+  // Queued or blocked -> in flight, with a fresh generation: its ref.
+  EntryRef HandOut(Held* entry);
   // One lane: the entries waiting behind the hand-out just taken join it, up to `refs` of `max`.
   void TakeLaneRun(size_t max, std::vector<EntryRef>* refs);
   void FreePayload(Held* entry);

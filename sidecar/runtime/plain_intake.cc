@@ -493,35 +493,47 @@ void PlainIntake::ReadShardNext(size_t count) {
   // MULTI, then the read inside the transaction, which runs only if the fence is unchanged since.
   if (read_->FollowingAsk()) {
     // The slot is migrating: an ASKING before each command would be queued inside the
-    // transaction. Wait until the connection knows the slot's new master (about a second).
+    // transaction. Wait until the connection goes back to the slot's master (it does after a
+    // second; it follows the -ASK again while the migration runs).
     backoff_timer_->ArmIn(kRoutingPause);
     return;
   }
+  if (!read_->ready()) return;  // ending the -ASK: the connection moves; OnReady pumps again
   read_asked_ = count;
   read_busy_ = true;
   const uint64_t watched_on = read_->generation();
   read_->SendBatch(fenced_->WatchFence(), read_->command_timeout(),
                    Guard([this, count, watched_on](BatchResult watched) {
-                     sharding::FencedShardOps::FenceCheck check;
-                     if (watched.failure.ok()) {
-                       check = fenced_->CheckFence(watched.replies);
-                     } else {
-                       check.status = watched.failure;
-                     }
-                     // The reply came on this connection, so the transaction it opened is still
-                     // open on it; checked all the same, since on any other the read would run
-                     // unchecked.
-                     const bool same_connection = read_->generation() == watched_on;
-                     if (check.status.ok() && !stopping_ && same_connection)
-                       return ReadWatched(count);
-                     if (check.in_transaction && same_connection) {
-                       SendRaw(read_, sharding::FencedShardOps::Discard(), [](StatusOr<Reply>) {});
-                     }
-                     read_busy_ = false;
-                     if (!check.status.ok()) return ReadFailed(check.status);
-                     if (stopping_) return MaybeFinishStop();
-                     Pump();
+                     OnFenceChecked(count, watched_on, std::move(watched));
                    }));
+}
+
+void PlainIntake::OnFenceChecked(size_t count, uint64_t watched_on, redis::BatchResult watched) {
+  sharding::FencedShardOps::FenceCheck check;
+  if (watched.failure.ok()) {
+    check = fenced_->CheckFence(watched.replies);
+  } else {
+    check.status = watched.failure;
+  }
+  // The reply came on this connection, so the transaction it opened is open on it; checked all
+  // the same, since on any other connection the read would run unchecked.
+  const bool same_connection = read_->generation() == watched_on;
+  if (check.status.ok() && !stopping_ && same_connection) return ReadWatched(count);
+  if (check.in_transaction && same_connection) {
+    // Closed before anything else goes out on the connection: later commands (the wait, a
+    // takeover step) would be queued instead of run. A close that is refused leaves it open,
+    // which the next check sees and closes then; an ACL refusal of it is fatal.
+    SendRaw(read_, sharding::FencedShardOps::CloseTransaction(),
+            Guard([this](StatusOr<Reply> closed) {
+              if (!closed.ok() && redis::IsAclRefusal(closed.status())) {
+                ReadFailed(closed.status());
+              }
+            }));
+  }
+  read_busy_ = false;
+  if (!check.status.ok()) return ReadFailed(check.status);
+  if (stopping_) return MaybeFinishStop();
+  Pump();
 }
 
 void PlainIntake::ReadWatched(size_t count) {

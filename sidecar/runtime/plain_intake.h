@@ -165,6 +165,7 @@ class PlainIntake {
   // Sharded: the fenced '>' read (the fence watched and checked, then the watched transaction),
   // and the wait after one that found nothing.
   void ReadShardNext(size_t count);
+  void OnFenceChecked(size_t count, uint64_t watched_on, redis::BatchResult watched);
   void ReadWatched(size_t count);
   void WaitForNew(const std::string& tail_id);
   // Sharded: true when `status` is the fence's refusal, which then ended the intake.

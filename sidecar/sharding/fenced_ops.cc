@@ -145,7 +145,11 @@ FencedShardOps::FenceCheck FencedShardOps::CheckFence(std::span<const redis::Rep
                "the fence check got " + std::to_string(replies.size()) + " replies, not 4");
     return check;
   }
-  check.in_transaction = !replies[3].IsError();
+  // Open: MULTI was accepted, or one is still open from an earlier round (its close refused):
+  // either way the caller closes it.
+  check.in_transaction =
+      !replies[3].IsError() ||
+      replies[3].view().Str().find("can not be nested") != std::string_view::npos;
   for (const redis::Reply& reply : replies) {
     if (reply.IsError()) {
       check.status = redis::ErrorOf(reply.view());
@@ -178,7 +182,11 @@ std::vector<redis::Command> FencedShardOps::ReadWatched(int count) const {
   return commands;
 }
 
-redis::Command FencedShardOps::Discard() { return redis::Command("DISCARD"); }
+redis::Command FencedShardOps::CloseTransaction() {
+  // EXEC, not DISCARD: nothing is queued after MULTI, so it runs nothing (and unwatches), and it
+  // is a command the read needs anyway, where DISCARD would be one more ACL rule to get right.
+  return redis::Command("EXEC");
+}
 
 StatusOr<std::optional<FencedRead>> FencedShardOps::ParseWatchedRead(
     std::span<const redis::Reply> replies) {

@@ -77,7 +77,7 @@ class FencedShardOps final : public redis::SubscriptionOps {
   //   1. WatchFence: UNWATCH (whatever an earlier check left), WATCH the fence key, HGET its
   //      token, MULTI. CheckFence: ok when this token is installed and the transaction is open;
   //      else a FENCED refusal as the scripts give it (or the error a command met), and when
-  //      MULTI was accepted all the same (`in_transaction`), Discard() must go first.
+  //      a transaction is open all the same (`in_transaction`), CloseTransaction() goes first.
   //   2. ReadWatched: XREADGROUP '>', XREVRANGE + - COUNT 1, EXEC. EXEC runs nothing when the
   //      fence key was written after the WATCH (another member's install), so the read happens
   //      only while this token is installed, as the script's check makes sure; its reply does
@@ -89,11 +89,11 @@ class FencedShardOps final : public redis::SubscriptionOps {
   std::vector<redis::Command> WatchFence() const;
   struct FenceCheck {
     Status status;
-    bool in_transaction = false;  // MULTI was accepted: Discard() unless step 2 follows
+    bool in_transaction = false;  // open: CloseTransaction() unless step 2 follows
   };
   FenceCheck CheckFence(std::span<const redis::Reply> replies) const;
   std::vector<redis::Command> ReadWatched(int count) const;
-  static redis::Command Discard();
+  static redis::Command CloseTransaction();
   // The entries or the tail id; nullopt when EXEC ran nothing (the fence was written since the
   // WATCH: check again). A refusal of a queued command (NOPERM, MOVED) is that refusal, not
   // EXECABORT.

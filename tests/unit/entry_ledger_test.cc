@@ -255,8 +255,17 @@ TEST(EntryLedger, OneLaneHandsBackARunAndSendsItAgainInOrder) {
   ASSERT_EQ(Ids(run), (std::vector<std::string>{"1-0", "2-0"}));
   d.HandBack(run, clock.Now());
   EXPECT_EQ(d.StateOf("2-0"), EntryState::kQueued);
-  EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())),
-            (std::vector<std::string>{"1-0", "2-0", "3-0", "4-0"}));
+  EXPECT_EQ(Sorted(d.UnpostedIds()), (std::vector<std::string>{"1-0", "2-0", "3-0", "4-0"}));
+  d.HandlerAnswered();
+  auto again = d.TakeReady(10, clock.Now());
+  EXPECT_EQ(Ids(again), (std::vector<std::string>{"1-0", "2-0", "3-0", "4-0"}));
+  // Sent in a run that failed whole, then refused alone: its delivery in the run still counts
+  // (UnpostedIds gives back only deliveries never made).
+  d.Redeliver(again, /*alone=*/true);
+  auto alone = d.TakeReady(10, clock.Now());
+  ASSERT_EQ(Ids(alone), (std::vector<std::string>{"1-0"}));
+  d.HandBack(alone, clock.Now());
+  EXPECT_TRUE(d.UnpostedIds().empty());
 }
 
 // Nothing of a run could be sent (an unencodable request): every entry is dead-lettered; the

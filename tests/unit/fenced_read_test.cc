@@ -72,6 +72,16 @@ TEST(FencedRead, ARefusedMultiIsTheRefusalWithNoTransactionOpen) {
   EXPECT_TRUE(moved.in_transaction);
 }
 
+// A transaction left open (its close was refused, a LOADING server): the next round's commands
+// are queued and its MULTI refused as nested. Still open: the caller closes it.
+TEST(FencedRead, ATransactionLeftOpenIsSeenAndClosed) {
+  auto nested = Ops().CheckFence(Replies({kQueued, Err("ERR WATCH inside MULTI is not allowed"),
+                                          kQueued, Err("ERR MULTI calls can not be nested")}));
+  EXPECT_FALSE(nested.status.ok());
+  EXPECT_TRUE(nested.in_transaction);
+  EXPECT_EQ(ArgsOf(FencedShardOps::CloseTransaction()), (std::vector<std::string>{"EXEC"}));
+}
+
 TEST(FencedRead, TheTransactionsAnswerIsTheEntriesTheTailOrNothingRun) {
   auto entries = FencedShardOps::ParseWatchedRead(Replies(
       {kQueued, kQueued,

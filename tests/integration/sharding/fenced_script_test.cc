@@ -229,10 +229,10 @@ StatusOr<std::optional<FencedRead>> WatchedRead(redis::Connection& connection,
   if (!watched.ok()) return watched.status();
   FencedShardOps::FenceCheck check = ops.CheckFence(*watched);
   if (!check.status.ok()) {
-    // As the runtime does: the transaction opened is discarded, or the connection's next
-    // commands would be queued in it.
+    // As the runtime does: the transaction opened is closed, or the connection's next commands
+    // would be queued in it.
     if (check.in_transaction) {
-      EXPECT_TRUE(connection.Run(FencedShardOps::Discard()).ok());
+      EXPECT_TRUE(connection.Run(FencedShardOps::CloseTransaction()).ok());
     }
     return check.status;
   }
