@@ -288,7 +288,17 @@ std::string Describe(const ShardStatusEvent& event) {
     return text;
   }
   if (event.type == "target") {
-    return "assignment epoch " + value("assignment_epoch") + " (" + value("members") + " members)";
+    // What moved the group epoch since the last target (C2): one member's change, a count of
+    // changes, or (an event of an older coordinator script) the members it was computed for.
+    std::string cause;
+    if (event.values.contains("change")) {
+      cause = "member " + value("member") + " " + value("change");
+    } else if (event.values.contains("changes") && event.values.at("changes") != "0") {
+      cause = value("changes") + " membership changes";
+    } else {
+      cause = value("members") + " members";
+    }
+    return "assignment epoch " + value("assignment_epoch") + " (" + cause + ")";
   }
   return event.fields;
 }
@@ -516,6 +526,8 @@ void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const
     str(event.type);
     w.Key("fields");
     str(event.fields);
+    w.Key("text");  // as the table's "recent events" line says it
+    str(Describe(event));
     w.EndObject();
   }
   w.EndArray();

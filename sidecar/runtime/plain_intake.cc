@@ -249,6 +249,7 @@ void PlainIntake::SetupNext() {
                          return;
                        }
                        setup_failures_ = 0;
+                       installed_on_ = read_->generation();
                        setup_step_ = fenced_ != nullptr ? SetupStep::kFenceReplicated
                                                         : SetupStep::kDeadLetterType;
                        Pump();
@@ -312,6 +313,13 @@ void PlainIntake::SetupNext() {
 }
 
 void PlainIntake::ReplicateFence() {
+  if (read_->generation() != installed_on_) {
+    // Reconnected since the install: a WAIT here would count the new connection's writes (none)
+    // and confirm nothing. Install again (the same token: idempotent), then wait for that.
+    read_busy_ = false;
+    setup_step_ = SetupStep::kEnsureGroup;
+    return Pump();
+  }
   // SHARDING.md B5.1: the install reaches a replica before the first read, so that a failover of
   // the shard's master right after it cannot roll the fence back under a reading owner. Only
   // takeovers pay for it, and only where the master has replicas: WAIT on a master without any

@@ -233,6 +233,7 @@ class PlainIntake {
   std::optional<SteadyTime> reloaded_at_;      // the last ReloadScripts: a second soon after waits
 
   SetupStep setup_step_ = SetupStep::kEnsureGroup;
+  uint64_t installed_on_ = 0;  // sharded: the read connection's generation at the fence install
   int setup_failures_ = 0;
   int nogroup_failures_ = 0;    // consecutive failed group re-creations: their backoff step
   bool group_missing_ = false;  // RequestGroupRecreation: re-create before the next step

@@ -227,8 +227,12 @@ local function save_member(member, rec)
   copy.a, copy.r, copy.t = join(rec.a), join(rec.r), join(rec.t)
   redis.call('HSET', MEMBERS, member, cjson.encode(copy))
 end
-local function bump_group_epoch()
+-- Each membership change moves the group epoch. The next target computation names what moved
+-- it (C2: "assignment epoch 42 (member c0d1…9a joined)"), or how many changes when several did.
+local function bump_group_epoch(member, change)
   meta.group_epoch = meta.group_epoch + 1
+  meta.changes = (meta.changes or 0) + 1
+  meta.change_member, meta.change = member, change
   meta_dirty = true
 end
 
@@ -264,7 +268,7 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', now)) do
     local reason = 'session_expired'
     if rec.rdl > 0 and rec.rdl <= now then reason = 'rebalance_timeout' end
     remove_member(member, rec, 'fenced', reason)
-    bump_group_epoch()
+    bump_group_epoch(member, reason == 'session_expired' and 'expired' or 'timed out')
   else
     redis.call('ZREM', SESSIONS, member)
   end
@@ -275,7 +279,7 @@ local rec = load_member(id)
 if epoch == -1 then
   if rec then
     remove_member(id, rec, 'leave', 'leave')
-    bump_group_epoch()
+    bump_group_epoch(id, 'left')
   end
   return reply('OK', nil, nil, '')
 elseif epoch == -2 then
@@ -347,7 +351,7 @@ elseif epoch == 0 then
       end
       hset_pairs(TARGET, moves)
     else
-      bump_group_epoch()
+      bump_group_epoch(id, 'joined')
       if first then meta.assign_not_before = now + initial_delay_ms end
     end
     event('join', {'member', id, 'instance', instance})
@@ -374,7 +378,7 @@ elseif epoch > 0 then
   end
   if not owned_held then
     remove_member(id, rec, 'fenced', 'stale_ownership')
-    bump_group_epoch()
+    bump_group_epoch(id, 'fenced')
     return reply('FENCED_MEMBER_EPOCH', nil, nil,
                  'the member reports a shard it does not own (stale ownership)')
   end
@@ -494,7 +498,15 @@ local function compute_target()
   meta.assignment_epoch, meta.last_assign = meta.group_epoch, now
   meta.targets = (meta.targets or 0) + 1
   meta_dirty, state_changed = true, true
-  event('target', {'assignment_epoch', meta.assignment_epoch, 'members', members, 'by', id})
+  local fields = {'assignment_epoch', meta.assignment_epoch, 'members', members, 'by', id,
+                  'changes', meta.changes or 0}
+  if meta.changes == 1 then
+    for _, value in ipairs({'member', meta.change_member, 'change', meta.change}) do
+      fields[#fields + 1] = value
+    end
+  end
+  meta.changes = 0
+  event('target', fields)
 end
 if meta.group_epoch > meta.assignment_epoch and now >= meta.assign_not_before and
    now - meta.last_assign >= min_interval_ms then

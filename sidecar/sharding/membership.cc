@@ -124,7 +124,9 @@ MemberActions Membership::OnReply(const HeartbeatReply& reply) {
             actions.start.push_back({shard, token});
           }
         } else if (held->second == ShardState::kDraining && !Leaving()) {
-          held->second = ShardState::kActive;  // the target gave it back, same token
+          // The target gave it back, same token. A new run takes it over again (its install and
+          // claim_all): ACTIVE once that is done (ShardStarted), as after a grant (B7).
+          held->second = ShardState::kStarting;
           actions.resume.push_back(shard);
         }
       }

@@ -43,7 +43,7 @@ struct MembershipOptions {
 // What the runtime must do now. Each list is in shard order.
 struct MemberActions {
   std::vector<ShardGrant> start;  // install the token, claim the whole PEL, deliver it, then read
-  std::vector<int> resume;        // draining, given back on the same token: read again
+  std::vector<int> resume;        // draining, given back on the same token: STARTING again
   std::vector<int> drain;         // stop reading; let in-flight work finish, then ShardDrained
   std::vector<int> drop;          // stop now; abandon in-flight work (acks of finished work still
                                   // go, through the fence: a newer owner's token refuses them)

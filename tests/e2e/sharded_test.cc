@@ -462,10 +462,16 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   EXPECT_EQ(sharded["rebalances_last_hour"].GetInt64(), kShards) << "one grant per shard";
   EXPECT_EQ(member["waiting"].Size(), 0u);
   bool granted = false;
+  bool target_named = false;  // C2: "assignment epoch N (member c0d1…9a joined)"
   for (const auto& event : sharded["events"].GetArray()) {
-    granted |= std::string(event["type"].GetString()) == "grant";
+    const std::string type = event["type"].GetString();
+    granted |= type == "grant";
+    const std::string text = event["text"].GetString();
+    target_named |= type == "target" && text.starts_with("assignment epoch ") &&
+                    text.find(" (member ") != std::string::npos && text.ends_with(" joined)");
   }
   EXPECT_TRUE(granted) << json.out;
+  EXPECT_TRUE(target_named) << json.out;
 
   EXPECT_EQ(sharded["fenced_ops_last_10m"].GetInt64(), 0);
 
@@ -473,7 +479,7 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   for (const std::string expected :
        {"sharded 4 shards  group epoch", "STABLE  members 1", "orders:{3}", "unowned: none",
-        "fenced ops (10m): 0", "rebalances (1h): 4", " -> "}) {
+        "fenced ops (10m): 0", "rebalances (1h): 4", " -> ", " joined)"}) {
     EXPECT_NE(table.out.find(expected), std::string::npos) << expected << "\n" << table.out;
   }
   // LAST ACK: an age for each shard that had entries, "-" for one that had none.

@@ -169,6 +169,11 @@ TEST_F(MembershipTest, ADrainingShardGivenBackResumesOnItsToken) {
   MemberActions back = member.OnReply(Ok(4, {{0, 11}, {1, 12}}));
   EXPECT_EQ(back.resume, Ints({1}));
   EXPECT_TRUE(back.start.empty());
+  // A new run installs and claims it again: STARTING until that is done, as after a grant.
+  EXPECT_EQ(member.shards().at(1), ShardState::kStarting);
+  EXPECT_EQ(member.state(), MemberState::kReconciling);
+  member.ShardStarted(1);
+  EXPECT_EQ(member.shards().at(1), ShardState::kActive);
   EXPECT_EQ(member.state(), MemberState::kStable);
 }
 

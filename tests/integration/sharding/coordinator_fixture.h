@@ -186,6 +186,20 @@ class CoordinatorTest : public ::testing::Test {
     return reply.view().IsNil() ? 0 : std::stoll(std::string(reply.view().Str()));
   }
   // How many events of `type` the audit stream holds.
+  // The fields of each event of `type`, oldest first.
+  std::vector<std::map<std::string, std::string>> EventFields(const std::string& type) {
+    auto reply = server_.Run({"XRANGE", keys_.events, "-", "+"});
+    std::vector<std::map<std::string, std::string>> out;
+    for (size_t i = 0; i < reply.view().Size(); ++i) {
+      auto fields = reply.view()[i][1];
+      std::map<std::string, std::string> values;
+      for (size_t k = 0; k + 1 < fields.Size(); k += 2) {
+        values[std::string(fields[k].Str())] = std::string(fields[k + 1].Str());
+      }
+      if (values["type"] == type) out.push_back(std::move(values));
+    }
+    return out;
+  }
   int Events(const std::string& type) {
     auto reply = server_.Run({"XRANGE", keys_.events, "-", "+"});
     int count = 0;

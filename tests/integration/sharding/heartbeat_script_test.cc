@@ -41,6 +41,43 @@ TEST_F(CoordinatorTest, TheInitialDelayGivesNoAssignmentThenOneBalancedTarget) {
   EXPECT_EQ(a.epoch(), MetaField("assignment_epoch"));
 }
 
+// C2's "assignment epoch 42 (member c0d1…9a joined)": each target event names the membership
+// change that moved the group epoch since the previous target, or counts them when several did.
+TEST_F(CoordinatorTest, EachTargetNamesTheMembershipChangeThatMovedIt) {
+  Member a("a"), b("b");
+  Settle({&a});
+  Beat(b);
+  Settle({&a, &b});
+  b.Leave();
+  Beat(b);
+  Settle({&a});
+  const auto targets = EventFields("target");
+  ASSERT_EQ(targets.size(), 3u);
+  const std::vector<std::pair<std::string, std::string>> causes = {
+      {"a", "joined"}, {"b", "joined"}, {"b", "left"}};
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto at = [&](const char* field) {
+      auto it = targets[i].find(field);
+      return it == targets[i].end() ? std::string("(none)") : it->second;
+    };
+    EXPECT_EQ(at("member"), causes[i].first) << i;
+    EXPECT_EQ(at("change"), causes[i].second) << i;
+    EXPECT_EQ(at("changes"), "1") << i;
+  }
+}
+
+TEST_F(CoordinatorTest, ATargetAfterSeveralChangesCountsThem) {
+  timing_.initial_delay = Millis(300);
+  Member a("a"), b("b"), c("c");
+  for (Member* member : {&a, &b, &c}) Beat(*member);
+  std::this_thread::sleep_for(Millis(350));
+  Settle({&a, &b, &c});
+  const auto targets = EventFields("target");
+  ASSERT_EQ(targets.size(), 1u);
+  EXPECT_EQ(targets[0].at("changes"), "3");
+  EXPECT_FALSE(targets[0].contains("change")) << "no one member's change to name";
+}
+
 TEST_F(CoordinatorTest, AJoinerGetsNothingUntilTheDonorsHaveRevoked) {
   Member a("a"), b("b");
   Settle({&a, &b});
