@@ -1,14 +1,26 @@
-{{/* Names and labels. */}}
+{{/* Names and labels: the chart's name (nameOverride), and every object's full name
+(fullnameOverride; else <release>-<name>, or <release> when it already contains the name). */}}
+{{- define "streamcar.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "streamcar.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "streamcar.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
+{{/* The labels the metrics Service and the PodDisruptionBudget select; a parent chart's pods
+carry them too (include mode). */}}
 {{- define "streamcar.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "streamcar.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -17,6 +29,54 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* An image reference: repository@digest when a digest is set (the tag is then ignored), else
+repository:tag (tag empty: latest). */}}
+{{- define "streamcar.imageRef" -}}
+{{- if .digest -}}
+{{- printf "%s@%s" .repository .digest -}}
+{{- else -}}
+{{- printf "%s:%s" .repository (.tag | default "latest") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount the pod runs as: the chart's (serviceAccount.create), else the named one,
+else the namespace's default. */}}
+{{- define "streamcar.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "streamcar.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The app container's lifecycle (classic sidecar mode): a preStop sleep of drain_timeout, so the app
+keeps serving while streamcar drains its last requests (both get SIGTERM at once otherwise). ""
+with nativeSidecar (Kubernetes stops the app first, streamcar after) or app.preStopSleepSeconds 0.
+The sleep action needs Kubernetes >= 1.30; older clusters get `exec: sleep N`. Include mode:
+  lifecycle: {{ include "streamcar.appLifecycle" .Subcharts.streamcar | nindent 10 }}
+*/}}
+{{- define "streamcar.preStopSleepSeconds" -}}
+{{- if kindIs "invalid" .Values.app.preStopSleepSeconds -}}
+{{- include "streamcar.drainSeconds" . -}}
+{{- else -}}
+{{- .Values.app.preStopSleepSeconds -}}
+{{- end -}}
+{{- end -}}
+{{- define "streamcar.appLifecycle" -}}
+{{- $seconds := include "streamcar.preStopSleepSeconds" . | int -}}
+{{- if and (not .Values.nativeSidecar) (gt $seconds 0) -}}
+preStop:
+{{- if semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version }}
+  sleep:
+    seconds: {{ $seconds }}
+{{- else }}
+  exec:
+    command: ["sleep", "{{ $seconds }}"]
+{{- end }}
+{{- end -}}
 {{- end -}}
 
 {{/* The rendered configuration file: config, with api and archive rendered from their values. */}}
@@ -222,7 +282,7 @@ with the volume from "streamcar.volume".
 */}}
 {{- define "streamcar.container" -}}
 - name: streamcar
-  image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
+  image: {{ include "streamcar.imageRef" .Values.image | quote }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
   {{- if .Values.nativeSidecar }}
   restartPolicy: Always
@@ -276,14 +336,21 @@ with the volume from "streamcar.volume".
     - name: sc-admin
       containerPort: {{ .Values.adminPort }}
       protocol: TCP
+  {{- $readiness := .Values.probes.readiness }}
   livenessProbe:
     httpGet: { path: /healthz, port: sc-admin }
     {{- toYaml .Values.probes.liveness | nindent 4 }}
+  {{- if $readiness.enabled }}
   readinessProbe:
-    httpGet: { path: /readyz, port: sc-admin }
-    {{- toYaml .Values.probes.readiness | nindent 4 }}
+    httpGet: { path: {{ $readiness.path }}, port: sc-admin }
+    {{- with omit $readiness "enabled" "path" }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
+  {{- /* The startup probe follows readiness: on /readyz a pod that cannot reach Redis within
+    its window restarts; with /healthz (or no readiness) it does not wait for Redis. */}}
   startupProbe:
-    httpGet: { path: /readyz, port: sc-admin }
+    httpGet: { path: {{ ternary $readiness.path "/healthz" (and $readiness.enabled true) }}, port: sc-admin }
     {{- toYaml .Values.probes.startup | nindent 4 }}
   resources:
     {{- include "streamcar.resources" . | nindent 4 }}
@@ -302,9 +369,12 @@ with the volume from "streamcar.volume".
     - name: streamcar-archive
       mountPath: {{ include "streamcar.archiveDir" . }}
     {{- end }}
+    {{- with .Values.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end -}}
 
-{{/* The volumes the container mounts. */}}
+{{/* The volumes the container mounts (and extraVolumes). */}}
 {{- define "streamcar.volume" -}}
 - name: streamcar-config
   configMap:
@@ -321,6 +391,9 @@ with the volume from "streamcar.volume".
 - name: streamcar-archive
   persistentVolumeClaim:
     claimName: {{ include "streamcar.archiveClaim" . }}
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
 
