@@ -411,3 +411,18 @@ streamcar's user (65532) unless the values set one. */}}
 {{- define "streamcar.checksumAnnotation" -}}
 checksum/streamcar-config: {{ include "streamcar.configYaml" . | sha256sum }}
 {{- end -}}
+
+
+{{/* topologySpreadConstraints, each without a labelSelector given the chart's selector labels
+(a constraint selecting nothing spreads nothing). */}}
+{{- define "streamcar.topologySpreadConstraints" -}}
+{{- $constraints := list -}}
+{{- range .Values.topologySpreadConstraints -}}
+{{- $constraint := deepCopy . -}}
+{{- if not $constraint.labelSelector -}}
+{{- $_ := set $constraint "labelSelector" (dict "matchLabels" (include "streamcar.selectorLabels" $ | fromYaml)) -}}
+{{- end -}}
+{{- $constraints = append $constraints $constraint -}}
+{{- end -}}
+{{- toYaml $constraints -}}
+{{- end -}}
