@@ -27,6 +27,7 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from harness import check, eventually, free_port, summary, wait_port  # noqa: E402
 import keda_schema  # noqa: E402  (tests/chart, the script's own folder)
+import kube_models  # noqa: E402
 
 BINARY, ROOT = sys.argv[1], sys.argv[2]
 CHART = os.path.join(ROOT, "charts", "streamcar")
@@ -41,10 +42,18 @@ def helm(*args, ok=True):
     return result
 
 
-def render(*args):
-    result = helm("template", "t", CHART, *args)
-    check(result.returncode == 0, f"helm template {' '.join(args) or '(defaults)'}")
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+# Every value set rendered, with its objects: all are validated against the object models at the
+# end (section 2b).
+RENDERED = []
+
+
+def render(*args, chart=CHART, release="t"):
+    what = f"helm template {' '.join(os.path.basename(a) if a.endswith('.yaml') else a for a in args) or '(defaults)'}"
+    result = helm("template", release, chart, *args)
+    check(result.returncode == 0, what)
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    RENDERED.append((what, docs))
+    return docs
 
 
 def kind(docs, name):
@@ -272,11 +281,316 @@ check(kind(sharded_keda, "ScaledObject")[0]["spec"]["triggers"][0]["metadata"]["
 
 parent = os.path.join(ROOT, "examples", "kubernetes", "parent-chart")
 check(helm("dependency", "update", parent).returncode == 0, "parent chart: helm dependency update")
-result = helm("template", "r", parent)
-check(result.returncode == 0, "parent chart renders")
-pdocs = [d for d in yaml.safe_load_all(result.stdout) if d]
+pdocs = render(chart=parent, release="r")
 pnames = [c["name"] for c in kind(pdocs, "Deployment")[0]["spec"]["template"]["spec"]["containers"]]
 check(pnames == ["orders", "streamcar"] and kind(pdocs, "ConfigMap"), f"include mode: the parent's pod has {pnames}")
+
+def refused(args, reason, what, chart=CHART):
+    result = helm("template", "t", chart, *args, ok=False)
+    said = next((line.strip() for line in result.stderr.splitlines() if reason in line), result.stderr.strip())
+    check(result.returncode != 0 and reason in result.stderr, f"{what}: {said}")
+
+
+def triggers(docs):
+    return kind(docs, "ScaledObject")[0]["spec"]["triggers"]
+
+
+def pod_spec(docs):
+    return kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+
+
+def app_container(docs):
+    return [c for c in pod_spec(docs)["containers"] if c["name"] == "app"][0]
+
+
+KEDA_EXAMPLE = os.path.join(CHART, "examples", "keda.yaml")
+APP_EXAMPLE = os.path.join(CHART, "examples", "app-with-sidecar.yaml")
+TWO_SUBSCRIPTIONS = ["--set", "config.subscriptions[1].stream=payments", "--set", "config.subscriptions[1].group=ledger",
+                     "--set", "config.subscriptions[1].start=new", "--set", "config.subscriptions[1].handler.concurrency=32",
+                     "--set", "config.subscriptions[1].handler.batch_size=2"]
+
+# KEDA (K1, D-9, D-10): per subscription a lag trigger (lagCount with activationLagCount, which
+# KEDA 2.11-2.16 require) and a pending-entries trigger; KEDA scales to the largest.
+ktriggers = triggers(keda)
+check(len(ktriggers) == 2 and ktriggers[0]["metadata"]["activationLagCount"] == "0"
+      and ktriggers[1]["metadata"]["pendingEntriesCount"] == "64" and "lagCount" not in ktriggers[1]["metadata"]
+      and ktriggers[1]["metadata"]["stream"] == "orders" and ktriggers[1]["metadata"]["consumerGroup"] == "billing",
+      f"KEDA: a lag trigger (activationLagCount 0) and a pending trigger (default 16 x 1 x 4 = 64): {ktriggers}")
+two = render("-f", KEDA_EXAMPLE, *TWO_SUBSCRIPTIONS)
+watched = [(t["metadata"]["stream"], t["metadata"]["consumerGroup"], "lagCount" in t["metadata"], t["metadata"].get("pendingEntriesCount"))
+           for t in triggers(two)]
+check(watched == [("orders", "billing", True, None), ("orders", "billing", False, "64"),
+                  ("payments", "ledger", True, None), ("payments", "ledger", False, "256")],
+      f"two subscriptions: 4 triggers, each subscription's lag and pending (payments: 32 x 2 x 4 = 256): {watched}")
+check(all(t["authenticationRef"]["name"] == "t-streamcar-redis" for t in triggers(two)), "every trigger has the credentials")
+set_counts = triggers(render("-f", KEDA_EXAMPLE, *TWO_SUBSCRIPTIONS, "--set", "keda.pendingEntriesCount=10",
+                             "--set", "keda.activationLagCount=5"))
+check([t["metadata"].get("pendingEntriesCount") for t in set_counts] == [None, "10", None, "10"]
+      and [t["metadata"].get("activationLagCount") for t in set_counts] == ["5", None, "5", None],
+      "keda.pendingEntriesCount and keda.activationLagCount are used for every subscription")
+lag_only = triggers(render("-f", KEDA_EXAMPLE, *TWO_SUBSCRIPTIONS, "--set", "keda.scaleOn={lag}"))
+pending_only = triggers(render("-f", KEDA_EXAMPLE, *TWO_SUBSCRIPTIONS, "--set", "keda.scaleOn={pending}"))
+check(len(lag_only) == 2 and all("lagCount" in t["metadata"] for t in lag_only)
+      and len(pending_only) == 2 and all("pendingEntriesCount" in t["metadata"] for t in pending_only),
+      "keda.scaleOn: lag only (2 triggers), pending only (2 triggers, e.g. Redis 6.2 without lag)")
+one = triggers(render("-f", KEDA_EXAMPLE, *TWO_SUBSCRIPTIONS, "--set", "keda.stream=audit"))
+check([(t["metadata"]["stream"], t["metadata"]["consumerGroup"]) for t in one] == [("audit", "billing")] * 2,
+      "keda.stream: that stream alone (the first subscription's group)")
+mixed = ["--set", "config.subscriptions[1].stream=payments", "--set", "config.subscriptions[1].group=ledger",
+         "--set", "config.subscriptions[1].start=new", "--set", "config.subscriptions[1].sharding.shards=8"]
+refused(["-f", KEDA_EXAMPLE, *mixed], "the subscription payments/ledger is sharded",
+        "KEDA: a sharded second subscription is refused (its logical stream holds nothing)")
+shard = triggers(render("-f", KEDA_EXAMPLE, *mixed, "--set", "keda.stream=payments:{0}", "--set", "keda.consumerGroup=ledger"))
+check({(t["metadata"]["stream"], t["metadata"]["consumerGroup"]) for t in shard} == {("payments:{0}", "ledger")},
+      "sharded: keda.stream and keda.consumerGroup name one shard")
+refused(["-f", KEDA_EXAMPLE, "--set", "keda.consumerGroup=other"], "set keda.stream too",
+        "KEDA: keda.consumerGroup without keda.stream is refused")
+
+# K3, D-8: enableTLS from rediss:// in every mode, overridable; the CA, client certificate and key
+# from Secrets in the TriggerAuthentication; unsafeSsl when asked or when streamcar does not verify.
+def tls_of(docs):
+    return {(t["metadata"]["enableTLS"], t["metadata"].get("unsafeSsl")) for t in triggers(docs)}
+
+for args, mode in [
+    (["-f", KEDA_EXAMPLE, "--set", "config.redis.url=rediss://redis.example.com:6380/3"], "standalone"),
+    (["-f", os.path.join(CHART, "examples", "redis-cluster.yaml"), "--set", "config.redis.url=rediss://c0:6379"], "cluster"),
+    (["-f", os.path.join(CHART, "examples", "redis-sentinel.yaml"), "--set", "config.redis.url=rediss://redis-master/2"], "sentinel"),
+]:
+    check(tls_of(render(*args)) == {("true", None)}, f"{mode}: rediss:// gives enableTLS true")
+    check(tls_of(render(*args, "--set", "keda.enableTLS=false")) == {("false", None)}, f"{mode}: keda.enableTLS false overrides")
+check(tls_of(keda) == {("false", None)}, "redis:// gives enableTLS false")
+check(tls_of(render("-f", KEDA_EXAMPLE, "--set", "keda.enableTLS=true")) == {("true", None)}, "keda.enableTLS true overrides redis://")
+RREDISS = ["-f", KEDA_EXAMPLE, "--set", "config.redis.url=rediss://redis.example.com:6380/0"]
+private = render(*RREDISS, "--set", "keda.tls.caSecret=redis-ca", "--set", "keda.tls.certSecret=keda-client")
+prefs = auth_refs(private)
+check(prefs["ca"] == {"parameter": "ca", "name": "redis-ca", "key": "ca.crt"}
+      and prefs["cert"] == {"parameter": "cert", "name": "keda-client", "key": "tls.crt"}
+      and prefs["key"] == {"parameter": "key", "name": "keda-client", "key": "tls.key"}
+      and prefs["password"]["name"] == "redis-credentials",
+      f"keda.tls: ca, cert and key from the Secrets beside the credentials: {prefs}")
+keda_valid(private, "private CA and client certificate")
+ca_only = render(*RREDISS, "--set", "redisAuth.existingSecret=", "--set", "keda.tls.caSecret=redis-ca", "--set", "keda.tls.caKey=root.pem")
+check(set(auth_refs(ca_only)) == {"ca"} and auth_refs(ca_only)["ca"]["key"] == "root.pem"
+      and all(t["authenticationRef"]["name"] == "t-streamcar-redis" for t in triggers(ca_only)),
+      "keda.tls.caSecret alone: a TriggerAuthentication with the CA, no credentials")
+check(tls_of(render(*RREDISS, "--set", "config.redis.tls.verify=false")) == {("true", "true")},
+      "config.redis.tls.verify false: KEDA gets unsafeSsl true")
+check(tls_of(render(*RREDISS, "--set", "config.redis.tls.verify=false", "--set", "keda.tls.unsafeSsl=false")) == {("true", None)},
+      "keda.tls.unsafeSsl false overrides verify false")
+check(tls_of(render(*RREDISS, "--set", "keda.tls.unsafeSsl=true")) == {("true", "true")}, "keda.tls.unsafeSsl true")
+refused(["-f", KEDA_EXAMPLE, "--set", "keda.tls.caSecret=redis-ca"], "KEDA's connection to Redis is not TLS",
+        "keda.tls without TLS is refused (KEDA would ignore it)")
+check(not kind(render("-f", KEDA_EXAMPLE, "--set", "redisAuth.existingSecret="), "TriggerAuthentication")
+      and "authenticationRef" not in triggers(render("-f", KEDA_EXAMPLE, "--set", "redisAuth.existingSecret="))[0],
+      "no credentials, no TLS material: no TriggerAuthentication")
+
+# K5: the scale target. App mode: the chart's Deployment; include mode: named by the values
+# (templated), refused when empty.
+check(kind(keda, "ScaledObject")[0]["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "t-streamcar"},
+      "app mode: KEDA scales the chart's Deployment")
+include_keda = render("--set", "keda.enabled=true",
+                      "--set-json", 'keda.scaleTargetRef={"name": "{{ .Release.Name }}-workers", "kind": "StatefulSet"}')
+check(kind(include_keda, "ScaledObject")[0]["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "t-workers"},
+      "include mode: keda.scaleTargetRef (templated name, kind)")
+refused(["--set", "keda.enabled=true"], "keda.scaleTargetRef.name", "include mode: KEDA without a scale target is refused")
+pkeda = render("--set", "streamcar.keda.enabled=true", "--set", "streamcar.podDisruptionBudget.enabled=true",
+               "--set", "streamcar.metrics.serviceMonitor.enabled=true", chart=parent, release="r")
+check(kind(pkeda, "ScaledObject")[0]["spec"]["scaleTargetRef"]["name"] == kind(pkeda, "Deployment")[0]["metadata"]["name"] == "r-orders"
+      and "replicas" not in kind(pkeda, "Deployment")[0]["spec"],
+      "parent chart with KEDA: the ScaledObject targets the parent's Deployment r-orders, which leaves replicas to it")
+ppod = kind(pkeda, "Deployment")[0]["spec"]["template"]
+check(all(ppod["metadata"]["labels"].get(k) == v for k, v in kind(pkeda, "PodDisruptionBudget")[0]["spec"]["selector"]["matchLabels"].items())
+      and all(ppod["metadata"]["labels"].get(k) == v for k, v in kind(pkeda, "Service")[0]["spec"]["selector"].items()),
+      "parent chart: its pods carry the labels the PDB and the metrics Service select")
+check(ppod["spec"]["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] == 25,
+      "parent chart: the app's preStop sleeps drain_timeout (classic sidecar mode)")
+refused(["--set", "streamcar.keda.enabled=true", "--set", "streamcar.keda.scaleTargetRef.name="], "keda.scaleTargetRef.name",
+        "parent chart: KEDA without a scale target is refused", chart=parent)
+
+
+def notes(*args):
+    result = helm("install", "t", CHART, "--dry-run=client", *args)
+    check(result.returncode == 0, f"helm install --dry-run {' '.join(args)}")
+    return result.stdout[result.stdout.find("NOTES:"):]
+
+inotes = notes("--set", "keda.enabled=true", "--set", "keda.scaleTargetRef.name=orders", "--set", "metrics.service.enabled=false")
+check("port-forward deployment/orders" in inotes and "exec deployment/orders" in inotes and "t-streamcar " not in inotes.split("\n", 2)[2],
+      "NOTES, include mode: port-forward and exec name the scale target" + ("" if "deployment/orders" in inotes else f": {inotes}"))
+dnotes = notes()
+check("port-forward svc/t-streamcar-metrics" in dnotes and "kubectl get pod -l app.kubernetes.io/name=streamcar,app.kubernetes.io/instance=t" in dnotes
+      and "deploy/t-streamcar" not in dnotes, "NOTES, include mode without a target: the metrics Service, a pod by its labels"
+      + ("" if "svc/" in dnotes else f": {dnotes}"))
+check("exec deployment/t-streamcar" in notes("-f", APP_EXAMPLE), "NOTES, app mode: the chart's Deployment")
+
+# D-11: a closed values schema: a misspelt key is an error naming it, not silence.
+for key, where in [("keda.enableTls=true", "/keda"), ("keda.activationLag=5", "/keda"), ("podDisruptionBudget.maxUnavaliable=1", "/podDisruptionBudget"),
+                   ("imagePullSecret[0].name=x", "at ''"), ("metrics.servicemonitor.enabled=true", "/metrics"),
+                   ("metrics.serviceMonitor.intervall=1m", "/metrics/serviceMonitor"), ("app.replica=3", "/app"),
+                   ("app.image.tags=1", "/app/image"), ("image.digets=sha256:x", "/image"), ("probes.readiness.pat=/healthz", "/probes/readiness"),
+                   ("probes.liveness.periodSecond=3", "/probes/liveness"), ("serviceAccount.nmae=x", "/serviceAccount"),
+                   ("keda.tls.caSecert=x", "/keda/tls"), ("keda.scaleTargetRef.nmae=x", "/keda/scaleTargetRef"),
+                   ("config.subscription[0].stream=x", "/config"), ("config.consumer.reap_idel=1h", "/config/consumer")]:
+    result = helm("template", "t", CHART, "--set", key, ok=False)
+    # The misspelt key: the path's last segment, or the one right below `where`.
+    path = [p.split("[")[0] for p in key.split("=")[0].split(".")]
+    name = path[0] if where == "at ''" else path[len(where.strip("/").split("/"))]
+    check(result.returncode != 0 and f"'{name}' not allowed" in result.stderr and where in result.stderr,
+          f"schema: the typo {key} is refused at {where}: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ''}")
+check(helm("template", "t", CHART, "--set", "global.imageRegistry=x", "--set", "config.consumer.reap_idle=1h").returncode == 0,
+      "schema: a parent's global values and config.consumer.reap_idle (SPEC 4.6) are allowed")
+for key, where in [("keda.lagCount=0", "/keda/lagCount"), ("keda.activationLagCount=-1", "/keda/activationLagCount"),
+                   ("keda.scaleOn={cpu}", "/keda/scaleOn"), ("probes.readiness.path=/livez", "/probes/readiness/path"),
+                   ("podDisruptionBudget.maxUnavailable=half", "/podDisruptionBudget/maxUnavailable"),
+                   ("image.digest=latest", "/image/digest")]:
+    result = helm("template", "t", CHART, "--set", key, ok=False)
+    check(result.returncode != 0 and where in result.stderr, f"schema: {key} is refused at {where}")
+
+# D-12: the PodDisruptionBudget never blocks a drain: maxUnavailable 1 by default, unhealthy pods
+# evictable; minAvailable settable, not both.
+pdb = kind(app, "PodDisruptionBudget")[0]["spec"]
+check(pdb.get("maxUnavailable") == 1 and "minAvailable" not in pdb and pdb.get("unhealthyPodEvictionPolicy") == "AlwaysAllow",
+      f"PDB default: maxUnavailable 1, unhealthyPodEvictionPolicy AlwaysAllow: {pdb}")
+pmin = kind(render("-f", APP_EXAMPLE, "--set", "podDisruptionBudget.minAvailable=50%", "--set", "podDisruptionBudget.maxUnavailable=null"),
+            "PodDisruptionBudget")[0]["spec"]
+check(pmin.get("minAvailable") == "50%" and "maxUnavailable" not in pmin, "PDB: minAvailable with maxUnavailable null")
+refused(["-f", APP_EXAMPLE, "--set", "podDisruptionBudget.minAvailable=1"], "not both", "PDB: minAvailable and maxUnavailable together are refused")
+old = render("-f", APP_EXAMPLE, "--kube-version", "1.25.0")
+check("unhealthyPodEvictionPolicy" not in kind(old, "PodDisruptionBudget")[0]["spec"],
+      "PDB on Kubernetes 1.25: no unhealthyPodEvictionPolicy (the field came in 1.26)")
+
+# D-15: a ServiceMonitor only with the metrics Service it scrapes.
+refused(["-f", APP_EXAMPLE, "--set", "metrics.service.enabled=false"], "metrics.service.enabled: false",
+        "a ServiceMonitor without the metrics Service is refused")
+
+# D-13: the readiness probe: /readyz by default, /healthz (ready through a Redis outage) or off.
+def probes(docs):
+    container = streamcar_container(pod_spec(docs))
+    return (container.get("readinessProbe", {}).get("httpGet", {}).get("path"), container["startupProbe"]["httpGet"]["path"])
+
+check(probes(app) == ("/readyz", "/readyz"), "readiness and startup on /readyz by default")
+check(probes(render("-f", APP_EXAMPLE, "--set", "probes.readiness.path=/healthz")) == ("/healthz", "/healthz"),
+      "probes.readiness.path /healthz: readiness and startup do not depend on Redis")
+off = render("-f", APP_EXAMPLE, "--set", "probes.readiness.enabled=false")
+check("readinessProbe" not in streamcar_container(pod_spec(off)) and probes(off) == (None, "/healthz"),
+      "probes.readiness.enabled false: no readiness probe, startup on /healthz")
+check(streamcar_container(pod_spec(app))["readinessProbe"] == {"httpGet": {"path": "/readyz", "port": "sc-admin"}, "periodSeconds": 5, "failureThreshold": 2},
+      "the readiness probe carries its timing, not the chart's enabled/path keys")
+
+# D-16: classic sidecar mode: the app's preStop sleeps drain_timeout, so it outlives the drain.
+check(app_container(app)["lifecycle"] == {"preStop": {"sleep": {"seconds": 25}}}, "classic mode: app preStop sleeps drain_timeout 25s")
+check("lifecycle" not in app_container(native), "native sidecar: no preStop (Kubernetes stops the app first)")
+check(app_container(render("-f", APP_EXAMPLE, "--set", "config.shutdown.drain_timeout=1m30s"))["lifecycle"]["preStop"]["sleep"]["seconds"] == 90,
+      "the preStop follows drain_timeout (1m30s: 90)")
+check(app_container(old)["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "25"]}}}, "Kubernetes 1.25: preStop exec sleep 25")
+check("lifecycle" not in app_container(render("-f", APP_EXAMPLE, "--set", "app.preStopSleepSeconds=0")), "app.preStopSleepSeconds 0: no preStop")
+check(app_container(render("-f", APP_EXAMPLE, "--set", "app.preStopSleepSeconds=7"))["lifecycle"]["preStop"]["sleep"]["seconds"] == 7,
+      "app.preStopSleepSeconds 7")
+check(app_container(render("-f", APP_EXAMPLE, "--set", "app.lifecycle.preStop.httpGet.path=/drain", "--set", "app.lifecycle.preStop.httpGet.port=8080"))["lifecycle"]
+      == {"preStop": {"httpGet": {"path": "/drain", "port": 8080}}}, "app.lifecycle replaces the chart's preStop")
+
+# D-14: the standard knobs.
+ALL_ON = os.path.join(tempfile.gettempdir(), f"streamcar-chart-all-on-{os.getpid()}.yaml")
+with open(ALL_ON, "w") as f:
+    yaml.safe_dump({
+        "fullnameOverride": "orders-worker",
+        "image": {"digest": "sha256:" + "ab" * 32},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "serviceAccount": {"create": True, "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}},
+        "podAnnotations": {"team": "payments"}, "podLabels": {"tier": "worker"},
+        "priorityClassName": "high",
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}],
+        "nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "extraVolumes": [{"name": "redis-ca", "secret": {"secretName": "redis-ca"}}],
+        "extraVolumeMounts": [{"name": "redis-ca", "mountPath": "/etc/redis-ca", "readOnly": True}],
+        "env": [{"name": "STREAMCAR_LOG_LEVEL", "value": "debug"}],
+        "app": {"enabled": True, "replicas": 2, "image": {"repository": "registry.example.com/orders-handler", "digest": "sha256:" + "cd" * 32},
+                "command": ["/app/server"], "args": ["--port", "8080"], "resources": {"requests": {"cpu": "200m"}},
+                "volumeMounts": [{"name": "redis-ca", "mountPath": "/etc/redis-ca"}]},
+        "config": {"redis": {"url": "rediss://redis.example.com:6380/1", "tls": {"ca_file": "/etc/redis-ca/ca.crt"}},
+                   "subscriptions": [{"stream": "orders", "group": "billing", "start": "new"},
+                                     {"stream": "payments", "group": "ledger", "start": "new"}]},
+        "redisAuth": {"existingSecret": "redis-credentials"},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "podDisruptionBudget": {"enabled": True},
+        "probes": {"readiness": {"path": "/healthz"}},
+        "keda": {"enabled": True, "tls": {"caSecret": "redis-ca"}},
+        "api": {"enabled": True, "token": {"value": "s3cret"}},
+    }, f)
+all_on = render("-f", ALL_ON)
+os.remove(ALL_ON)
+aspec = pod_spec(all_on)
+apod = kind(all_on, "Deployment")[0]["spec"]["template"]
+sidecar_all = streamcar_container(aspec)
+check({d["metadata"]["name"] for d in all_on if d["kind"] not in ("Service", "TriggerAuthentication", "Secret")} == {"orders-worker"}
+      and kind(all_on, "Service")[0]["metadata"]["name"] == "orders-worker-metrics", "fullnameOverride names every object")
+check(aspec["imagePullSecrets"] == [{"name": "regcred"}] and aspec["priorityClassName"] == "high"
+      and aspec["serviceAccountName"] == "orders-worker" and aspec["automountServiceAccountToken"] is False,
+      "imagePullSecrets, priorityClassName, the chart's ServiceAccount, no token")
+sa = kind(all_on, "ServiceAccount")
+check(len(sa) == 1 and sa[0]["metadata"]["name"] == "orders-worker" and sa[0]["automountServiceAccountToken"] is False
+      and sa[0]["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"},
+      "serviceAccount.create: a ServiceAccount with its annotations")
+check(aspec["topologySpreadConstraints"][0]["labelSelector"] == {"matchLabels": {"app.kubernetes.io/name": "streamcar", "app.kubernetes.io/instance": "t"}},
+      "topologySpreadConstraints get the chart's selector")
+check(apod["metadata"]["annotations"]["team"] == "payments" and "checksum/streamcar-config" in apod["metadata"]["annotations"]
+      and apod["metadata"]["labels"]["tier"] == "worker" and apod["metadata"]["labels"]["app.kubernetes.io/name"] == "streamcar",
+      "podAnnotations and podLabels beside the chart's")
+check(sidecar_all["image"] == "localhost/streamcar@sha256:" + "ab" * 32 and app_container(all_on)["image"] == "registry.example.com/orders-handler@sha256:" + "cd" * 32,
+      "image.digest and app.image.digest: pulled by digest")
+check(sidecar_all["resources"] == {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+      and app_container(all_on)["resources"] == {"requests": {"cpu": "200m"}}, "resources per container")
+check(app_container(all_on)["command"] == ["/app/server"] and app_container(all_on)["args"] == ["--port", "8080"],
+      "app.command and app.args")
+check({"name": "redis-ca", "mountPath": "/etc/redis-ca", "readOnly": True} in sidecar_all["volumeMounts"]
+      and {"name": "redis-ca", "secret": {"secretName": "redis-ca"}} in aspec["volumes"], "extraVolumes and extraVolumeMounts")
+check(len(triggers(all_on)) == 4 and tls_of(all_on) == {("true", None)} and set(auth_refs(all_on)) == {"username", "password", "ca"},
+      "all on: 4 triggers over TLS, the CA in the TriggerAuthentication")
+named = render("-f", APP_EXAMPLE, "--set", "nameOverride=orders", "--set", "serviceAccount.name=runner")
+check(kind(named, "Deployment")[0]["metadata"]["name"] == "t-orders" and pod_spec(named)["serviceAccountName"] == "runner"
+      and not kind(named, "ServiceAccount")
+      and kind(named, "Service")[0]["spec"]["selector"]["app.kubernetes.io/name"] == "orders"
+      and kind(named, "Deployment")[0]["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "orders",
+      "nameOverride: names and labels; serviceAccount.name without create: used, none made")
+check(pod_spec(app)["serviceAccountName"] == "default" and pod_spec(app)["automountServiceAccountToken"] is False
+      and "imagePullSecrets" not in pod_spec(app) and "priorityClassName" not in pod_spec(app),
+      "defaults: the namespace's default ServiceAccount without its token, no pull secrets, no priority class")
+
+# 2b. every object of every value set rendered above, against the object models (the core API,
+# KEDA, the Prometheus Operator), and the KEDA objects against KEDA's CRDs and scalers.
+objects = [(what, doc) for what, docs in RENDERED for doc in docs]
+problems = kube_models.validate([doc for _, doc in objects], ROOT)
+invalid = [(what, doc["kind"], doc["metadata"]["name"], errors) for (what, doc), errors in zip(objects, problems) if errors]
+kinds = sorted({doc["kind"] for _, doc in objects})
+check(len(RENDERED) >= 50 and not invalid,
+      f"{len(objects)} objects of {len(RENDERED)} value sets ({', '.join(kinds)}) valid against the models: {invalid[:5]}")
+for required in ["Deployment", "ConfigMap", "Secret", "Service", "ServiceAccount", "PodDisruptionBudget", "PersistentVolumeClaim",
+                 "ScaledObject", "TriggerAuthentication", "ServiceMonitor"]:
+    check(required in kinds, f"the validated objects include a {required}")
+keda_problems = [(what, p) for what, doc in objects if doc["kind"] in ("ScaledObject", "TriggerAuthentication")
+                 for p in keda_schema.validate(doc)
+                 + [p for t in doc["spec"].get("triggers", []) for p in keda_schema.trigger_problems(t)]
+                 + (keda_schema.auth_problems(doc) if doc["kind"] == "TriggerAuthentication" else [])]
+check(not keda_problems, f"every KEDA object valid against KEDA's CRDs and the names its scalers read: {keda_problems[:5]}")
+# Negative control: the validators reject bad objects (a wrong type, a missing required field, an
+# unknown field, a ScaledObject trigger KEDA would misread).
+bad_deployment = yaml.safe_load(yaml.safe_dump(kind(app, "Deployment")[0]))
+bad_deployment["spec"]["template"]["spec"]["containers"][1]["ports"][0]["containerPort"] = "9464"
+unknown = yaml.safe_load(yaml.safe_dump(kind(app, "Deployment")[0]))
+unknown["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["sleep"]["second"] = 25
+bad_pdb = yaml.safe_load(yaml.safe_dump(kind(app, "PodDisruptionBudget")[0]))
+bad_pdb["spec"]["unhealthyPodEvictionPolicy"] = "Sometimes"
+no_target = yaml.safe_load(yaml.safe_dump(kind(keda, "ScaledObject")[0]))
+del no_target["spec"]["scaleTargetRef"]
+bad_monitor = yaml.safe_load(yaml.safe_dump(kind(app, "ServiceMonitor")[0]))
+bad_monitor["spec"]["endpoints"] = "metrics"
+negative = kube_models.validate([bad_deployment, unknown, bad_pdb, no_target, bad_monitor], ROOT)
+check(all(negative), f"negative control: the models reject a string containerPort, an unknown field, a bad enum, "
+      f"a ScaledObject without scaleTargetRef, a ServiceMonitor with a string endpoints: {negative}")
+no_activation = dict(triggers(keda)[0], metadata={k: v for k, v in triggers(keda)[0]["metadata"].items() if k != "activationLagCount"})
+check(keda_schema.trigger_problems(no_activation) and keda_schema.validate(no_target)
+      and keda_schema.auth_problems({"spec": {"secretTargetRef": [{"parameter": "cert", "name": "s", "key": "k"}]}}),
+      "negative control: keda_schema rejects lagCount without activationLagCount, no scaleTargetRef, cert without key")
 
 # 3. bad values are refused
 for args, what in [

@@ -17,8 +17,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The metadata names KEDA's redis-streams, redis-cluster-streams and redis-sentinel-streams
 # scalers read (pkg/scalers/redis_streams_scaler.go: redisStreamsMetadata, and
-# pkg/scalers/redis_scaler.go: redisConnectionInfo, at 8b4f083). A name outside these is ignored
-# by KEDA: a typo in the chart would silently drop a setting.
+# pkg/scalers/redis_scaler.go: redisConnectionInfo, at 8b4f083: the `order=triggerMetadata` tags).
+# A name outside these is ignored by KEDA: a typo in the chart would silently drop a setting. The
+# TLS material (ca, cert, key) is read from authParams only, unsafeSsl from the metadata only.
 TRIGGER_METADATA = {
     "address", "addresses", "host", "hosts", "port", "ports", "username", "password",
     "sentinelUsername", "sentinelPassword", "sentinelMaster", "unsafeSsl",
@@ -26,9 +27,11 @@ TRIGGER_METADATA = {
     "activationLagCount", "databaseIndex", "enableTLS",
 }
 # The names KEDA takes from a TriggerAuthentication (order=...authParams... in the same structs).
+# `tls` is left out on purpose: KEDA refuses it together with the metadata's enableTLS, which the
+# chart always renders.
 AUTH_PARAMETERS = {
     "address", "addresses", "host", "hosts", "port", "ports", "username", "password",
-    "sentinelUsername", "sentinelPassword", "sentinelMaster", "tls", "cert", "Cert", "key",
+    "sentinelUsername", "sentinelPassword", "sentinelMaster", "cert", "Cert", "key",
     "keyPassword", "ca",
 }
 # pkg/scaling/scalers_builder.go: the trigger types that build a Redis Streams scaler.
@@ -125,11 +128,33 @@ def trigger_problems(trigger):
         problems.append("no address")
     if trigger["type"] == "redis-sentinel-streams" and not metadata.get("sentinelMaster"):
         problems.append("redis-sentinel-streams without sentinelMaster")
+    # redisStreamsMetadata.Validate: with a consumerGroup, a non-zero lagCount picks the lag and
+    # drops pendingEntriesCount; without lagCount, the pending entries are counted.
+    if not metadata.get("consumerGroup"):
+        problems.append("no consumerGroup: KEDA would scale on the stream's length")
+    if "lagCount" in metadata and "pendingEntriesCount" in metadata:
+        problems.append("lagCount and pendingEntriesCount in one trigger: KEDA ignores pendingEntriesCount")
+    # KEDA 2.11-2.15 refuse lagCount without activationLagCount (2.16 refuses it at 0, >= 2.17
+    # defaults it to 0): the chart always renders it.
+    if "lagCount" in metadata and "activationLagCount" not in metadata:
+        problems.append("lagCount without activationLagCount: KEDA 2.11-2.16 refuse the trigger")
+    for name in ("lagCount", "activationLagCount", "pendingEntriesCount", "databaseIndex"):
+        if name in metadata and not re.fullmatch(r"[0-9]+", str(metadata[name])):
+            problems.append(f"{name} {metadata[name]!r} is not a whole number")
+    for name in ("enableTLS", "unsafeSsl"):
+        if name in metadata and metadata[name] not in ("true", "false"):
+            problems.append(f"{name} {metadata[name]!r} is not true or false")
     return problems
 
 
 def auth_problems(trigger_auth):
-    """Parameters of a TriggerAuthentication that KEDA's Redis scalers do not read."""
+    """Parameters of a TriggerAuthentication that KEDA's Redis scalers do not read, or refuse."""
     names = [ref["parameter"] for ref in trigger_auth["spec"].get("secretTargetRef", [])]
     unknown = sorted(set(names) - AUTH_PARAMETERS)
-    return [f"parameters KEDA does not read: {unknown}"] if unknown else []
+    problems = [f"parameters KEDA does not read: {unknown}"] if unknown else []
+    # redis_scaler.go (2.12-2.15 parseTLSConfigIntoConnectionInfo): cert and key go together.
+    if ("cert" in names) != ("key" in names):
+        problems.append("cert without key or key without cert: KEDA refuses the pair")
+    if len(names) != len(set(names)):
+        problems.append(f"a parameter given twice: {names}")
+    return problems
