@@ -7,7 +7,14 @@
    Redis topologies (standalone, cluster, sentinel): the config, the sentinels' credentials and
    the KEDA trigger of each, with every KEDA object checked against KEDA's CRDs (keda_schema.py);
    a sharded subscription's sharding block, and KEDA refused on its logical stream;
-3. values.schema.json and the chart's own checks refuse bad values;
+   KEDA: a lag and a pending-entries trigger per subscription, activationLagCount, enableTLS from
+   rediss:// in every mode, the TLS material in the TriggerAuthentication, the scale target in
+   both modes, NOTES; the standard knobs (ServiceAccount, pull secrets, digests, names, spread,
+   resources per container), the PDB, the readiness probe's modes, the app's preStop;
+2b. every object of every value set rendered (defaults, every example, all options on, include
+   mode, each Redis mode, TLS) validated with the published object models (kube_models.py) and
+   the KEDA ones with KEDA's CRDs and scalers' names, with negative controls;
+3. values.schema.json (closed: typos fail) and the chart's own checks refuse bad values;
 4. the rendered streamcar.yaml passes `streamcar check`;
 5. a pod on one machine: the binary runs with exactly the args, env and config the chart renders
    (the ConfigMap's mount path mapped to a folder, env resolved as the kubelet would) against a
@@ -360,6 +367,12 @@ for args, mode in [
     check(tls_of(render(*args, "--set", "keda.enableTLS=false")) == {("false", None)}, f"{mode}: keda.enableTLS false overrides")
 check(tls_of(keda) == {("false", None)}, "redis:// gives enableTLS false")
 check(tls_of(render("-f", KEDA_EXAMPLE, "--set", "keda.enableTLS=true")) == {("true", None)}, "keda.enableTLS true overrides redis://")
+tls_example = render("-f", os.path.join(CHART, "examples", "redis-tls.yaml"))
+tls_spec = pod_spec(tls_example)
+check(tls_of(tls_example) == {("true", None)} and auth_refs(tls_example)["ca"] == {"parameter": "ca", "name": "redis-ca", "key": "ca.crt"}
+      and {"name": "redis-ca", "mountPath": "/etc/redis-ca", "readOnly": True} in streamcar_container(tls_spec)["volumeMounts"]
+      and config_of(tls_example)["redis"]["tls"]["ca_file"] == "/etc/redis-ca/ca.crt",
+      "redis-tls.yaml: streamcar mounts the CA its config names; KEDA gets TLS and the same CA")
 RREDISS = ["-f", KEDA_EXAMPLE, "--set", "config.redis.url=rediss://redis.example.com:6380/0"]
 private = render(*RREDISS, "--set", "keda.tls.caSecret=redis-ca", "--set", "keda.tls.certSecret=keda-client")
 prefs = auth_refs(private)
