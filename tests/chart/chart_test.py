@@ -76,9 +76,9 @@ def streamcar_container(spec):
 examples = sorted(os.path.join(CHART, "examples", f) for f in os.listdir(os.path.join(CHART, "examples")))
 
 # 1. lint
-check(helm("lint", CHART).returncode == 0, "helm lint (defaults)")
+check(helm("lint", "--strict", CHART).returncode == 0, "helm lint --strict (defaults)")
 for values in examples:
-    check(helm("lint", CHART, "-f", values).returncode == 0, f"helm lint -f {os.path.basename(values)}")
+    check(helm("lint", "--strict", CHART, "-f", values).returncode == 0, f"helm lint --strict -f {os.path.basename(values)}")
 
 # 2. template, both modes and the native sidecar
 docs = render()
@@ -597,9 +597,16 @@ no_target = yaml.safe_load(yaml.safe_dump(kind(keda, "ScaledObject")[0]))
 del no_target["spec"]["scaleTargetRef"]
 bad_monitor = yaml.safe_load(yaml.safe_dump(kind(app, "ServiceMonitor")[0]))
 bad_monitor["spec"]["endpoints"] = "metrics"
-negative = kube_models.validate([bad_deployment, unknown, bad_pdb, no_target, bad_monitor], ROOT)
+typo_target = yaml.safe_load(yaml.safe_dump(kind(keda, "ScaledObject")[0]))
+typo_target["spec"]["scaleTargetRef"]["nmae"] = "x"
+typo_auth = yaml.safe_load(yaml.safe_dump(kind(keda, "TriggerAuthentication")[0]))
+typo_auth["spec"]["secretTargetRef"][0]["paramter"] = "password"
+typo_monitor = yaml.safe_load(yaml.safe_dump(kind(app, "ServiceMonitor")[0]))
+typo_monitor["spec"]["endpoints"][0]["intervall"] = "1m"
+negative = kube_models.validate([bad_deployment, unknown, bad_pdb, no_target, bad_monitor, typo_target, typo_auth, typo_monitor], ROOT)
 check(all(negative), f"negative control: the models reject a string containerPort, an unknown field, a bad enum, "
-      f"a ScaledObject without scaleTargetRef, a ServiceMonitor with a string endpoints: {negative}")
+      f"a ScaledObject without scaleTargetRef, a ServiceMonitor with a string endpoints, unknown fields in a "
+      f"ScaledObject, a TriggerAuthentication and a ServiceMonitor: {negative}")
 no_activation = dict(triggers(keda)[0], metadata={k: v for k, v in triggers(keda)[0]["metadata"].items() if k != "activationLagCount"})
 check(keda_schema.trigger_problems(no_activation) and keda_schema.validate(no_target)
       and keda_schema.auth_problems({"spec": {"secretTargetRef": [{"parameter": "cert", "name": "s", "key": "k"}]}}),

@@ -7,11 +7,10 @@
 // objects.json is a JSON list of objects; the output is a JSON list with, per object in the same
 // order, {"kind", "name", "errors": [...]} ([] when valid). Two checks:
 // 1. the model's own validation (types, enums, required fields, formats), which throws;
-// 2. unknown fields, for the core API's objects: the models accept any extra field, but the API
-//    server's strict field validation (kubectl's default) refuses one, and a misspelt field in a
-//    template is silently dropped otherwise. The field names come from the models' TypeScript
-//    declarations (one interface per API type). KEDA's objects get the same check from their CRDs
-//    in keda_schema.py; the Prometheus Operator's declare nested types inline and are not walked.
+// 2. unknown fields: the models accept any extra field, but the API server's strict field
+//    validation (kubectl's default) refuses one, and a misspelt field in a template is silently
+//    dropped otherwise. The field names come from the models' TypeScript declarations (one
+//    interface per API type, in every package), walked through nested objects and lists.
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -27,8 +26,7 @@ const CRD_PACKAGES = {
 
 function modelFolder(apiVersion) {
   const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
-  if (CRD_PACKAGES[group]) return { folder: path.join(modelsDir, CRD_PACKAGES[group], version), core: false };
-  return { folder: path.join(modelsDir, "kubernetes-models", group, version), core: true };
+  return path.join(modelsDir, CRD_PACKAGES[group] ?? path.join("kubernetes-models", group), version);
 }
 
 // --- unknown fields, from the declarations -------------------------------------------------
@@ -60,6 +58,10 @@ function parseDeclaration(file) {
         if (depth === 0 && opens + closes > 0) break;
       }
       parsed = { fields, imports };
+    } else {
+      // A type that is another one under a new name (KEDA's AuthSecretTargetRef = AuthTargetRef).
+      const alias = text.match(/^export type \w+ = (\w+);$/m);
+      if (alias && imports.has(alias[1])) parsed = parseDeclaration(imports.get(alias[1]));
     }
   }
   declarations.set(file, parsed);
@@ -91,7 +93,7 @@ const results = [];
 for (const object of objects) {
   const errors = [];
   const { apiVersion = "", kind = "" } = object;
-  const { folder, core } = modelFolder(apiVersion);
+  const folder = modelFolder(apiVersion);
   const file = path.join(folder, `${kind}.js`);
   if (!kind || !fs.existsSync(file)) {
     errors.push(`no model for ${apiVersion} ${kind}`);
@@ -102,7 +104,7 @@ for (const object of objects) {
     } catch (error) {
       errors.push(String(error.message || error));
     }
-    if (core) unknownFields(object, path.join(folder, `${kind}.d.ts`), "", errors);
+    unknownFields(object, path.join(folder, `${kind}.d.ts`), "", errors);
   }
   results.push({ kind, name: object?.metadata?.name ?? "", errors });
 }
