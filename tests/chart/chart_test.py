@@ -527,7 +527,9 @@ with open(ALL_ON, "w") as f:
         "metrics": {"serviceMonitor": {"enabled": True}},
         "podDisruptionBudget": {"enabled": True},
         "probes": {"readiness": {"path": "/healthz"}},
-        "keda": {"enabled": True, "tls": {"caSecret": "redis-ca"}},
+        "keda": {"enabled": True, "tls": {"caSecret": "redis-ca"}, "pollingInterval": 15, "cooldownPeriod": 0,
+                 "fallback": {"failureThreshold": 3, "replicas": 4},
+                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}}}},
         "api": {"enabled": True, "token": {"value": "s3cret"}},
     }, f)
 all_on = render("-f", ALL_ON)
@@ -557,6 +559,11 @@ check(app_container(all_on)["command"] == ["/app/server"] and app_container(all_
       "app.command and app.args")
 check({"name": "redis-ca", "mountPath": "/etc/redis-ca", "readOnly": True} in sidecar_all["volumeMounts"]
       and {"name": "redis-ca", "secret": {"secretName": "redis-ca"}} in aspec["volumes"], "extraVolumes and extraVolumeMounts")
+aso = kind(all_on, "ScaledObject")[0]["spec"]
+check(aso["pollingInterval"] == 15 and aso["cooldownPeriod"] == 0 and aso["fallback"] == {"failureThreshold": 3, "replicas": 4}
+      and aso["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 600
+      and not {"pollingInterval", "cooldownPeriod", "fallback", "advanced"} & set(kind(keda, "ScaledObject")[0]["spec"]),
+      "keda.pollingInterval, cooldownPeriod (0 too), fallback and advanced: rendered when set, KEDA's defaults otherwise")
 check(len(triggers(all_on)) == 4 and tls_of(all_on) == {("true", None)} and set(auth_refs(all_on)) == {"username", "password", "ca"},
       "all on: 4 triggers over TLS, the CA in the TriggerAuthentication")
 named = render("-f", APP_EXAMPLE, "--set", "nameOverride=orders", "--set", "serviceAccount.name=runner")
