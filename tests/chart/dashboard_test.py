@@ -315,7 +315,7 @@ scrape_configs:
         data = os.path.join(work, "plots.json")
         with open(data, "w") as f:
             json.dump(plots, f)
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "chart", "dashboard_plots.py"), data, PLOT], check=True)
+        subprocess.run([os.path.join(ROOT, "tests", "chart", "dashboard_plots.py"), data, PLOT], check=True)
         print(f"wrote {PLOT}")
 
     sidecar.send_signal(signal.SIGTERM)
