@@ -243,7 +243,7 @@ scrape_configs:
     expected = {"namespace": [NAMESPACE], "pod": [POD], "subscription": SUBSCRIPTIONS}
     for name in ("namespace", "pod", "subscription"):
         m = re.fullmatch(r"label_values\((.*), (\w+)\)", variables[name]["definition"])
-        check(m and variables[name]["query"]["query"] == variables[name]["definition"], f"${name}: {variables[name]['definition']}")
+        check(m and variables[name]["query"] == variables[name]["definition"], f"${name}: {variables[name]['definition']}")
         answer = prom.get(f"/api/v1/label/{m.group(2)}/values", **{"match[]": substitute(m.group(1), explicit)})
         check(answer["status"] == "success" and answer["data"] == expected[name], f"${name} offers {answer.get('data')}")
 
