@@ -8,7 +8,7 @@
   namespace override, extra labels and annotations.
 - metrics.prometheusRule: a monitoring.coreos.com/v1 PrometheusRule whose groups are the rules
   file's, identical except that runbookBaseUrl replaces each runbook_url's base (keeping its
-  anchor); `promtool check rules` accepts the rendered groups; its labels reach the metadata.
+  anchor) and alertLabels are added to every alert (not over its severity); `promtool check rules` accepts the rendered groups; its labels reach the metadata.
 - The values schema refuses unknown keys under both (a typo is an error, not silence).
 
 Usage: monitoring_chart_test.py REPO_ROOT
@@ -96,7 +96,8 @@ check(rules[0]["spec"]["groups"] == file_groups and rules[0]["metadata"]["namesp
 base = "https://wiki.example.com/ops/streamcar-runbooks"
 docs = render("--set", "metrics.prometheusRule.enabled=true", "--set", f"metrics.prometheusRule.runbookBaseUrl={base}",
               "--set", "metrics.prometheusRule.labels.release=kube-prometheus-stack",
-              "--set", "metrics.prometheusRule.namespace=monitoring")
+              "--set", "metrics.prometheusRule.namespace=monitoring",
+              "--set", "metrics.prometheusRule.alertLabels.team=data", "--set", "metrics.prometheusRule.alertLabels.severity=page")
 rule = of_kind(docs, "PrometheusRule")[0]
 check(rule["metadata"]["labels"].get("release") == "kube-prometheus-stack" and rule["metadata"]["namespace"] == "monitoring",
       "labels (for the ruleSelector) and namespace configurable")
@@ -105,7 +106,9 @@ for group in expected:
     for r in group["rules"]:
         if "alert" in r:
             r["annotations"]["runbook_url"] = f"{base}#{r['alert'].lower()}"
-check(rule["spec"]["groups"] == expected, "runbookBaseUrl replaces every runbook_url's base and keeps its anchor")
+            r["labels"]["team"] = "data"  # added; the alert's own severity stays
+check(rule["spec"]["groups"] == expected,
+      "runbookBaseUrl replaces every runbook_url's base and keeps its anchor; alertLabels reach every alert, its severity kept")
 with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
     yaml.safe_dump({"groups": rule["spec"]["groups"]}, f)
     f.flush()
