@@ -1,37 +1,48 @@
 # streamcar: a sidecar that delivers a Redis/Valkey stream consumer group to an HTTP handler.
-# Multi-stage: Debian 12's -dev packages build it; the runtime carries only the shared
-# libraries, CA certificates and the binary, and runs as a numeric non-root user.
-# Build without a Docker engine: scripts/image (buildah).
+# Multi-stage: Debian 12's -dev packages build it; the final stage is FROM scratch and holds only
+# what the binary loads and reads (scripts/image-rootfs): the stripped binary, its shared libraries
+# and the loader, CA certificates, passwd/group entries for the non-root user and nsswitch.conf.
+# No shell, no package manager (debugging without a shell: docs/image.md).
+# Build without a Docker engine: scripts/image (buildah); releases: scripts/release.
+#   VERSION  the project's version (project() in CMakeLists.txt); the build fails if the binary differs
+#   REVISION the commit (git rev-parse --short=12 HEAD), in the binary and the labels
+#   CREATED  when it was built (RFC 3339)
 
 FROM docker.io/library/debian:bookworm-slim AS build
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       g++ cmake ninja-build pkg-config libhiredis-dev libyaml-cpp-dev prometheus-cpp-dev \
-      libcpp-httplib-dev rapidjson-dev libssl-dev libsqlite3-dev libpq-dev \
+      libcpp-httplib-dev rapidjson-dev libssl-dev libsqlite3-dev libpq-dev ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY sidecar ./sidecar
 COPY bench ./bench
+ARG VERSION
+ARG REVISION=unknown
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTREAMCAR_TESTS=OFF \
-      -DSTREAMCAR_POSTGRES=ON >/dev/null \
+      -DSTREAMCAR_POSTGRES=ON -DSTREAMCAR_REVISION="${REVISION}" >/dev/null \
  && cmake --build /build -j 2 --target streamcar \
  && strip /build/streamcar
+RUN says="$(/build/streamcar version)" \
+ && echo "$says" | grep -qwF -- "${VERSION:?pass --build-arg VERSION=<project version>}" \
+ || { echo "the binary says '$says', the build was given VERSION=${VERSION}" >&2; exit 1; }
+COPY scripts/image-rootfs /usr/local/bin/image-rootfs
+RUN image-rootfs /build/streamcar /rootfs
 
-FROM docker.io/library/debian:bookworm-slim
-ARG VERSION=0.1.0
+FROM scratch
+ARG VERSION
+ARG REVISION=unknown
+ARG CREATED
 LABEL org.opencontainers.image.title="streamcar" \
       org.opencontainers.image.description="Kubernetes sidecar: a Redis/Valkey stream consumer group delivered to an HTTP handler" \
       org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="docker.io/library/debian:bookworm-slim"
-RUN apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libhiredis0.14 libyaml-cpp0.7 libprometheus-cpp-core1.0 libcpp-httplib0.11 libssl3 \
-      libsqlite3-0 libpq5 ca-certificates \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/*
-COPY --from=build /build/streamcar /usr/local/bin/streamcar
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /rootfs/ /
 COPY config/streamcar.example.yaml /etc/streamcar/streamcar.example.yaml
+ENV PATH=/usr/local/bin
 USER 65532:65532
 EXPOSE 9464
 ENTRYPOINT ["streamcar"]
