@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "sidecar/sharding/sharding_keys.h"
 #include "tests/e2e/sharded_fixture.h"
@@ -40,7 +41,52 @@ TEST_F(ShardedTest, OneMemberDeliversEveryShardInOrderWithShardAndFence) {
     }
   }
   EXPECT_EQ(last_seq.size(), 8u);
+  // SPEC 3.1's headers come with every format, a shard's requests too (SPEC 9 adds two); each
+  // shard's stream has ids of its own, so the Idempotency-Key names that stream.
+  for (const ReceivedRequest& request : handler_.Requests()) {
+    const std::string id = request.Header("streamcar-id");
+    const std::string stream = ShardKeyOf(std::stoi(request.Header("streamcar-shard")));
+    EXPECT_EQ(request.Header("streamcar-stream"), stream) << id;
+    EXPECT_EQ(request.Header("streamcar-group"), "billing") << id;
+    EXPECT_EQ(request.Header("streamcar-attempts"), "1") << id;
+    EXPECT_EQ(request.Header("idempotency-key"), stream + "/" + id);
+  }
   EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+}
+
+// SHARDING.md B8: at batch_size 1 a shard has one request in flight at a time, though the handler
+// has room for 16. The handler holds each shard's first request for a while; no other request of
+// that shard may arrive before it is answered.
+TEST_F(ShardedTest, AShardHasOneRequestInFlightAtATime) {
+  std::mutex mutex;
+  std::map<int, int> in_flight;  // shard -> requests being answered now
+  std::map<int, int> most;       // shard -> the most at once
+  std::set<int> held;            // shards whose first request was held
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    const int shard = std::stoi(request.Header("streamcar-shard"));
+    bool hold = false;
+    {
+      std::lock_guard lock(mutex);
+      most[shard] = std::max(most[shard], ++in_flight[shard]);
+      hold = held.insert(shard).second;
+    }
+    // Answered once this returns: holding here keeps the request in flight.
+    if (hold) std::this_thread::sleep_for(milliseconds(500));
+    std::lock_guard lock(mutex);
+    --in_flight[shard];
+    return HandlerReply{};
+  });
+  // Written before the member starts: every shard has its entries ready at once.
+  const auto produced = Produce(40, 8);
+  std::set<int> shards_used;
+  for (const Produced& p : produced) shards_used.insert(p.shard);
+  auto sidecar = StartSidecar(Sharded("c1"));
+  ASSERT_TRUE(handler_.WaitForCount(40, std::chrono::seconds(20))) << sidecar->Logs();
+  std::lock_guard lock(mutex);
+  for (int shard : shards_used) {
+    EXPECT_EQ(most[shard], 1) << "shard " << shard << " had requests in flight at once";
+  }
+  EXPECT_EQ(held.size(), shards_used.size());
 }
 
 // batch_size > 1 on a shard (README, "Batches in a shard"): a request carries a run of the
