@@ -115,11 +115,13 @@ TEST_F(OperationsTest, EveryRetentionTrimCarriesALimit) {
     if (command.empty() || command[0] != "XTRIM") continue;
     std::string line;
     for (const auto& word : command) line += word + " ";
-    auto limit = std::find(command.begin(), command.end(), "LIMIT");
-    ASSERT_NE(limit, command.end()) << "an unbounded trim: " << line;
-    ASSERT_NE(limit + 1, command.end()) << line;
-    EXPECT_GT(std::stoll(*(limit + 1)), 0) << line;
     ++checked;
+    auto limit = std::find(command.begin(), command.end(), "LIMIT");
+    if (limit == command.end() || limit + 1 == command.end()) {
+      ADD_FAILURE() << "an unbounded trim: " << line;
+      continue;
+    }
+    EXPECT_GT(std::stoll(*(limit + 1)), 0) << line;
   }
   EXPECT_GE(checked, 3u);
 }

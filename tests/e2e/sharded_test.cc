@@ -89,6 +89,51 @@ TEST_F(ShardedTest, AShardHasOneRequestInFlightAtATime) {
   EXPECT_EQ(held.size(), shards_used.size());
 }
 
+// SHARDING.md B8, SPEC 3.5: a shard is one lane, so an entry waiting for its retry holds back
+// every later entry of its shard (at batch_size 1 too): the handler fails each shard's first
+// request once, and sees nothing else of that shard before the retry, which it applies first.
+TEST_F(ShardedTest, AnEntryWaitingForItsRetryHoldsBackTheRestOfItsShard) {
+  std::mutex mutex;
+  std::map<int, std::vector<std::string>> applied;    // shard -> ids answered 2xx, in order
+  std::map<int, std::string> failed;                  // shard -> the id answered 500
+  std::map<int, std::vector<std::string>> meanwhile;  // shard -> other ids sent before its retry
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    const int shard = std::stoi(request.Header("streamcar-shard"));
+    const std::string id = request.Header("streamcar-id");
+    std::lock_guard lock(mutex);
+    auto [it, first] = failed.emplace(shard, id);
+    if (first) return HandlerReply{500, "once"};
+    const bool retried =
+        std::find(applied[shard].begin(), applied[shard].end(), it->second) != applied[shard].end();
+    if (id != it->second && !retried) meanwhile[shard].push_back(id);
+    applied[shard].push_back(id);
+    return HandlerReply{};
+  });
+  const auto produced = Produce(40, 8);
+  std::map<int, std::vector<std::string>> ids_of_shard;
+  for (const Produced& p : produced) ids_of_shard[p.shard].push_back(p.id);
+  SidecarConfig c = Sharded("c1");
+  c.initial_backoff = "300ms";  // long enough for a later entry to go first, were it let
+  auto sidecar = StartSidecar(c);
+  auto applied_count = [&] {
+    std::lock_guard lock(mutex);
+    size_t n = 0;
+    for (const auto& [shard, ids] : applied) n += ids.size();
+    return n;
+  };
+  ASSERT_TRUE(
+      WaitUntil([&] { return applied_count() >= produced.size(); }, std::chrono::seconds(20)))
+      << applied_count() << " of " << produced.size() << "\n"
+      << sidecar->Logs();
+  std::lock_guard lock(mutex);
+  for (const auto& [shard, ids] : ids_of_shard) {
+    EXPECT_EQ(failed[shard], ids.front()) << "shard " << shard;
+    EXPECT_TRUE(meanwhile[shard].empty())
+        << "shard " << shard << ": " << meanwhile[shard].size() << " sent before its retry";
+    EXPECT_EQ(applied[shard], ids) << "shard " << shard << ": each entry once, in id order";
+  }
+}
+
 // batch_size > 1 on a shard (README, "Batches in a shard"): a request carries a run of the
 // shard's consecutive entries, which the handler processes in order up to its first failure. A
 // RETRY in the failures list acknowledges what came before it, retries that entry, and sends
