@@ -429,10 +429,10 @@ TEST_F(SettlementTest, NoRetryIsClaimedWhileDraining) {
   EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(200)) << "only the keepalive is scheduled";
 }
 
-// SPEC 4.5: a failure the handler answers once shutdown has begun is a retry like any other. It
-// is not a dead letter, even on the entry's last attempt but one, and it is not claimed again:
-// the entry stays pending for a restart or a peer (ShutdownTest.AFailureAnsweredDuringTheDrain...
-// end to end).
+// SPEC 4.5: a failure the handler answers once shutdown has begun waits as a retry, like any
+// other. It is never a dead letter, and it is not claimed again (no delivery follows): the entry
+// stays pending for a restart or a peer (ShutdownTest.AFailureAnsweredDuringTheDrain... end to
+// end).
 TEST_F(SettlementTest, ARetryAnsweredWhileDrainingIsNeitherDeadLetteredNorClaimed) {
   ASSERT_EQ(ledger_.Admit({Entry("5-0", /*attempts=*/2)}), 1u);
   auto refs = ledger_.TakeReady(1, now());
