@@ -61,8 +61,15 @@ TEST_F(DeliveryTest, RetriesThroughRedisSoAttemptsGrow) {
 TEST_F(DeliveryTest, DeadLettersAfterMaxAttemptsWithMetadata) {
   handler_.SetBehaviour([](const ReceivedRequest&) { return HandlerReply{503, "upstream down"}; });
   auto sidecar = StartSidecar({});
+  auto wall_ms = [] {
+    return std::chrono::duration_cast<milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t added_ms = wall_ms();
   std::string id = Add({"a", "1", "a", "2"});
   ASSERT_TRUE(Eventually([&] { return Len("orders:dlq") == 1; }, seconds(10))) << sidecar->Logs();
+  const int64_t seen_ms = wall_ms();
   EXPECT_EQ(RequestsFor(id).size(), 3u);
   EXPECT_EQ(PendingCount(), 0);
   auto letters = DeadLetters();
@@ -78,7 +85,12 @@ TEST_F(DeliveryTest, DeadLettersAfterMaxAttemptsWithMetadata) {
   EXPECT_EQ(letter.Get("streamcar.reason"), "max_attempts");
   EXPECT_EQ(letter.Get("streamcar.status"), "503");
   EXPECT_EQ(letter.Get("streamcar.error"), "upstream down");
-  EXPECT_FALSE(letter.Get("streamcar.time").empty());
+  // Milliseconds since the epoch (SPEC 3.3), of when it was written: between the XADD and now
+  // (one second of slack for the clocks' resolution).
+  const std::string time = letter.Get("streamcar.time");
+  ASSERT_FALSE(time.empty());
+  EXPECT_GE(std::stoll(time), added_ms - 1000) << time;
+  EXPECT_LE(std::stoll(time), seen_ms + 1000) << time;
   ASSERT_TRUE(WaitMetric("streamcar_dead_lettered_total", {"reason=\"max_attempts\""}, 1));
 }
 
@@ -395,9 +407,15 @@ TEST_F(DeliveryTest, RecreatesAGroupThatDisappears) {
   ASSERT_TRUE(WaitReady());
   Add({"n", "1"});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
-  redis_->Run({"DEL", "orders"});
-  std::this_thread::sleep_for(milliseconds(300));
-  std::string after = Add({"n", "2"});  // XADD re-creates the key without the group
+  // The key deleted and written again in one step (XADD re-creates it without the group): the
+  // entry is there before the group is back, so a group re-created at `$` would skip it.
+  std::string after(redis_
+                        ->Run({"EVAL",
+                               "redis.call('DEL', KEYS[1]) "
+                               "return redis.call('XADD', KEYS[1], '*', 'n', '2')",
+                               "1", "orders"})
+                        .view()
+                        .Str());
   ASSERT_TRUE(Eventually([&] { return RequestsFor(after).size() == 1; }, seconds(15)))
       << sidecar->Logs();
   EXPECT_TRUE(sidecar->running());

@@ -3,10 +3,12 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 
 #include "tests/e2e/e2e_fixture.h"
+#include "tests/support/redis_monitor.h"
 
 namespace streamcar::testing {
 namespace {
@@ -71,6 +73,57 @@ TEST_F(OperationsTest, DeadLetterMaxLenTrimsTheDlq) {
       << Len("orders:dlq") << " dead letters\n"
       << sidecar->Logs();
   EXPECT_GE(Len("orders:dlq"), 50);
+}
+
+// SPEC 4.4: every retention XTRIM (MAXLEN and MINID, of the stream and of its dead letters) carries
+// a LIMIT that bounds the work of one call, so a large backlog never makes one long command.
+TEST_F(OperationsTest, EveryRetentionTrimCarriesALimit) {
+  RedisMonitor monitor(redis_->port());
+  ASSERT_TRUE(monitor.ok());
+  handler_.Stop();  // nothing is consumed: only retention shortens the streams
+  AddMany(2000);
+  AddMany(1000, "orders:dlq");
+  SidecarConfig c;
+  c.start = "new";
+  c.subscription_extra =
+      "    dead_letter: { max_len: 50 }\n"
+      "    retention: { max_len: 100, max_age: 1h, interval: 200ms }\n";
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(
+      Eventually([&] { return Len("orders") < 300 && Len("orders:dlq") < 200; }, seconds(15)))
+      << sidecar->Logs();
+  // Each kind of trim seen at least once: the stream's MAXLEN and MINID, the dead letters' MAXLEN.
+  auto trims_of = [&](const std::string& key, const std::string& strategy) {
+    std::vector<std::vector<std::string>> out;
+    for (auto& command : monitor.Commands()) {
+      if (command.size() > 2 && command[0] == "XTRIM" && command[1] == key &&
+          command[2] == strategy) {
+        out.push_back(command);
+      }
+    }
+    return out;
+  };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return !trims_of("orders", "MAXLEN").empty() && !trims_of("orders", "MINID").empty() &&
+               !trims_of("orders:dlq", "MAXLEN").empty();
+      },
+      seconds(10)))
+      << sidecar->Logs();
+  size_t checked = 0;
+  for (const auto& command : monitor.Commands()) {
+    if (command.empty() || command[0] != "XTRIM") continue;
+    std::string line;
+    for (const auto& word : command) line += word + " ";
+    ++checked;
+    auto limit = std::find(command.begin(), command.end(), "LIMIT");
+    if (limit == command.end() || limit + 1 == command.end()) {
+      ADD_FAILURE() << "an unbounded trim: " << line;
+      continue;
+    }
+    EXPECT_GT(std::stoll(*(limit + 1)), 0) << line;
+  }
+  EXPECT_GE(checked, 3u);
 }
 
 TEST_F(OperationsTest, StatusJsonEqualsWhatRedisReports) {

@@ -198,5 +198,21 @@ TEST_F(RecoveryTest, EntryThatCrashedEveryConsumerIsDeadLetteredWithoutDelivery)
   EXPECT_EQ(letters[0].Get("streamcar.attempts"), "4");
 }
 
+// The boundary of the rule above (SPEC 3.2: only attempts > max_attempts goes without another
+// delivery): an entry whose drain makes its delivery count exactly max_attempts still has that
+// last attempt, and is delivered once more.
+TEST_F(RecoveryTest, EntryArrivingWithItsLastAttemptIsDeliveredOnceMore) {
+  redis_->Run({"XGROUP", "CREATE", "orders", "billing", "0", "MKSTREAM"});
+  std::string last = Add({"last", "1"});
+  redis_->Run({"XREADGROUP", "GROUP", "billing", "c1", "STREAMS", "orders", ">"});
+  redis_->Run({"XCLAIM", "orders", "billing", "c1", "0", last});
+  auto sidecar = StartSidecar({});  // max_attempts 3; drains c1's PEL: count becomes 3
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10))) << sidecar->Logs();
+  auto requests = RequestsFor(last);
+  ASSERT_EQ(requests.size(), 1u) << sidecar->Logs();
+  EXPECT_EQ(requests[0].Header("streamcar-attempts"), "3");
+  EXPECT_EQ(Len("orders:dlq"), 0);
+}
+
 }  // namespace
 }  // namespace streamcar::testing

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "sidecar/sharding/sharding_keys.h"
 #include "tests/e2e/sharded_fixture.h"
@@ -40,7 +41,101 @@ TEST_F(ShardedTest, OneMemberDeliversEveryShardInOrderWithShardAndFence) {
     }
   }
   EXPECT_EQ(last_seq.size(), 8u);
+  // SPEC 3.1's headers come with every format, a shard's requests too (SPEC 9 adds two); each
+  // shard's stream has ids of its own, so the Idempotency-Key names that stream.
+  for (const ReceivedRequest& request : handler_.Requests()) {
+    const std::string id = request.Header("streamcar-id");
+    const std::string stream = ShardKeyOf(std::stoi(request.Header("streamcar-shard")));
+    EXPECT_EQ(request.Header("streamcar-stream"), stream) << id;
+    EXPECT_EQ(request.Header("streamcar-group"), "billing") << id;
+    EXPECT_EQ(request.Header("streamcar-attempts"), "1") << id;
+    EXPECT_EQ(request.Header("idempotency-key"), stream + "/" + id);
+  }
   EXPECT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
+}
+
+// SHARDING.md B8: at batch_size 1 a shard has one request in flight at a time, though the
+// subscription's handler has room for 16. Two things keep it so, each enough alone: a shard's
+// loop gets a concurrency of 1 (sharding/shard_subscription.cc) and its ledger is one lane. The
+// handler holds each shard's first request a while; no other request of that shard may arrive
+// before it is answered.
+TEST_F(ShardedTest, AShardHasOneRequestInFlightAtATime) {
+  std::mutex mutex;
+  std::map<int, int> in_flight;  // shard -> requests being answered now
+  std::map<int, int> most;       // shard -> the most at once
+  std::set<int> held;            // shards whose first request was held
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    const int shard = std::stoi(request.Header("streamcar-shard"));
+    bool hold = false;
+    {
+      std::lock_guard lock(mutex);
+      most[shard] = std::max(most[shard], ++in_flight[shard]);
+      hold = held.insert(shard).second;
+    }
+    // Answered once this returns: holding here keeps the request in flight.
+    if (hold) std::this_thread::sleep_for(milliseconds(500));
+    std::lock_guard lock(mutex);
+    --in_flight[shard];
+    return HandlerReply{};
+  });
+  // Written before the member starts: every shard has its entries ready at once.
+  const auto produced = Produce(40, 8);
+  std::set<int> shards_used;
+  for (const Produced& p : produced) shards_used.insert(p.shard);
+  SidecarConfig c = Sharded("c1");
+  c.handler_extra = "timeout: 2s";  // the hold is no timeout, even on a slow (sanitizer) build
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(handler_.WaitForCount(40, std::chrono::seconds(20))) << sidecar->Logs();
+  std::lock_guard lock(mutex);
+  for (int shard : shards_used) {
+    EXPECT_EQ(most[shard], 1) << "shard " << shard << " had requests in flight at once";
+  }
+  EXPECT_EQ(held.size(), shards_used.size());
+}
+
+// SHARDING.md B8, SPEC 3.5: a shard is one lane, so an entry waiting for its retry holds back
+// every later entry of its shard (at batch_size 1 too): the handler fails each shard's first
+// request once, and sees nothing else of that shard before the retry, which it applies first.
+TEST_F(ShardedTest, AnEntryWaitingForItsRetryHoldsBackTheRestOfItsShard) {
+  std::mutex mutex;
+  std::map<int, std::vector<std::string>> applied;    // shard -> ids answered 2xx, in order
+  std::map<int, std::string> failed;                  // shard -> the id answered 500
+  std::map<int, std::vector<std::string>> meanwhile;  // shard -> other ids sent before its retry
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    const int shard = std::stoi(request.Header("streamcar-shard"));
+    const std::string id = request.Header("streamcar-id");
+    std::lock_guard lock(mutex);
+    auto [it, first] = failed.emplace(shard, id);
+    if (first) return HandlerReply{500, "once"};
+    const bool retried =
+        std::find(applied[shard].begin(), applied[shard].end(), it->second) != applied[shard].end();
+    if (id != it->second && !retried) meanwhile[shard].push_back(id);
+    applied[shard].push_back(id);
+    return HandlerReply{};
+  });
+  const auto produced = Produce(40, 8);
+  std::map<int, std::vector<std::string>> ids_of_shard;
+  for (const Produced& p : produced) ids_of_shard[p.shard].push_back(p.id);
+  SidecarConfig c = Sharded("c1");
+  c.initial_backoff = "300ms";  // long enough for a later entry to go first, were it let
+  auto sidecar = StartSidecar(c);
+  auto applied_count = [&] {
+    std::lock_guard lock(mutex);
+    size_t n = 0;
+    for (const auto& [shard, ids] : applied) n += ids.size();
+    return n;
+  };
+  ASSERT_TRUE(
+      WaitUntil([&] { return applied_count() >= produced.size(); }, std::chrono::seconds(20)))
+      << applied_count() << " of " << produced.size() << "\n"
+      << sidecar->Logs();
+  std::lock_guard lock(mutex);
+  for (const auto& [shard, ids] : ids_of_shard) {
+    EXPECT_EQ(failed[shard], ids.front()) << "shard " << shard;
+    EXPECT_TRUE(meanwhile[shard].empty())
+        << "shard " << shard << ": " << meanwhile[shard].size() << " sent before its retry";
+    EXPECT_EQ(applied[shard], ids) << "shard " << shard << ": each entry once, in id order";
+  }
 }
 
 // batch_size > 1 on a shard (README, "Batches in a shard"): a request carries a run of the

@@ -63,6 +63,44 @@ TEST_F(ShutdownTest, SigtermDrainsSlowRequestsAndExitsZero) {
   EXPECT_EQ(Len("orders:dlq"), 0);
 }
 
+// A failure the handler answers after SIGTERM (the drain waits for it) is a retry that never
+// comes: the entry is not dead-lettered, stays pending with the one delivery it had, and a
+// restart delivers it as its second attempt.
+TEST_F(ShutdownTest, AFailureAnsweredDuringTheDrainIsNotDeadLettered) {
+  handler_.SetBehaviour([](const ReceivedRequest&) {
+    HandlerReply reply;
+    reply.status = 500;
+    reply.delay = milliseconds(1500);
+    return reply;
+  });
+  SidecarConfig c;
+  c.handler_extra = "timeout: 10s";
+  c.max_attempts = 3;
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  const std::string id = Add({"n", "1"});
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(10))) << sidecar->Logs();
+  sidecar->Terminate();  // while the request is in flight: its 500 comes during the drain
+  auto code = sidecar->Wait(seconds(15));
+  ASSERT_TRUE(code.has_value()) << sidecar->Logs();
+  EXPECT_EQ(*code, 0) << sidecar->Logs();
+  EXPECT_EQ(handler_.Count(), 1u);
+  EXPECT_EQ(Len("orders:dlq"), 0) << sidecar->Logs();
+  ASSERT_EQ(PendingCount(), 1) << sidecar->Logs();
+  auto pending = redis_->Run({"XPENDING", "orders", "billing", "-", "+", "10"});
+  ASSERT_EQ(pending.view().Size(), 1u);
+  EXPECT_EQ(pending.view()[0][0].Str(), id);
+  EXPECT_EQ(pending.view()[0][3].Integer(), 1) << "the shutdown claimed no retry";
+
+  handler_.SetBehaviour([](const ReceivedRequest&) { return HandlerReply{}; });
+  auto restarted = StartSidecar(c);
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(id).size() == 2; }, seconds(15)))
+      << restarted->Logs();
+  EXPECT_EQ(RequestsFor(id)[1].Header("streamcar-attempts"), "2");
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15))) << restarted->Logs();
+  EXPECT_EQ(Len("orders:dlq"), 0);
+}
+
 TEST_F(ShutdownTest, DrainTimeoutBoundsTheWaitAndLeavesEntriesPending) {
   handler_.SetBehaviour([](const ReceivedRequest&) {
     HandlerReply reply;

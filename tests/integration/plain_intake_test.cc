@@ -5,6 +5,7 @@
 #include "sidecar/runtime/plain_intake.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/counter.h>
 
 #include <functional>
 #include <memory>
@@ -80,7 +81,7 @@ class Harness {
         [this](std::string id) { acks_.push_back(std::move(id)); },
         [this](std::string id, redis::DeadLetterMeta) { dead_.push_back(std::move(id)); }};
     intake_ = std::make_unique<Intake>(sub_.name, delivery::OutcomePolicyOf(sub_), &ledger_,
-                                       std::move(settlement), nullptr, loop_->clock());
+                                       std::move(settlement), &metrics_, loop_->clock());
     PlainIntake::Callbacks callbacks;
     callbacks.group_ready = [this] { ++group_ready_; };
     callbacks.fatal = [this](const Status& s) { fatal_ = s; };
@@ -133,11 +134,15 @@ class Harness {
   EntryLedger& ledger() { return ledger_; }
   redis::AsyncConnection& read() { return *read_; }
   redis::AsyncConnection& command() { return *command_; }
+  // What the routing counted (streamcar_deleted_entries_total, streamcar_claimed_total).
+  const admin::SubscriptionMetrics& metrics() const { return metrics_; }
 
   config::Subscription sub_;
   std::unique_ptr<sharding::FencedShardOps> fenced_;
   redis::PlainOps plain_ops_;
   EntryLedger ledger_;
+  admin::Metrics registry_;
+  admin::SubscriptionMetrics& metrics_ = registry_.ForSubscription(sub_.name);
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<redis::Connector> connector_;
   std::unique_ptr<redis::AsyncConnection> read_;
@@ -351,6 +356,30 @@ TEST(PlainIntake, ReclaimsADeadPeersIdleEntriesOnlyAfterTheDrain) {
   EXPECT_EQ(Pending(server, peers).consumer, "c1");
   EXPECT_EQ(h.ledger().Find(peers)->attempts, 2) << "the peer's delivery and the claim";
   EXPECT_EQ(h.ledger().Find(own)->attempts, 2);
+}
+
+// SPEC 4.1 step 4: the ids XAUTOCLAIM reports deleted (its third reply element: pending, their
+// payload gone) are counted in streamcar_deleted_entries_total. Redis 7 has already taken them
+// out of the pending list, so the count is all that shows them.
+TEST(PlainIntake, APeersPendingEntryDeletedIsCountedByTheReclaimBeat) {
+  RedisServer server;
+  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
+  const std::string gone = Add(server, "gone");
+  const std::string kept = Add(server, "kept");
+  server.Run({"XREADGROUP", "GROUP", "g", "peer", "COUNT", "10", "STREAMS", "orders", ">"});
+  server.Run({"XDEL", "orders", gone});
+
+  config::Subscription sub = Sub();
+  sub.claim.min_idle = Millis(100);
+  Harness h(server, 100, sub);
+  h.plain().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(kept); })) << "the reclaim beat claimed";
+  EXPECT_EQ(Pending(server, kept).consumer, "c1");
+  EXPECT_EQ(h.metrics().deleted_entries->Value(), 1) << "reported deleted by XAUTOCLAIM";
+  EXPECT_EQ(h.metrics().claimed_autoclaim->Value(), 1) << "only the entry that is still there";
+  h.RunFor(Millis(300));  // later beats find nothing more
+  EXPECT_EQ(h.metrics().deleted_entries->Value(), 1);
+  EXPECT_EQ(PendingCount(server), 1);
 }
 
 TEST(PlainIntake, StopEndsABlockingReadAtOnce) {

@@ -77,6 +77,25 @@ TEST_F(EncoderTest, AShardsEntriesCarryTheShardAndTheFence) {
 
 constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
+// SPEC 3.1's headers are sent "in every format", a shard's requests included (SPEC 9 only adds
+// two): the Idempotency-Key names the shard's own stream, whose ids are its own.
+TEST_F(EncoderTest, AShardsEntryCarriesEveryCommonHeaderToo) {
+  handler_.headers = {{"X-Team", "billing"}};
+  EncodeContext context{"orders:{3}", "billing", &handler_, ShardStamp{3, 1742}};
+  HttpRequest r;
+  std::string why;
+  ASSERT_TRUE(EncodeEntry(context, Entry({{"traceparent", kTraceparent}}, 2), &r, &why)) << why;
+  EXPECT_EQ(HeaderOf(r, "Streamcar-Stream"), "orders:{3}");
+  EXPECT_EQ(HeaderOf(r, "Streamcar-Group"), "billing");
+  EXPECT_EQ(HeaderOf(r, "Streamcar-Id"), "1700000000000-0");
+  EXPECT_EQ(HeaderOf(r, "Streamcar-Attempts"), "2");
+  EXPECT_EQ(HeaderOf(r, "Idempotency-Key"), "orders:{3}/1700000000000-0");
+  EXPECT_EQ(HeaderOf(r, "traceparent"), kTraceparent);
+  EXPECT_EQ(HeaderOf(r, "X-Team"), "billing");
+  EXPECT_EQ(HeaderOf(r, "Streamcar-Shard"), "3");
+  EXPECT_EQ(HeaderOf(r, "Streamcar-Fence"), "1742");
+}
+
 TEST_F(EncoderTest, TraceparentIsCopiedAndStaticHeadersAdded) {
   handler_.headers = {{"X-Team", "billing"}};
   auto r = Encode(

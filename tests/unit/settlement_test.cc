@@ -429,6 +429,27 @@ TEST_F(SettlementTest, NoRetryIsClaimedWhileDraining) {
   EXPECT_EQ(settlement_.NextDue(now()), now() + Millis(200)) << "only the keepalive is scheduled";
 }
 
+// SPEC 4.5: a failure the handler answers once shutdown has begun waits as a retry, like any
+// other. It is never a dead letter, and it is not claimed again (no delivery follows): the entry
+// stays pending for a restart or a peer (ShutdownTest.AFailureAnsweredDuringTheDrain... end to
+// end).
+TEST_F(SettlementTest, ARetryAnsweredWhileDrainingIsNeitherDeadLetteredNorClaimed) {
+  ASSERT_EQ(ledger_.Admit({Entry("5-0", /*attempts=*/2)}), 1u);
+  auto refs = ledger_.TakeReady(1, now());
+  ASSERT_EQ(refs.size(), 1u);
+  settlement_.BeginDraining();
+  settlement_.OnOutcome(refs[0], delivery::Decision{delivery::Action::kRetry, Millis(50)}, now());
+  EXPECT_EQ(ledger_.StateOf("5-0"), EntryState::kWaitingRetry);
+  EXPECT_EQ(settlement_.queued_dead_letters(), 0u);
+  clock_.Advance(Millis(200));  // the retry is due, and so is the keepalive
+  SettlePlan plan = RoundTrip();
+  EXPECT_EQ(Steps(plan), (std::vector<Step>{Step::kKeepAlive}))
+      << "neither a dead letter (a shutdown never writes one) nor a retry claim (no delivery "
+         "follows)";
+  EXPECT_EQ(ledger_.StateOf("5-0"), EntryState::kWaitingRetry);
+  EXPECT_EQ(metrics_.DeadLettered(delivery::DeadLetterReason::kMaxAttempts)->Value(), 0);
+}
+
 TEST_F(SettlementTest, TheKeepaliveRunsEveryPeriodOverEveryHeldEntryButAcks) {
   Accepted("3-0");
   ASSERT_EQ(ledger_.Admit({Entry("1-0"), Entry("2-0")}), 2u);
