@@ -317,12 +317,13 @@ TWO_SUBSCRIPTIONS = ["--set", "config.subscriptions[1].stream=payments", "--set"
                      "--set", "config.subscriptions[1].handler.batch_size=2"]
 
 # KEDA (K1, D-9, D-10): per subscription a lag trigger (lagCount with activationLagCount, which
-# KEDA 2.11-2.16 require) and a pending-entries trigger; KEDA scales to the largest.
+# KEDA 2.11-2.16 require, at "1" by default: 2.16 refuses "0") and a pending-entries trigger; KEDA
+# scales to the largest.
 ktriggers = triggers(keda)
-check(len(ktriggers) == 2 and ktriggers[0]["metadata"]["activationLagCount"] == "0"
+check(len(ktriggers) == 2 and ktriggers[0]["metadata"]["activationLagCount"] == "1"
       and ktriggers[1]["metadata"]["pendingEntriesCount"] == "64" and "lagCount" not in ktriggers[1]["metadata"]
       and ktriggers[1]["metadata"]["stream"] == "orders" and ktriggers[1]["metadata"]["consumerGroup"] == "billing",
-      f"KEDA: a lag trigger (activationLagCount 0) and a pending trigger (default 16 x 1 x 4 = 64): {ktriggers}")
+      f"KEDA: a lag trigger (activationLagCount 1) and a pending trigger (default 16 x 1 x 4 = 64): {ktriggers}")
 two = render("-f", KEDA_EXAMPLE, *TWO_SUBSCRIPTIONS)
 watched = [(t["metadata"]["stream"], t["metadata"]["consumerGroup"], "lagCount" in t["metadata"], t["metadata"].get("pendingEntriesCount"))
            for t in triggers(two)]
@@ -524,7 +525,8 @@ with open(ALL_ON, "w") as f:
                    "subscriptions": [{"stream": "orders", "group": "billing", "start": "new"},
                                      {"stream": "payments", "group": "ledger", "start": "new"}]},
         "redisAuth": {"existingSecret": "redis-credentials"},
-        "metrics": {"serviceMonitor": {"enabled": True}},
+        "metrics": {"serviceMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True},
+                    "prometheusRule": {"enabled": True}},
         "podDisruptionBudget": {"enabled": True},
         "probes": {"readiness": {"path": "/healthz"}},
         "keda": {"enabled": True, "tls": {"caSecret": "redis-ca"}, "pollingInterval": 15, "cooldownPeriod": 0,
@@ -537,7 +539,8 @@ os.remove(ALL_ON)
 aspec = pod_spec(all_on)
 apod = kind(all_on, "Deployment")[0]["spec"]["template"]
 sidecar_all = streamcar_container(aspec)
-check({d["metadata"]["name"] for d in all_on if d["kind"] not in ("Service", "TriggerAuthentication", "Secret")} == {"orders-worker"}
+check({d["metadata"]["name"] for d in all_on if d["kind"] not in ("Service", "TriggerAuthentication", "Secret")}
+      == {"orders-worker", "orders-worker-dashboard"} and kind(all_on, "PrometheusRule")
       and kind(all_on, "Service")[0]["metadata"]["name"] == "orders-worker-metrics", "fullnameOverride names every object")
 check(aspec["imagePullSecrets"] == [{"name": "regcred"}] and aspec["priorityClassName"] == "high"
       and aspec["serviceAccountName"] == "orders-worker" and aspec["automountServiceAccountToken"] is False,
