@@ -278,6 +278,17 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
       problem(path + ".dead_letter.stream", "must differ from the subscription's stream");
       return;
     }
+    if (sub.sharding.enabled() && config.consumer_reap_idle.count() > 0) {
+      // SPEC 4.6 in sharded mode is not built: the shard streams' groups would have to be reaped
+      // by each shard's owner under its fence (SHARDING.md B13). Refused rather than silently
+      // reaping only the plain subscriptions (docs/reaping.md).
+      problem("consumer.reap_idle",
+              "consumer reaping does not apply to sharded subscriptions, and " + path +
+                  " (\"" + sub.name +
+                  "\") has a sharding block: set consumer.reap_idle: 0s, or run the sharded "
+                  "subscription in a process of its own");
+      return;
+    }
     if (sub.sharding.enabled()) {
       if (!ValidateSharding(config, sub, path, problem)) return;
       // Two sharded subscriptions must not share the coordinator's keys: ("orders:eu",
