@@ -60,8 +60,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   consumers_reaped_ =
       &prometheus::BuildCounter()
            .Name("streamcar_consumers_reaped_total")
-           .Help("Other consumers removed from the group: idle above consumer.reap_idle, nothing "
-                 "pending (SPEC 4.6)")
+           .Help(
+               "Other consumers removed from the group: idle above consumer.reap_idle, nothing "
+               "pending (SPEC 4.6)")
            .Register(r);
   unknown_ids_ = &prometheus::BuildCounter()
                       .Name("streamcar_batch_unknown_ids_total")

@@ -283,8 +283,8 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
       // by each shard's owner under its fence (SHARDING.md B13). Refused rather than silently
       // reaping only the plain subscriptions (docs/reaping.md).
       problem("consumer.reap_idle",
-              "consumer reaping does not apply to sharded subscriptions, and " + path +
-                  " (\"" + sub.name +
+              "consumer reaping does not apply to sharded subscriptions, and " + path + " (\"" +
+                  sub.name +
                   "\") has a sharding block: set consumer.reap_idle: 0s, or run the sharded "
                   "subscription in a process of its own");
       return;

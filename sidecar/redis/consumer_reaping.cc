@@ -101,6 +101,25 @@ std::vector<std::string> ReapCandidates(std::span<const ConsumerInfo> consumers,
   return names;
 }
 
+bool NeedsRefresh(std::span<const ConsumerInfo> consumers, std::string_view self, Millis quiet) {
+  for (const auto& consumer : consumers) {
+    if (consumer.name == self) return consumer.pending == 0 && consumer.idle_ms > quiet.count();
+  }
+  return true;
+}
+
+Command RefreshConsumer(std::string_view stream, std::string_view group, std::string_view self) {
+  return std::move(Command("XREADGROUP")
+                       .Arg("GROUP")
+                       .Arg(group)
+                       .Arg(self)
+                       .Arg("COUNT")
+                       .Arg(int64_t{1})
+                       .Arg("STREAMS")
+                       .Arg(stream)
+                       .Arg("0"));
+}
+
 const Script& ReapScript() { return kReapScript; }
 
 std::span<const Script* const> ReapScripts() { return kReapScripts; }

@@ -9,10 +9,11 @@
 // longer 0, its idle time was reset) is kept. The script's one key is the stream, so in a
 // cluster it runs on the stream's node, and the listing it redoes is the one that counts.
 //
-// "Idle" is Redis's own `idle` field of XINFO CONSUMERS: the time since the consumer last
-// attempted anything (a read, even one that found nothing, a claim). A live sidecar reads at
-// least once per BLOCK (a second), so only a consumer whose process is gone grows old. (`inactive`,
-// 7.2+, counts only successful reads: a live consumer of a quiet stream would look dead.)
+// "Idle" is Redis's own `idle` field of XINFO CONSUMERS. Redis 7.0 refreshes it when a read
+// brings entries or reads the consumer's own pending list, but not for a '>' read that finds
+// nothing, BLOCK or not, nor for an XAUTOCLAIM that claims nothing: a live consumer of a quiet
+// stream grows old too. So a reaping sidecar first refreshes its own consumer (NeedsRefresh,
+// RefreshConsumer) on each pass, and a fleet that reaps keeps every live consumer young.
 
 #include <cstdint>
 #include <span>
@@ -43,6 +44,17 @@ StatusOr<std::vector<ConsumerInfo>> ParseConsumers(const ReplyView& reply);
 // idle time above `min_idle`, in the listing's order.
 std::vector<std::string> ReapCandidates(std::span<const ConsumerInfo> consumers,
                                         std::string_view self, Millis min_idle);
+
+// This consumer must refresh its own idle time before the pass: it is missing (a peer removed
+// it, harmless: it had nothing pending), or it has nothing pending and has been idle longer than
+// `quiet` (a quiet stream: its empty reads do not count as activity).
+bool NeedsRefresh(std::span<const ConsumerInfo> consumers, std::string_view self, Millis quiet);
+// XREADGROUP GROUP <group> <self> COUNT 1 STREAMS <stream> 0: a read of its own pending list,
+// which Redis counts as activity (and creates the consumer when missing). Sent only when the
+// listing showed nothing pending for it, so it brings nothing and counts no delivery; should an
+// entry come back all the same, SubscriptionOps::ParseRead reads it, and the caller's recovery
+// re-read delivers it.
+Command RefreshConsumer(std::string_view stream, std::string_view group, std::string_view self);
 
 // KEYS[1] stream; ARGV group, caller, min idle (ms), names. For each name, looked up again in
 // XINFO CONSUMERS inside the script: removed with XGROUP DELCONSUMER only when it is not the

@@ -10,12 +10,12 @@
 #include "sidecar/common/log.h"
 #include "sidecar/redis/acl_refusal.h"
 #include "sidecar/redis/consumer_reaping.h"
+#include "sidecar/redis/stream_ops.h"
 
 namespace streamcar::runtime {
 
 ConsumerReaper::ConsumerReaper(std::string subscription, std::string stream, std::string group,
-                               std::string consumer, Millis reap_idle,
-                               prometheus::Counter* reaped)
+                               std::string consumer, Millis reap_idle, prometheus::Counter* reaped)
     : subscription_(std::move(subscription)),
       stream_(std::move(stream)),
       group_(std::move(group)),
@@ -38,17 +38,38 @@ void ConsumerReaper::Run(redis::AsyncConnection* connection, SteadyTime now,
   next_ = 0;
   reloaded_ = false;
   std::weak_ptr<bool> alive = alive_;
-  connection_->Send(redis::ListConsumers(stream_, group_),
+  connection_->Send(
+      redis::ListConsumers(stream_, group_), [this, alive](StatusOr<redis::Reply> reply) {
+        if (alive.expired()) return;
+        auto consumers = reply.ok() ? redis::ParseConsumers(reply->view())
+                                    : StatusOr<std::vector<redis::ConsumerInfo>>(reply.status());
+        if (!consumers.ok()) {
+          const bool refused = Failed("XINFO CONSUMERS", consumers.status());
+          return Finish(refused ? consumers.status() : Status::Ok());
+        }
+        Listed(std::move(*consumers));
+      });
+}
+
+void ConsumerReaper::Listed(std::vector<redis::ConsumerInfo> consumers) {
+  candidates_ = redis::ReapCandidates(consumers, consumer_, reap_idle_);
+  if (!redis::NeedsRefresh(consumers, consumer_, kEvery)) return RunBatch();
+  std::weak_ptr<bool> alive = alive_;
+  connection_->Send(redis::RefreshConsumer(stream_, group_, consumer_),
                     [this, alive](StatusOr<redis::Reply> reply) {
                       if (alive.expired()) return;
-                      auto consumers = reply.ok() ? redis::ParseConsumers(reply->view())
-                                                  : StatusOr<std::vector<redis::ConsumerInfo>>(
-                                                        reply.status());
-                      if (!consumers.ok()) {
-                        const bool refused = Failed("XINFO CONSUMERS", consumers.status());
-                        return Finish(refused ? consumers.status() : Status::Ok());
+                      auto entries = reply.ok()
+                                         ? redis::SubscriptionOps::ParseRead(reply->view())
+                                         : StatusOr<std::vector<StreamEntry>>(reply.status());
+                      if (!entries.ok()) {
+                        // The pass goes on: a peer may take this consumer for idle, which costs
+                        // nothing (it has nothing pending) but a line in the log.
+                        if (Failed("the own consumer's refresh", entries.status())) {
+                          return Finish(entries.status());
+                        }
+                      } else if (!entries->empty()) {
+                        recovery_requested_ = true;
                       }
-                      candidates_ = redis::ReapCandidates(*consumers, consumer_, reap_idle_);
                       RunBatch();
                     });
 }
@@ -74,20 +95,18 @@ void ConsumerReaper::RunBatch() {
         for (const auto& result : *results) {
           if (result.verdict == redis::ReapVerdict::kRemoved) {
             if (reaped_ != nullptr) reaped_->Increment();
-            LogInfo("consumer reaped",
-                    {{"subscription", subscription_},
-                     {"consumer", result.name},
-                     {"idle_ms", result.idle_ms},
-                     {"idle", FormatDuration(Millis(result.idle_ms))}});
+            LogInfo("consumer reaped", {{"subscription", subscription_},
+                                        {"consumer", result.name},
+                                        {"idle_ms", result.idle_ms},
+                                        {"idle", FormatDuration(Millis(result.idle_ms))}});
           } else {
             // Listed as idle with nothing pending, but not so inside the script: it read or
             // claimed since (the race the script closes), or another replica removed it first.
-            LogDebug("consumer kept",
-                     {{"subscription", subscription_},
-                      {"consumer", result.name},
-                      {"reason", redis::ReapVerdictName(result.verdict)},
-                      {"idle_ms", result.idle_ms},
-                      {"pending", result.pending}});
+            LogDebug("consumer kept", {{"subscription", subscription_},
+                                       {"consumer", result.name},
+                                       {"reason", redis::ReapVerdictName(result.verdict)},
+                                       {"idle_ms", result.idle_ms},
+                                       {"pending", result.pending}});
           }
         }
         next_ += count;
@@ -113,9 +132,7 @@ bool ConsumerReaper::Failed(std::string_view step, const Status& status) {
   const bool refused = redis::IsAclRefusal(status);
   if (!refused) {
     LogWarn("consumer reaping failed; trying again in a minute",
-            {{"subscription", subscription_},
-             {"step", step},
-             {"error", status.message()}});
+            {{"subscription", subscription_}, {"step", step}, {"error", status.message()}});
   }
   return refused;
 }

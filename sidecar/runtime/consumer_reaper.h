@@ -5,6 +5,10 @@
 // all of that again atomically in Redis before XGROUP DELCONSUMER. Each removal is counted
 // (streamcar_consumers_reaped_total) and logged with the consumer's name and idle time.
 //
+// A pass first refreshes this consumer's own idle time when it has been quiet for longer than
+// kEvery with nothing pending (redis::NeedsRefresh: Redis does not count an empty read as
+// activity), so that a live sidecar of a fleet that reaps never looks idle to its peers.
+//
 // The claim beat runs a pass (PlainIntake, on its read connection, as one of its steps) when
 // Due() says so: at most once per kEvery, timed by the loop's clock. A failed or refused pass is
 // logged and the next one comes a kEvery later; it never stops the subscription, except an ACL
@@ -18,11 +22,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
 #include "sidecar/redis/async_connection.h"
+#include "sidecar/redis/consumer_reaping.h"
 
 namespace prometheus {
 class Counter;
@@ -51,8 +57,12 @@ class ConsumerReaper {
   // One pass on `connection`, begun at `now`. `done` runs once when it has ended, with OK or the
   // ACL refusal that ended it (every other failure was logged here).
   void Run(redis::AsyncConnection* connection, SteadyTime now, std::function<void(Status)> done);
+  // The refresh brought an entry after all (see redis::RefreshConsumer): once, true when the
+  // own pending list must be re-read for it.
+  bool TakeRecoveryRequest() { return std::exchange(recovery_requested_, false); }
 
  private:
+  void Listed(std::vector<redis::ConsumerInfo> consumers);
   void RunBatch();
   void ReloadThenRetry();
   void Finish(Status status);
@@ -70,8 +80,9 @@ class ConsumerReaper {
   redis::AsyncConnection* connection_ = nullptr;
   std::function<void(Status)> done_;
   std::vector<std::string> candidates_;
-  size_t next_ = 0;       // the first candidate of the next batch
+  size_t next_ = 0;        // the first candidate of the next batch
   bool reloaded_ = false;  // this pass loaded the script after a NOSCRIPT already
+  bool recovery_requested_ = false;
 
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

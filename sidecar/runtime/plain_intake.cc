@@ -933,6 +933,7 @@ void PlainIntake::ReapNext() {
   read_busy_ = true;
   reaper_->Run(read_, loop_.clock().Now(), Guard([this](const Status& status) {
                  read_busy_ = false;
+                 if (reaper_->TakeRecoveryRequest()) recovery_requested_ = true;
                  if (!status.ok()) {
                    // Only an ACL refusal ends a pass with a status (the others are logged and
                    // tried again a minute later): as for a refused read, no retry fixes it.

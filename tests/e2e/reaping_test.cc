@@ -37,7 +37,6 @@ class ReapingTest : public E2eTest {
   // consumer c takes an entry and keeps it pending (a pod that died holding work); then both are
   // made two hours old.
   void OldPodsLeftBehind() {
-    handler_.Start();
     SidecarConfig a;
     a.consumer = "a";
     auto sidecar = StartSidecar(a);
@@ -77,13 +76,13 @@ TEST_F(ReapingTest, ARolloutWithReapingOnLeavesNoConsumerBehind) {
   ASSERT_TRUE(monitor.ok());
   auto b = StartSidecar(PodB("1h"));
   ASSERT_TRUE(WaitReady()) << b->Logs();
-  ASSERT_TRUE(WaitMetric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""},
-                         1, seconds(10)))
+  ASSERT_TRUE(WaitMetric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""}, 1,
+                         seconds(10)))
       << b->Logs();
   // More beats come, but a pass at most once a minute: no listing after the first pass.
   // The pass's own listing and the script's (MONITOR shows a script's commands too).
-  EXPECT_TRUE(Eventually([&] { return monitor.Matching("XGROUP DELCONSUMER").size() == 1; },
-                         seconds(5)));
+  EXPECT_TRUE(
+      Eventually([&] { return monitor.Matching("XGROUP DELCONSUMER").size() == 1; }, seconds(5)));
   const size_t listings = monitor.Matching("XINFO CONSUMERS").size();
   EXPECT_EQ(listings, 2u);
   std::this_thread::sleep_for(seconds(2));
@@ -108,7 +107,7 @@ TEST_F(ReapingTest, ARolloutWithReapingOnLeavesNoConsumerBehind) {
     EXPECT_EQ(std::string(d["consumer"].GetString()), "a") << line;
     EXPECT_GE(d["idle_ms"].GetInt64(), 7'200'000) << line;
     EXPECT_LT(d["idle_ms"].GetInt64(), 7'260'000) << line;
-    EXPECT_EQ(std::string(d["idle"].GetString()).substr(0, 5), "2h0m") << line;
+    EXPECT_EQ(std::string(d["idle"].GetString()).substr(0, 2), "2h") << line;
   }
   EXPECT_EQ(lines, 1) << b->Logs();
   // B still delivers (reaping is a step of the read connection, not in its way).
@@ -125,12 +124,11 @@ TEST_F(ReapingTest, WithReapingOffNothingIsEverRemoved) {
   EXPECT_EQ(Reaped(), 0);  // the series exists from the start
   // Ten claim beats and more.
   std::this_thread::sleep_for(seconds(4));
-  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 0}, {"c", 1}}));
-  EXPECT_EQ(Reaped(), 0);
   EXPECT_FALSE(monitor.Matching("XAUTOCLAIM").empty());  // the beat did run
   EXPECT_TRUE(monitor.Matching("XINFO CONSUMERS").empty());
   EXPECT_TRUE(monitor.Matching("XGROUP DELCONSUMER").empty());
-  EXPECT_TRUE(monitor.Matching("EVALSHA").empty());
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 0}, {"c", 1}}));
+  EXPECT_EQ(Reaped(), 0);
 }
 
 // An ACL user without what reaping needs: as for every command the ACL refuses (README), no

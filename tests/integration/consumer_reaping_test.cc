@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "sidecar/redis/session.h"
+#include "sidecar/redis/stream_ops.h"
 #include "tests/support/consumer_aging.h"
 #include "tests/support/redis_server.h"
 
@@ -164,16 +165,39 @@ TEST_F(ConsumerReapingTest, AConsumerThatReadAnEntryAfterTheListingSurvives) {
   EXPECT_FALSE(Find("old"));
 }
 
-// A read that found nothing still counts as activity: a live consumer of a quiet stream resets
-// its idle time on every BLOCK read, so it is never a candidate (why `idle`, not `inactive`).
-TEST_F(ConsumerReapingTest, AReadThatFindsNothingMakesAConsumerActiveAgain) {
+// What Redis 7.0 counts as a consumer's activity, which the reaper's self-refresh rests on: a '>'
+// read that finds nothing (BLOCK or not) and an XAUTOCLAIM that claims nothing leave the idle
+// time growing, so a live consumer of a quiet stream looks idle; a read of its own pending list
+// (RefreshConsumer) makes it young again, brings nothing and counts no delivery.
+TEST_F(ConsumerReapingTest, OnlyARealReadRefreshesAQuietConsumer) {
   CreateConsumer("quiet");
   AgeConsumers(server_, "s", {"quiet"}, hours(2));
   server_.Run({"XREADGROUP", "GROUP", "g", "quiet", "COUNT", "1", "STREAMS", "s", ">"});
+  server_.Run(
+      {"XREADGROUP", "GROUP", "g", "quiet", "COUNT", "1", "BLOCK", "50", "STREAMS", "s", ">"});
+  server_.Run({"XAUTOCLAIM", "s", "g", "quiet", "1000", "0-0"});
+  EXPECT_GE(Find("quiet")->idle_ms, 7'200'000);
+  EXPECT_TRUE(NeedsRefresh(Consumers(), "quiet", Millis(60'000)));
+
+  auto refreshed = session_->Run(RefreshConsumer("s", "g", "quiet"));
+  ASSERT_TRUE(refreshed.ok()) << refreshed.status().message();
+  auto entries = SubscriptionOps::ParseRead(refreshed->view());
+  ASSERT_TRUE(entries.ok());
+  EXPECT_TRUE(entries->empty());
+  EXPECT_LT(Find("quiet")->idle_ms, 60'000);
+  EXPECT_FALSE(NeedsRefresh(Consumers(), "quiet", Millis(60'000)));
   const auto results = Reap("me", {"quiet"});
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].verdict, ReapVerdict::kActive);
-  EXPECT_TRUE(Find("quiet"));
+}
+
+// A consumer a peer removed is created again by its refresh (and by its next read anyway).
+TEST_F(ConsumerReapingTest, TheRefreshCreatesAConsumerAPeerRemoved) {
+  EXPECT_FALSE(Find("me"));
+  EXPECT_TRUE(NeedsRefresh(Consumers(), "me", Millis(60'000)));
+  ASSERT_TRUE(session_->Run(RefreshConsumer("s", "g", "me")).ok());
+  ASSERT_TRUE(Find("me"));
+  EXPECT_EQ(Find("me")->pending, 0);
 }
 
 }  // namespace

@@ -56,11 +56,12 @@ TEST(ConsumerAging, Crc64IsRedisCrc64) {
 TEST(ConsumerAging, MovesOnlyTheNamedConsumersSeenTimeBackAndFixesTheChecksum) {
   const std::string payload = FromHex(kStreamDump);
   ASSERT_EQ(payload.substr(kIdle2SeenAt - 6, 6), "\x05idle2");
-  ASSERT_EQ(payload.substr(kC1SeenAt - 3, 3), "\x02" "c1");
+  ASSERT_EQ(payload.substr(kC1SeenAt - 3, 3),
+            "\x02"
+            "c1");
   const std::string aged = AgeConsumersInDump(payload, {"idle2"}, std::chrono::hours(2));
   ASSERT_EQ(aged.size(), payload.size());
-  EXPECT_EQ(LittleEndianAt(payload, kIdle2SeenAt) - LittleEndianAt(aged, kIdle2SeenAt),
-            7'200'000u);
+  EXPECT_EQ(LittleEndianAt(payload, kIdle2SeenAt) - LittleEndianAt(aged, kIdle2SeenAt), 7'200'000u);
   EXPECT_EQ(LittleEndianAt(aged, kC1SeenAt), LittleEndianAt(payload, kC1SeenAt));
   // Nothing else changed but the checksum, which is right again.
   for (size_t i = 0; i < payload.size() - 8; ++i) {

@@ -20,15 +20,27 @@ constexpr Millis kHour{3'600'000};
 
 TEST(ReapCandidates, OnlyOthersWithNothingPendingIdleAboveTheThreshold) {
   const std::vector<ConsumerInfo> consumers = {
-      {"me", 0, 9'000'000},         // self, however old
-      {"old", 0, 7'200'000},        // the one
-      {"holder", 3, 7'200'000},     // pending entries
-      {"young", 0, 60'000},         // recent
-      {"edge", 0, 3'600'000},       // exactly the threshold: not above it
+      {"me", 0, 9'000'000},      // self, however old
+      {"old", 0, 7'200'000},     // the one
+      {"holder", 3, 7'200'000},  // pending entries
+      {"young", 0, 60'000},      // recent
+      {"edge", 0, 3'600'000},    // exactly the threshold: not above it
       {"older", 0, 86'400'000},
   };
   EXPECT_EQ(ReapCandidates(consumers, "me", kHour), (std::vector<std::string>{"old", "older"}));
   EXPECT_TRUE(ReapCandidates({}, "me", kHour).empty());
+}
+
+TEST(NeedsRefresh, OnlyWhenMissingOrQuietWithNothingPending) {
+  constexpr Millis kMinute{60'000};
+  EXPECT_TRUE(NeedsRefresh({}, "me", kMinute));  // a peer removed it
+  EXPECT_TRUE(NeedsRefresh(std::vector<ConsumerInfo>{{"me", 0, 60'001}}, "me", kMinute));
+  EXPECT_FALSE(NeedsRefresh(std::vector<ConsumerInfo>{{"me", 0, 60'000}}, "me", kMinute));
+  // With entries pending it is never a candidate, and a read of its own list would count them a
+  // delivery.
+  EXPECT_FALSE(NeedsRefresh(std::vector<ConsumerInfo>{{"me", 2, 9'000'000}}, "me", kMinute));
+  EXPECT_TRUE(
+      NeedsRefresh(std::vector<ConsumerInfo>{{"other", 0, 5}, {"me", 0, 90'000}}, "me", kMinute));
 }
 
 TEST(ParseConsumers, ReadsTheFlatRowsOfXinfoConsumers) {
@@ -53,11 +65,11 @@ TEST(ParseConsumers, ReadsTheFlatRowsOfXinfoConsumers) {
 }
 
 TEST(ParseReap, ReadsOneVerdictPerName) {
-  const auto reply = ReplyOf(Arr({Bulk("a"), Bulk("removed"), Int(7'200'000), Int(0),
-                                  Bulk("b"), Bulk("pending"), Int(12), Int(1),
-                                  Bulk("me"), Bulk("self"), Int(9), Int(0),
-                                  Bulk("c"), Bulk("active"), Int(10), Int(0),
-                                  Bulk("d"), Bulk("gone"), Int(0), Int(0)}));
+  const auto reply =
+      ReplyOf(Arr({Bulk("a"),       Bulk("removed"), Int(7'200'000), Int(0),         Bulk("b"),
+                   Bulk("pending"), Int(12),         Int(1),         Bulk("me"),     Bulk("self"),
+                   Int(9),          Int(0),          Bulk("c"),      Bulk("active"), Int(10),
+                   Int(0),          Bulk("d"),       Bulk("gone"),   Int(0),         Int(0)}));
   auto results = ParseReap(reply.view());
   ASSERT_TRUE(results.ok()) << results.status().message();
   ASSERT_EQ(results->size(), 5u);
