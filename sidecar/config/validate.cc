@@ -289,6 +289,14 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
                   "subscription in a process of its own");
       return;
     }
+    if (config.consumer_reap_idle.count() > 0 &&
+        sub.claim.interval * 2 > config.consumer_reap_idle) {
+      // A reaping sidecar refreshes its own consumer on the claim beat (docs/reaping.md): beats
+      // as far apart as reap_idle would let its peers take it for idle.
+      problem(path + ".claim.interval", "must be at most half of consumer.reap_idle (" +
+                                            FormatDuration(config.consumer_reap_idle) + ")");
+      return;
+    }
     if (sub.sharding.enabled()) {
       if (!ValidateSharding(config, sub, path, problem)) return;
       // Two sharded subscriptions must not share the coordinator's keys: ("orders:eu",

@@ -26,7 +26,7 @@ ConsumerReaper::ConsumerReaper(std::string subscription, std::string stream, std
 ConsumerReaper::~ConsumerReaper() = default;
 
 bool ConsumerReaper::Due(SteadyTime now) const {
-  return !done_ && (!last_pass_ || now - *last_pass_ >= kEvery);
+  return !stopping_ && !done_ && (!last_pass_ || now - *last_pass_ >= kEvery);
 }
 
 void ConsumerReaper::Run(redis::AsyncConnection* connection, SteadyTime now,
@@ -53,6 +53,7 @@ void ConsumerReaper::Run(redis::AsyncConnection* connection, SteadyTime now,
 
 void ConsumerReaper::Listed(std::vector<redis::ConsumerInfo> consumers) {
   candidates_ = redis::ReapCandidates(consumers, consumer_, reap_idle_);
+  if (stopping_) return Finish(Status::Ok());
   if (!redis::NeedsRefresh(consumers, consumer_, kEvery)) return RunBatch();
   std::weak_ptr<bool> alive = alive_;
   connection_->Send(redis::RefreshConsumer(stream_, group_, consumer_),
@@ -75,7 +76,7 @@ void ConsumerReaper::Listed(std::vector<redis::ConsumerInfo> consumers) {
 }
 
 void ConsumerReaper::RunBatch() {
-  if (next_ >= candidates_.size()) return Finish(Status::Ok());
+  if (stopping_ || next_ >= candidates_.size()) return Finish(Status::Ok());
   const size_t count = std::min(kBatch, candidates_.size() - next_);
   const std::span<const std::string> names(candidates_.data() + next_, count);
   std::weak_ptr<bool> alive = alive_;

@@ -57,6 +57,9 @@ class ConsumerReaper {
   // One pass on `connection`, begun at `now`. `done` runs once when it has ended, with OK or the
   // ACL refusal that ended it (every other failure was logged here).
   void Run(redis::AsyncConnection* connection, SteadyTime now, std::function<void(Status)> done);
+  // Shutdown: a pass under way sends nothing after the step outstanding (its `done` follows that
+  // step's reply), so the intake's stop waits for one command at most.
+  void Stop() { stopping_ = true; }
   // The refresh brought an entry after all (see redis::RefreshConsumer): once, true when the
   // own pending list must be re-read for it.
   bool TakeRecoveryRequest() { return std::exchange(recovery_requested_, false); }
@@ -83,6 +86,7 @@ class ConsumerReaper {
   size_t next_ = 0;        // the first candidate of the next batch
   bool reloaded_ = false;  // this pass loaded the script after a NOSCRIPT already
   bool recovery_requested_ = false;
+  bool stopping_ = false;
 
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

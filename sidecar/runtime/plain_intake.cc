@@ -125,6 +125,7 @@ void PlainIntake::Stop(std::function<void()> stopped) {
   pause_timer_->Cancel();
   reclaim_timer_->Cancel();
   linger_timer_->Cancel();
+  if (reaper_ != nullptr) reaper_->Stop();
   if (block_read_) Unblock();
   MaybeFinishStop();
 }

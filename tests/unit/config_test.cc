@@ -919,6 +919,16 @@ TEST(Config, ReapIdleIsOffByDefaultAndAtLeastAnHourWhenSet) {
   EXPECT_NE(error.find("consumer.reap_idle: must be 0s (off) or at least 1h (got 10m)"),
             std::string::npos)
       << error;
+  // A reaping sidecar refreshes its own consumer on the claim beat: beats at most half apart.
+  const std::string slow =
+      ErrorOf(WithSub("    claim: { interval: 31m }\n") + "consumer: { reap_idle: 1h }\n");
+  EXPECT_NE(slow.find("subscriptions[0].claim.interval: must be at most half of "
+                      "consumer.reap_idle (1h)"),
+            std::string::npos)
+      << slow;
+  EXPECT_EQ(Load(WithSub("    claim: { interval: 30m }\n") + "consumer: { reap_idle: 1h }\n")
+                .consumer_reap_idle,
+            Millis(3'600'000));
   // `check` prints the key, and what it prints reads back the same.
   Config c = Load(std::string(kMinimal) + "consumer: { reap_idle: 24h }\n");
   EXPECT_NE(EmitEffectiveYaml(c).find("  reap_idle: 24h\n"), std::string::npos);
