@@ -57,6 +57,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("streamcar_deleted_entries_total")
                   .Help("Pending entries whose payload was gone (trimmed or deleted), acknowledged")
                   .Register(r);
+  consumers_reaped_ =
+      &prometheus::BuildCounter()
+           .Name("streamcar_consumers_reaped_total")
+           .Help(
+               "Other consumers removed from the group: idle above consumer.reap_idle, nothing "
+               "pending (SPEC 4.6)")
+           .Register(r);
   unknown_ids_ = &prometheus::BuildCounter()
                       .Name("streamcar_batch_unknown_ids_total")
                       .Help("Ids in a batch answer's failures that were not in the batch")
@@ -181,6 +188,7 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
   m.settle_lost_lease = &settle_failures_->Add(with("class", "lost_lease"));
   m.settle_definite = &settle_failures_->Add(with("class", "definite"));
   m.settle_ambiguous = &settle_failures_->Add(with("class", "ambiguous"));
+  m.consumers_reaped = &consumers_reaped_->Add(base);
   m.delivery_duration = &duration_->Add(base, kDurationBuckets);
   m.end_to_end = &end_to_end_->Add(base, kEndToEndBuckets);
   m.inflight = &inflight_->Add(base);

@@ -35,6 +35,7 @@ struct SubscriptionMetrics {
   prometheus::Counter* settle_lost_lease = nullptr;
   prometheus::Counter* settle_definite = nullptr;
   prometheus::Counter* settle_ambiguous = nullptr;
+  prometheus::Counter* consumers_reaped = nullptr;  // SPEC 4.6
   prometheus::Histogram* delivery_duration = nullptr;
   prometheus::Histogram* end_to_end = nullptr;
   prometheus::Gauge* inflight = nullptr;
@@ -121,6 +122,7 @@ class Metrics : public redis::TopologyObserver {
   prometheus::Family<prometheus::Counter>* deleted_;
   prometheus::Family<prometheus::Counter>* unknown_ids_;
   prometheus::Family<prometheus::Counter>* settle_failures_;
+  prometheus::Family<prometheus::Counter>* consumers_reaped_;
   prometheus::Family<prometheus::Counter>* trimmed_;
   prometheus::Family<prometheus::Counter>* api_requests_;
   prometheus::Family<prometheus::Counter>* produced_;

@@ -429,6 +429,7 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   deps.readiness = &readiness;
   deps.consumer_name = config.consumer_name;
   deps.tuning = tuning;
+  deps.reap_idle = config.consumer_reap_idle;
   deps.group_ready = [&] {
     if (++groups_ready == config.subscriptions.size()) readiness.SetGroupsReady(true);
   };

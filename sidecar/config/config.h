@@ -204,11 +204,17 @@ struct ArchiveConfig {
   int batch = 1000;
 };
 
+// consumer.reap_idle's least value when it is not 0s (SPEC 4.6).
+inline constexpr Millis kMinReapIdle{3'600'000};
+
 struct Config {
   std::string source_file;  // where it was loaded from, for messages
   int version = 1;
   RedisConfig redis;
   std::string consumer_name;  // filled with the host name when empty
+  // SPEC 4.6: remove other consumers of each group idle longer than this with nothing pending
+  // (0: never). At least kMinReapIdle when set.
+  Millis consumer_reap_idle{0};
   AdminConfig admin;
   ShutdownConfig shutdown;
   std::vector<Subscription> subscriptions;

@@ -543,8 +543,28 @@ constexpr auto kArchiveFields = std::to_array<Field<ArchiveConfig>>({
     Int<&ArchiveConfig::batch>("batch", 1, 100000),
 });
 
+// consumer.reap_idle: 0s (off) or at least kMinReapIdle (SPEC 4.6). Shorter would remove the
+// consumer of a pod that is only paused (a long GC, a node under pressure) for no gain: a dead
+// consumer costs a line of XINFO CONSUMERS, not work.
+void ReadReapIdle(Reader& in, const Field<Config>&, const YAML::Node&, const YAML::Node& value,
+                  const std::string& path, Config* config) {
+  const Millis read = in.Duration(value, path, /*allow_zero=*/true);
+  if (read.count() != 0 && read < kMinReapIdle) {
+    in.Fail(value, path,
+            "must be 0s (off) or at least " + FormatDuration(kMinReapIdle) + " (got " +
+                FormatDuration(read) + ")");
+  }
+  config->consumer_reap_idle = read;
+}
+
+void WriteReapIdle(Writer& out, const Field<Config>& field, const Config& config) {
+  out << YAML::Key << std::string(field.key) << YAML::Value
+      << FormatDuration(config.consumer_reap_idle);
+}
+
 constexpr auto kConsumerFields = std::to_array<Field<Config>>({
     Text<&Config::consumer_name>("name"),
+    Custom<Config>("reap_idle", &ReadReapIdle, &WriteReapIdle),
 });
 
 // `defaults:` is read into the reader; each subscription starts from it.

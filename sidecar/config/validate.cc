@@ -278,6 +278,25 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
       problem(path + ".dead_letter.stream", "must differ from the subscription's stream");
       return;
     }
+    if (sub.sharding.enabled() && config.consumer_reap_idle.count() > 0) {
+      // SPEC 4.6 in sharded mode is not built: the shard streams' groups would have to be reaped
+      // by each shard's owner under its fence (SHARDING.md B13). Refused rather than silently
+      // reaping only the plain subscriptions (docs/reaping.md).
+      problem("consumer.reap_idle",
+              "consumer reaping does not apply to sharded subscriptions, and " + path + " (\"" +
+                  sub.name +
+                  "\") has a sharding block: set consumer.reap_idle: 0s, or run the sharded "
+                  "subscription in a process of its own");
+      return;
+    }
+    if (config.consumer_reap_idle.count() > 0 &&
+        sub.claim.interval * 2 > config.consumer_reap_idle) {
+      // A reaping sidecar refreshes its own consumer on the claim beat (docs/reaping.md): beats
+      // as far apart as reap_idle would let its peers take it for idle.
+      problem(path + ".claim.interval", "must be at most half of consumer.reap_idle (" +
+                                            FormatDuration(config.consumer_reap_idle) + ")");
+      return;
+    }
     if (sub.sharding.enabled()) {
       if (!ValidateSharding(config, sub, path, problem)) return;
       // Two sharded subscriptions must not share the coordinator's keys: ("orders:eu",

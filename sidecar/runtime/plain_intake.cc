@@ -125,6 +125,7 @@ void PlainIntake::Stop(std::function<void()> stopped) {
   pause_timer_->Cancel();
   reclaim_timer_->Cancel();
   linger_timer_->Cancel();
+  if (reaper_ != nullptr) reaper_->Stop();
   if (block_read_) Unblock();
   MaybeFinishStop();
 }
@@ -196,6 +197,7 @@ void PlainIntake::Pump() {
     case Phase::kReading:
       if (recovering_ || recovery_requested_) return RecoverNext();
       if (reclaim_due_) return ReclaimNext();
+      if (reap_due_) return ReapNext();
       return ReadNext();
     default:
       return;
@@ -858,6 +860,7 @@ void PlainIntake::RecoverDone() {
 void PlainIntake::ReclaimBeat() {
   if (stopping_ || phase_ != Phase::kReading) return;
   reclaim_due_ = true;
+  if (reaper_ != nullptr && reaper_->Due(loop_.clock().Now())) reap_due_ = true;
   Pump();
 }
 
@@ -922,6 +925,29 @@ void PlainIntake::ReclaimRoute(redis::AutoClaimReply claimed) {
 void PlainIntake::ReclaimEnd() {
   reclaim_due_ = false;
   if (!stopping_ && phase_ == Phase::kReading) reclaim_timer_->ArmIn(sub_.claim.interval);
+}
+
+// --- consumer reaping (SPEC 4.6) ------------------------------------------------------------
+
+void PlainIntake::ReapNext() {
+  reap_due_ = false;
+  read_busy_ = true;
+  reaper_->Run(read_, loop_.clock().Now(), Guard([this](const Status& status) {
+                 read_busy_ = false;
+                 if (reaper_->TakeRecoveryRequest()) recovery_requested_ = true;
+                 if (!status.ok()) {
+                   // Only an ACL refusal ends a pass with a status (the others are logged and
+                   // tried again a minute later): as for a refused read, no retry fixes it.
+                   return Fatal(Status(StatusCode::kFatal,
+                                       "subscription " + sub_.name +
+                                           ": the Redis ACL user may not run a command consumer "
+                                           "reaping needs (" +
+                                           status.message() +
+                                           "); README lists the rules, or set "
+                                           "consumer.reap_idle: 0s"));
+                 }
+                 Pump();
+               }));
 }
 
 }  // namespace streamcar::runtime

@@ -40,6 +40,7 @@
 #include "sidecar/config/config.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/consumer_reaper.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/intake.h"
 #include "sidecar/sharding/fenced_ops.h"
@@ -102,6 +103,10 @@ class PlainIntake {
   // nothing is followed by a wait (XREAD BLOCK after the shard's last id) that changes nothing;
   // there is no reclaim beat; a step the fence refuses ends the intake (Callbacks::fenced).
   void UseFencedReads(const sharding::FencedShardOps* fenced) { fenced_ = fenced; }
+  // Consumer reaping (SPEC 4.6): the reclaim beat also runs a pass of `reaper` when it is due,
+  // as a step of its own on the read connection after the beat's claims. An ACL refusal of a
+  // pass ends the intake as any refused read does (Callbacks::fatal). Plain subscriptions only.
+  void UseReaper(ConsumerReaper* reaper) { reaper_ = reaper; }
 
   // Setup (group, dead-letter key type, ack mode), then the own-PEL drain, then '>' reads; the
   // reclaim beat (every claim.interval) only once the drain is done. Waits for the read
@@ -196,6 +201,8 @@ class PlainIntake {
   void ReclaimFailed(const Status& status, bool claimed);
   void ReclaimRoute(redis::AutoClaimReply claimed);
   void ReclaimEnd();
+  // A reaping pass on the read connection (reap_due_: the beat found one due).
+  void ReapNext();
 
   // Routes what a step brought; tells the loop when anything was routed.
   void Route(std::vector<StreamEntry> entries, IntakeSource source);
@@ -253,6 +260,8 @@ class PlainIntake {
   std::unique_ptr<EventLoop::Timer> reclaim_timer_;
   bool reclaim_due_ = false;  // a beat is due or under way (its steps between reads)
   std::string reclaim_cursor_ = "0-0";
+  ConsumerReaper* reaper_ = nullptr;
+  bool reap_due_ = false;  // the beat found a reaping pass due: it runs after the claims
 
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -172,6 +172,11 @@ class SubscriptionLoop::Core {
     settlement_.SetAckLinger(deps.tuning.ack_linger);
     intake_.SetReadLinger(deps.tuning.read_linger);
     if (deps.dead_letter_two_step) intake_.SkipDeadLetterTypeCheck();
+    if (deps.reap_idle.count() > 0 && !deps.shard) {
+      reaper_ = std::make_unique<ConsumerReaper>(sub.name, sub.stream, sub.group, ops_->consumer(),
+                                                 deps.reap_idle, metrics_.consumers_reaped);
+      intake_.UseReaper(reaper_.get());
+    }
     if (deps.shard) {
       // One entry in flight per shard (B8), or one per key with ordering.key_field.
       if (sub.ordering.key_field.empty()) ledger_.OrderAllInOneLane();
@@ -444,6 +449,7 @@ class SubscriptionLoop::Core {
   Intake router_;
   std::unique_ptr<delivery::HandlerClient> client_;
   DeliveryPump pump_;
+  std::unique_ptr<ConsumerReaper> reaper_;  // consumer.reap_idle set (SPEC 4.6); before intake_
   PlainIntake intake_;
   Gauges gauges_;
   admin::Watchdog::Loop* watchdog_;

@@ -45,6 +45,9 @@ struct SubscriptionDeps {
   admin::Readiness* readiness = nullptr;  // sharded: a refused configuration is not ready
   std::string consumer_name;
   Tuning tuning;  // the lingers (runtime/tuning.h)
+  // consumer.reap_idle (SPEC 4.6): > 0 turns consumer reaping on (plain loops only: config
+  // validation refuses it with sharded subscriptions, and a shard's loop never reaps).
+  Millis reap_idle{0};
   // The dead-letter stream is in another slot than the stream (cluster, an explicit
   // dead_letter.stream: SPEC 8), so the one-step script would be refused with CROSSSLOT: dead
   // letters are XADDed first on a connection of their own to the dead-letter stream's slot, and

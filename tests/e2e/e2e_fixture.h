@@ -33,6 +33,7 @@ struct SidecarConfig {
   std::string handler_extra;       // more "handler:" keys, YAML flow items ("timeout: 1s, ...")
   std::string subscription_extra;  // more subscription keys, each line indented 4 spaces
   std::string top_extra;           // more top-level YAML
+  std::string consumer_extra;      // more "consumer:" keys, each line indented 2 spaces
   std::string redis_url;           // "" : the test's redis-server
   std::string redis_extra;         // more "redis:" keys, each line indented 2 spaces
   std::optional<std::string> admin_listen;  // unset: 127.0.0.1:<admin port>
@@ -99,9 +100,9 @@ class E2eTest : public ::testing::Test {
     std::string yaml =
         "version: 1\nredis:\n  url: " + (c.redis_url.empty() ? redis_->url() : c.redis_url) +
         "\n  command_timeout: " + c.command_timeout + "\n" + c.redis_extra +
-        "consumer:\n  name: " + c.consumer + "\nadmin:\n  listen: " + listen +
-        "\nshutdown:\n  drain_timeout: " + c.drain_timeout + "\n" + c.top_extra +
-        "subscriptions:\n  - stream: " + c.stream + "\n    group: " + c.group +
+        "consumer:\n  name: " + c.consumer + "\n" + c.consumer_extra +
+        "admin:\n  listen: " + listen + "\nshutdown:\n  drain_timeout: " + c.drain_timeout + "\n" +
+        c.top_extra + "subscriptions:\n  - stream: " + c.stream + "\n    group: " + c.group +
         "\n    start: " + c.start + "\n    handler: { url: \"" + url + "\"" +
         (c.handler_extra.empty() ? "" : ", " + c.handler_extra) +
         " }\n    retry: { max_attempts: " + std::to_string(c.max_attempts) +

@@ -150,7 +150,7 @@ redis:
     addresses: ["s1.internal:26379", "[fd00::7]:26380"]
     username: sentry
     password: s3ntinel
-consumer: { name: pod-3 }
+consumer: { name: pod-3, reap_idle: 36h }
 admin: { listen: "[::1]:9000" }
 shutdown: { drain_timeout: 0s }
 defaults:
@@ -219,6 +219,7 @@ redis:
     password: ""
 consumer:
   name: pod-7
+  reap_idle: 0s
 admin:
   listen: 0.0.0.0:9464
 shutdown:
@@ -304,6 +305,7 @@ redis:
     password: ""
 consumer:
   name: the-host
+  reap_idle: 0s
 admin:
   listen: 0.0.0.0:9464
 shutdown:
@@ -389,6 +391,7 @@ redis:
     password: "***"
 consumer:
   name: pod-3
+  reap_idle: 36h
 admin:
   listen: "[::1]:9000"
 shutdown:
@@ -694,6 +697,12 @@ const std::vector<BadInput>& BadInputs() {
        "test.yaml:2: consumer.nam: unknown key (did you mean name?)"},
       {"version: 1\nconsumer: { name: [a] }\n",
        "test.yaml:2: consumer.name: must be a single value, not a list or mapping"},
+      {"version: 1\nconsumer: { reap_idle: 30m }\n",
+       "test.yaml:2: consumer.reap_idle: must be 0s (off) or at least 1h (got 30m)"},
+      {"version: 1\nconsumer: { reap_idle: 59m59s }\n",
+       "test.yaml:2: consumer.reap_idle: must be 0s (off) or at least 1h (got 59m59s)"},
+      {"version: 1\nconsumer: { reap_idle: 1 }\n",
+       "test.yaml:2: consumer.reap_idle: duration \"1\" has no unit (write e.g. 1s or 1ms)"},
       {"version: 1\nadmin: { lisen: x }\n",
        "test.yaml:2: admin.lisen: unknown key (did you mean listen?)"},
       {"version: 1\nadmin: { listen: \"9464\" }\n",
@@ -1104,7 +1113,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 75u) << [&] {
+  EXPECT_EQ(keys.size(), 76u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;

@@ -51,6 +51,18 @@ TEST(ShardingConfig, ABlockWithoutAShardCountIsRefusedNamingTheKey) {
   EXPECT_FALSE(Load(Sharded("      shards: 0\n")).subscriptions[0].sharding.enabled());
 }
 
+// SPEC 4.6 is refused with a sharding block (docs/reaping.md says why), naming the key and the
+// subscription; a plain subscription beside it is not the problem, and reaping off is fine.
+TEST(ShardingConfig, ConsumerReapingIsRefusedWithAShardingBlock) {
+  const std::string error = ErrorOf(Sharded("      shards: 4\n", "consumer: { reap_idle: 2h }\n"));
+  EXPECT_NE(error.find("consumer.reap_idle"), std::string::npos) << error;
+  EXPECT_NE(error.find("does not apply to sharded subscriptions"), std::string::npos) << error;
+  EXPECT_NE(error.find("subscriptions[0]"), std::string::npos) << error;
+  EXPECT_NE(error.find("orders/billing"), std::string::npos) << error;
+  EXPECT_EQ(Load(Sharded("      shards: 4\n", "consumer: { reap_idle: 0s }\n")).consumer_reap_idle,
+            Millis(0));
+}
+
 TEST(ShardingConfig, TheDocumentedDefaults) {
   Config c = Load(Sharded("      shards: 16\n"));
   const Subscription& sub = c.subscriptions[0];

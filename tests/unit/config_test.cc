@@ -908,5 +908,32 @@ TEST(LogApiConfig, TokenFileContentIsNeverRead) {
   EXPECT_NE(EmitEffectiveYaml(c).find("token_file: /nonexistent/token"), std::string::npos);
 }
 
+// SPEC 4.6: consumer reaping is off by default, and when set it is at least an hour.
+TEST(Config, ReapIdleIsOffByDefaultAndAtLeastAnHourWhenSet) {
+  EXPECT_EQ(Load(kMinimal).consumer_reap_idle, Millis(0));
+  EXPECT_EQ(Load(std::string(kMinimal) + "consumer: { reap_idle: 1h }\n").consumer_reap_idle,
+            Millis(3'600'000));
+  EXPECT_EQ(Load(std::string(kMinimal) + "consumer: { reap_idle: 0s }\n").consumer_reap_idle,
+            Millis(0));
+  const std::string error = ErrorOf(std::string(kMinimal) + "consumer: { reap_idle: 10m }\n");
+  EXPECT_NE(error.find("consumer.reap_idle: must be 0s (off) or at least 1h (got 10m)"),
+            std::string::npos)
+      << error;
+  // A reaping sidecar refreshes its own consumer on the claim beat: beats at most half apart.
+  const std::string slow =
+      ErrorOf(WithSub("    claim: { interval: 31m }\n") + "consumer: { reap_idle: 1h }\n");
+  EXPECT_NE(slow.find("subscriptions[0].claim.interval: must be at most half of "
+                      "consumer.reap_idle (1h)"),
+            std::string::npos)
+      << slow;
+  EXPECT_EQ(Load(WithSub("    claim: { interval: 30m }\n") + "consumer: { reap_idle: 1h }\n")
+                .consumer_reap_idle,
+            Millis(3'600'000));
+  // `check` prints the key, and what it prints reads back the same.
+  Config c = Load(std::string(kMinimal) + "consumer: { reap_idle: 24h }\n");
+  EXPECT_NE(EmitEffectiveYaml(c).find("  reap_idle: 24h\n"), std::string::npos);
+  EXPECT_EQ(Load(EmitEffectiveYaml(c)).consumer_reap_idle, Millis(86'400'000));
+}
+
 }  // namespace
 }  // namespace streamcar::config

@@ -1,0 +1,149 @@
+// Consumer reaping (SPEC 4.6) with the real binary: a rollout with reaping on leaves no consumer
+// behind, and with it off nothing is ever removed. The consumers are made old for real
+// (tests/support/consumer_aging.h): Redis measures idle time itself.
+
+#include <rapidjson/document.h>
+
+#include <sstream>
+#include <thread>
+
+#include "tests/e2e/e2e_fixture.h"
+#include "tests/support/consumer_aging.h"
+#include "tests/support/redis_monitor.h"
+
+namespace streamcar::testing {
+namespace {
+
+class ReapingTest : public E2eTest {
+ protected:
+  // The group's consumers: name -> pending.
+  std::map<std::string, int64_t> Consumers() {
+    std::map<std::string, int64_t> out;
+    const auto reply = redis_->Run({"XINFO", "CONSUMERS", "orders", "billing"});
+    for (size_t i = 0; i < reply.view().Size(); ++i) {
+      const auto row = reply.view()[i];
+      std::string name;
+      int64_t pending = -1;
+      for (size_t k = 0; k + 1 < row.Size(); k += 2) {
+        if (row[k].Str() == "name") name = std::string(row[k + 1].Str());
+        if (row[k].Str() == "pending") pending = row[k + 1].Integer();
+      }
+      out[name] = pending;
+    }
+    return out;
+  }
+
+  // The rollout's first half: sidecar A (consumer a) delivers three entries and exits on SIGTERM;
+  // consumer c takes an entry and keeps it pending (a pod that died holding work); then both are
+  // made two hours old.
+  void OldPodsLeftBehind() {
+    SidecarConfig a;
+    a.consumer = "a";
+    auto sidecar = StartSidecar(a);
+    ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+    for (int i = 0; i < 3; ++i) Add({"n", std::to_string(i)});
+    ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << sidecar->Logs();
+    ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+    sidecar->Terminate();
+    ASSERT_EQ(sidecar->Wait(seconds(20)), 0) << sidecar->Logs();
+    held_id_ = Add({"n", "held"});
+    redis_->Run({"XREADGROUP", "GROUP", "billing", "c", "COUNT", "1", "STREAMS", "orders", ">"});
+    ASSERT_EQ(Consumers(), (std::map<std::string, int64_t>{{"a", 0}, {"c", 1}}));
+    AgeConsumers(*redis_, "orders", {"a", "c"}, std::chrono::hours(2));
+  }
+
+  // Sidecar B: consumer b, a claim beat every 300 ms, and c's entry too young to be reclaimed
+  // (claim.min_idle 10m): c keeps it pending.
+  SidecarConfig PodB(const std::string& reap_idle) {
+    SidecarConfig b;
+    b.consumer = "b";
+    b.consumer_extra = reap_idle.empty() ? "" : "  reap_idle: " + reap_idle + "\n";
+    b.claim_interval = "300ms";
+    b.min_idle = "10m";
+    return b;
+  }
+
+  double Reaped() {
+    return Metric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""});
+  }
+
+  std::string held_id_;
+};
+
+TEST_F(ReapingTest, ARolloutWithReapingOnLeavesNoConsumerBehind) {
+  OldPodsLeftBehind();
+  RedisMonitor monitor(redis_->port());
+  ASSERT_TRUE(monitor.ok());
+  auto b = StartSidecar(PodB("1h"));
+  ASSERT_TRUE(WaitReady()) << b->Logs();
+  ASSERT_TRUE(WaitMetric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""}, 1,
+                         seconds(10)))
+      << b->Logs();
+  // More beats come, but a pass at most once a minute: no listing after the first pass.
+  // The pass's own listing and the script's (MONITOR shows a script's commands too).
+  EXPECT_TRUE(
+      Eventually([&] { return monitor.Matching("XGROUP DELCONSUMER").size() == 1; }, seconds(5)));
+  const size_t listings = monitor.Matching("XINFO CONSUMERS").size();
+  EXPECT_EQ(listings, 2u);
+  std::this_thread::sleep_for(seconds(2));
+  EXPECT_EQ(monitor.Matching("XINFO CONSUMERS").size(), listings);
+  EXPECT_EQ(Reaped(), 1);
+  EXPECT_EQ(monitor.Matching("XGROUP DELCONSUMER").size(), 1u);  // inside the script, for a only
+  // a is gone; c (holding an entry) and B's own consumer stay, c with its entry.
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"b", 0}, {"c", 1}}));
+  const auto pending = redis_->Run({"XPENDING", "orders", "billing", "-", "+", "10"});
+  ASSERT_EQ(pending.view().Size(), 1u);
+  EXPECT_EQ(pending.view()[0][0].Str(), held_id_);
+  EXPECT_EQ(pending.view()[0][1].Str(), "c");
+  // The log names a and its idle time.
+  int lines = 0;
+  std::istringstream logs(b->Logs());
+  for (std::string line; std::getline(logs, line);) {
+    rapidjson::Document d;
+    if (d.Parse(line.c_str()).HasParseError() || !d.IsObject() || !d.HasMember("msg")) continue;
+    if (std::string(d["msg"].GetString()) != "consumer reaped") continue;
+    ++lines;
+    EXPECT_EQ(std::string(d["subscription"].GetString()), "orders/billing") << line;
+    EXPECT_EQ(std::string(d["consumer"].GetString()), "a") << line;
+    EXPECT_GE(d["idle_ms"].GetInt64(), 7'200'000) << line;
+    EXPECT_LT(d["idle_ms"].GetInt64(), 7'260'000) << line;
+    EXPECT_EQ(std::string(d["idle"].GetString()).substr(0, 2), "2h") << line;
+  }
+  EXPECT_EQ(lines, 1) << b->Logs();
+  // B still delivers (reaping is a step of the read connection, not in its way).
+  Add({"n", "after"});
+  ASSERT_TRUE(handler_.WaitForCount(4, seconds(10))) << b->Logs();
+}
+
+TEST_F(ReapingTest, WithReapingOffNothingIsEverRemoved) {
+  OldPodsLeftBehind();
+  RedisMonitor monitor(redis_->port());
+  ASSERT_TRUE(monitor.ok());
+  auto b = StartSidecar(PodB(""));  // the default: consumer.reap_idle 0s
+  ASSERT_TRUE(WaitReady()) << b->Logs();
+  EXPECT_EQ(Reaped(), 0);  // the series exists from the start
+  // Ten claim beats and more.
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_FALSE(monitor.Matching("XAUTOCLAIM").empty());  // the beat did run
+  EXPECT_TRUE(monitor.Matching("XINFO CONSUMERS").empty());
+  EXPECT_TRUE(monitor.Matching("XGROUP DELCONSUMER").empty());
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 0}, {"c", 1}}));
+  EXPECT_EQ(Reaped(), 0);
+}
+
+// An ACL user without what reaping needs: as for every command the ACL refuses (README), no
+// retry fixes it, so the sidecar exits 1 naming it, and removes nothing.
+TEST_F(ReapingTest, AnAclThatRefusesReapingEndsTheSidecarNamingIt) {
+  OldPodsLeftBehind();
+  redis_->Run({"ACL", "SETUSER", "sc", "on", ">pw", "~*", "+@all", "-xgroup|delconsumer"});
+  SidecarConfig c = PodB("1h");
+  c.redis_extra = "  username: sc\n  password: pw\n";
+  auto b = StartSidecar(c);
+  b->ExpectExit(1);
+  ASSERT_TRUE(b->Wait(seconds(15)).has_value()) << b->Logs();
+  EXPECT_NE(b->Logs().find("consumer reaping needs"), std::string::npos) << b->Logs();
+  EXPECT_EQ(Consumers().count("a"), 1u);
+}
+
+}  // namespace
+}  // namespace streamcar::testing
