@@ -14,7 +14,8 @@
 #include <sstream>
 
 #include "sidecar/common/version.h"
-#include "tests/e2e/e2e_fixture.h"
+#include "sidecar/sharding/sharding_keys.h"
+#include "tests/e2e/sharded_fixture.h"
 
 namespace streamcar::testing {
 namespace {
@@ -37,6 +38,28 @@ std::pair<int, std::string> Promtool(const std::string& text) {
   std::filesystem::remove_all(dir, ignored);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, printed.str()};
 }
+
+// A handler that holds every request until opened (or 60 s).
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  void Open() {
+    {
+      std::lock_guard lock(mutex);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  void Hold() {
+    std::unique_lock lock(mutex);
+    cv.wait_for(lock, std::chrono::seconds(60), [&] { return open; });
+  }
+};
+struct OpenAtExit {
+  std::shared_ptr<Gate> gate;
+  ~OpenAtExit() { gate->Open(); }
+};
 
 class MetricsTest : public E2eTest {};
 
@@ -101,31 +124,15 @@ TEST_F(MetricsTest, ProcessSeriesDescribeTheRunningProcess) {
 // SPEC 5: the age of the group's oldest pending entry (all consumers), 0 with nothing pending,
 // from the beat that refreshes streamcar_pending (every 5 s).
 TEST_F(MetricsTest, OldestPendingSecondsGrowsWhileAHandlerHoldsAnEntry) {
-  struct Gate {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool open = false;
-    void Open() {
-      {
-        std::lock_guard lock(mutex);
-        open = true;
-      }
-      cv.notify_all();
-    }
-  };
   auto gate = std::make_shared<Gate>();
   handler_.SetBehaviour([gate](const ReceivedRequest&) {
-    std::unique_lock lock(gate->mutex);
-    gate->cv.wait_for(lock, seconds(60), [&] { return gate->open; });
+    gate->Hold();
     return HandlerReply{200, ""};
   });
   SidecarConfig c;
   c.handler_extra = "concurrency: 1, timeout: 60s";
   auto sidecar = StartSidecar(c);
-  struct OpenAtExit {
-    std::shared_ptr<Gate> gate;
-    ~OpenAtExit() { gate->Open(); }
-  } open_at_exit{gate};
+  const OpenAtExit open_at_exit{gate};
   ASSERT_TRUE(WaitReady()) << sidecar->Logs();
   const std::string sub = "subscription=\"orders/billing\"";
   // The series is there at once, at 0, and stays 0 after a beat with nothing pending.
@@ -190,6 +197,57 @@ TEST_F(MetricsTest, PromtoolAcceptsTheWholeOutputWithoutALintFinding) {
   auto [bad_code, bad] = Promtool("# HELP x_count A count.\n# TYPE x_count counter\nx_count 1\n");
   EXPECT_NE(bad_code, 0);
   EXPECT_NE(bad.find("should have \"_total\" suffix"), std::string::npos) << bad;
+}
+
+// A sharded subscription: each shard's loop measures its own shard, and the member publishes the
+// subscription's series as the oldest over the shards it owns; the output still lints clean.
+class ShardedMetricsTest : public ShardedE2eTest {
+ protected:
+  ShardedMetricsTest() { shards_ = 2; }
+};
+
+TEST_F(ShardedMetricsTest, TheOldestPendingAgeIsTheOldestOverTheMembersShards) {
+  auto gate = std::make_shared<Gate>();
+  handler_.SetBehaviour([gate](const ReceivedRequest&) {
+    gate->Hold();
+    return HandlerReply{200, ""};
+  });
+  ShardingTiming timing;  // a revoked shard's drain must outlast the held request
+  timing.drain_timeout = "25s";
+  timing.rebalance_timeout = "30s";
+  SidecarConfig c = Sharded("c1", timing);
+  c.handler_extra = "timeout: 20s";
+  c.drain_timeout = "25s";
+  auto sidecar = StartSidecar(c);
+  const OpenAtExit open_at_exit{gate};
+  const std::string sub = "subscription=\"orders/billing\"";
+  ASSERT_TRUE(Eventually([&] { return Metric("streamcar_shards_owned", {sub}) == 2; }, seconds(20)))
+      << sidecar->Logs();
+  EXPECT_EQ(Metric("streamcar_oldest_pending_seconds", {sub}), 0);
+
+  // One entry 40 s old on one shard, a fresh one on the other: the oldest is the first.
+  const int64_t now_ms = static_cast<int64_t>(NowSeconds() * 1000);
+  redis_->Run({"XADD", ShardKeyOf(0), std::to_string(now_ms - 40'000) + "-0", "key", "a"});
+  redis_->Run({"XADD", ShardKeyOf(1), "*", "key", "b"});
+  double oldest = 0;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        oldest = Metric("streamcar_oldest_pending_seconds", {sub});
+        return oldest >= 40;
+      },
+      seconds(20)))
+      << Metrics() << sidecar->Logs();
+  EXPECT_LE(oldest, NowSeconds() - static_cast<double>(now_ms - 40'000) / 1000 + 1);
+  const std::string text = Metrics();
+  EXPECT_EQ(text.find("streamcar_oldest_pending_seconds{shard="), std::string::npos);
+  auto [code, printed] = Promtool(text);
+  EXPECT_EQ(code, 0) << printed;
+  EXPECT_EQ(printed, "") << text;
+
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return Metric("streamcar_oldest_pending_seconds", {sub}) == 0; },
+                         seconds(20)))
+      << Metrics() << sidecar->Logs();
 }
 
 }  // namespace
