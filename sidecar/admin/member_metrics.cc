@@ -6,6 +6,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <array>
 
 namespace streamcar::admin {
@@ -90,8 +91,9 @@ MemberFamilies RegisterMemberFamilies(prometheus::Registry& r) {
 }
 
 struct MemberMetrics::ShardSeries {
-  SubscriptionMetrics loop;    // what the shard's loop reports into
-  prometheus::Gauge inflight;  // its own count; the member publishes the sum (PublishTotals)
+  SubscriptionMetrics loop;          // what the shard's loop reports into
+  prometheus::Gauge inflight;        // its own count; the member publishes the sum (PublishTotals)
+  prometheus::Gauge oldest_pending;  // its own age; the member publishes the oldest
 };
 
 MemberMetrics::MemberMetrics(const MemberFamilies& families, SubscriptionMetrics& subscription,
@@ -194,15 +196,18 @@ void MemberMetrics::PublishTotals(size_t held) {
   subscription_.inflight->Set(static_cast<double>(held));
   double pending = 0;
   double lag = 0;
+  double oldest = 0;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [shard, series] : shards_) {
       pending += series->loop.pending->Value();
       lag += series->loop.lag->Value();
+      oldest = std::max(oldest, series->oldest_pending.Value());
     }
   }
   subscription_.pending->Set(pending);
   subscription_.lag->Set(lag);
+  subscription_.oldest_pending->Set(oldest);
 }
 
 SubscriptionMetrics& MemberMetrics::ForShard(int shard) {
@@ -213,6 +218,7 @@ SubscriptionMetrics& MemberMetrics::ForShard(int shard) {
     const prometheus::Labels labels = {{"subscription", name_}, {"shard", std::to_string(shard)}};
     slot->loop = subscription_;
     slot->loop.inflight = &slot->inflight;
+    slot->loop.oldest_pending = &slot->oldest_pending;
     slot->loop.pending = &families_.shard_pending->Add(labels);
     slot->loop.lag = &families_.shard_lag->Add(labels);
     // A shard's start-up drain is its takeover: what it claims was the previous owners'.

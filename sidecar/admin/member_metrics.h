@@ -57,7 +57,8 @@ class MemberMetrics {
   void SetGroup(int64_t members, int64_t unowned_shards, double unowned_seconds_max);
   // The subscription's streamcar_inflight (the sum of the shard loops' held entries), and its
   // streamcar_pending and streamcar_lag: the sums over the shards this member owns (each shard
-  // has one owner, so a sum across members counts each once).
+  // has one owner, so a sum across members counts each once); its
+  // streamcar_oldest_pending_seconds: the oldest over those shards (max across members).
   void PublishTotals(size_t held);
 
   // What a shard loop reports into: the subscription's counters and histograms, with its pending

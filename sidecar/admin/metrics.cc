@@ -8,6 +8,8 @@
 #include <prometheus/text_serializer.h>
 
 #include "sidecar/admin/member_metrics.h"
+#include "sidecar/admin/process_metrics.h"
+#include "sidecar/common/version.h"
 
 namespace streamcar::admin {
 namespace {
@@ -34,8 +36,17 @@ prometheus::Counter* SubscriptionMetrics::SettleFailed(std::string_view failure_
   return settle_definite;
 }
 
-Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      process_(std::make_unique<ProcessCollector>()) {
   auto& r = *registry_;
+  // What runs where: join it to any series with `* on(instance) group_left(version, revision)`.
+  prometheus::BuildGauge()
+      .Name("streamcar_build_info")
+      .Help("1, labelled with the version and source revision of this binary")
+      .Register(r)
+      .Add({{"version", kVersion}, {"revision", kRevision}})
+      .Set(1);
   deliveries_ = &prometheus::BuildCounter()
                      .Name("streamcar_deliveries_total")
                      .Help("Deliveries to the handler by outcome")
@@ -110,6 +121,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
               .Name("streamcar_lag")
               .Help("Entries of the stream not yet read by the group")
               .Register(r);
+  oldest_pending_ =
+      &prometheus::BuildGauge()
+           .Name("streamcar_oldest_pending_seconds")
+           .Help("Age of the group's oldest pending entry, all consumers (0: none pending)")
+           .Register(r);
   archive_folded_ = &prometheus::BuildCounter()
                          .Name("streamcar_archive_folded_total")
                          .Help("Entries written to the archive by the folder (a refold counts 0)")
@@ -194,6 +210,7 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
   m.inflight = &inflight_->Add(base);
   m.pending = &pending_->Add(base);
   m.lag = &lag_->Add(base);
+  m.oldest_pending = &oldest_pending_->Add(base);
   m.handler_up = &handler_up_->Add(base);
   m.handler_up->Set(1);
   return m;
@@ -239,7 +256,9 @@ prometheus::Gauge& Metrics::ArchiveWatermark(const std::string& stream) {
 }
 
 std::string Metrics::Serialize() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (auto& family : process_->Collect()) families.push_back(std::move(family));
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace streamcar::admin

@@ -41,6 +41,7 @@ struct SubscriptionMetrics {
   prometheus::Gauge* inflight = nullptr;
   prometheus::Gauge* pending = nullptr;
   prometheus::Gauge* lag = nullptr;
+  prometheus::Gauge* oldest_pending = nullptr;
   prometheus::Gauge* handler_up = nullptr;
 
   // The series of streamcar_deliveries_total{outcome}; nullptr for kNone (not a delivery).
@@ -78,6 +79,7 @@ struct MemberFamilies {
   prometheus::Family<prometheus::Gauge>* group_unowned_seconds_max;
 };
 class MemberMetrics;
+class ProcessCollector;
 
 // Also the topology's observer (SPEC 8: redirects, failovers, masters known).
 class Metrics : public redis::TopologyObserver {
@@ -106,7 +108,8 @@ class Metrics : public redis::TopologyObserver {
   void OnFailover() override;
   void OnMastersKnown(int masters) override;
 
-  // The Prometheus text exposition format.
+  // The Prometheus text exposition format: the registry's families, then the process series
+  // (admin/process_metrics.h), read at each call.
   std::string Serialize() const;
 
  private:
@@ -134,12 +137,14 @@ class Metrics : public redis::TopologyObserver {
   prometheus::Family<prometheus::Gauge>* inflight_;
   prometheus::Family<prometheus::Gauge>* pending_;
   prometheus::Family<prometheus::Gauge>* lag_;
+  prometheus::Family<prometheus::Gauge>* oldest_pending_;
   prometheus::Family<prometheus::Gauge>* handler_up_;
   prometheus::Gauge* redis_up_;
   prometheus::Counter* redirects_moved_;
   prometheus::Counter* redirects_ask_;
   prometheus::Counter* failovers_;
   prometheus::Gauge* redis_nodes_;
+  std::unique_ptr<ProcessCollector> process_;
 };
 
 }  // namespace streamcar::admin

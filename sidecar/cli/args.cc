@@ -99,7 +99,7 @@ std::string GeneralHelp() {
          "  streamcar read   [-c FILE] STREAM [--since T] [--until T] [--count N] [--json]\n"
          "  streamcar tail   [-c FILE] STREAM [--since T]  follow new entries until interrupted\n"
          "  streamcar route  [-c FILE] --subscription NAME KEY  the shard KEY goes to (sharded)\n"
-         "  streamcar version\n"
+         "  streamcar version                   version, revision and build date (also --version)\n"
          "\n"
          "Options:\n"
          "  -c, --config FILE  configuration file (default: $STREAMCAR_CONFIG, else " +
@@ -175,7 +175,8 @@ std::string HelpText(CommandKind command) {
              "is crc32(KEY) mod shards (CRC-32/IEEE, as zlib's crc32), so producers in any\n"
              "language route alike. Reads only the configuration.\n";
     case CommandKind::kVersion:
-      return "Usage: streamcar version\n\nPrints the version.\n";
+      return "Usage: streamcar version (or --version)\n\n"
+             "Prints the version, the source revision and the build date.\n";
   }
   return GeneralHelp();
 }
@@ -187,8 +188,11 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
     *error = std::move(message);
     return std::nullopt;
   };
-  if (i < args.size() && !args[i].starts_with("-")) {
-    const std::string& word = args[i++];
+  // SPEC 1: `--version` is `version`.
+  const bool version_flag = !args.empty() && args[0] == "--version";
+  if (i < args.size() && (!args[i].starts_with("-") || version_flag)) {
+    const std::string word = version_flag ? std::string("version") : args[i];
+    ++i;
     parsed.command_given = true;
     if (word == "run") {
       parsed.command = CommandKind::kRun;

@@ -65,7 +65,8 @@ int RunCommand(const Arguments& args) {
 }
 
 int VersionCommand() {
-  std::cout << "streamcar " << kVersion << "\n";
+  std::cout << "streamcar " << kVersion << " (revision " << kRevision << ", built " << kBuildDate
+            << ")\n";
   return 0;
 }
 

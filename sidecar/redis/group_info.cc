@@ -1,5 +1,6 @@
 #include "sidecar/redis/group_info.h"
 
+#include "sidecar/common/text.h"
 #include "sidecar/redis/connection.h"
 
 namespace streamcar::redis {
@@ -79,6 +80,18 @@ StatusOr<int64_t> ParsePendingCount(const ReplyView& reply) {
   if (reply.IsError()) return ErrorOf(reply);
   if (!reply.IsArray() || !reply[0].IsInteger()) return Unexpected("XPENDING");
   return reply[0].Integer();
+}
+
+StatusOr<PendingOldest> ParsePendingOldest(const ReplyView& reply) {
+  auto count = ParsePendingCount(reply);
+  if (!count.ok()) return count.status();
+  PendingOldest oldest{*count, std::nullopt};
+  if (*count == 0) return oldest;
+  if (reply.Size() < 2 || !reply[1].IsString()) return Unexpected("XPENDING");
+  auto id = ParseEntryId(reply[1].Str());
+  if (!id) return Unexpected("XPENDING");
+  oldest.oldest_ms = id->ms;
+  return oldest;
 }
 
 Command LagCount(std::string_view stream, std::string_view last_delivered_id, int64_t cap) {

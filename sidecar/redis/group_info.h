@@ -48,6 +48,13 @@ StatusOr<GroupInfo> ParseGroupInfo(const ReplyView& reply, std::string_view grou
 // XPENDING <stream> <group> (the summary form): the PEL size.
 Command PendingSummary(std::string_view stream, std::string_view group);
 StatusOr<int64_t> ParsePendingCount(const ReplyView& reply);
+// The same reply's count and the millisecond time of its smallest id (nullopt when nothing is
+// pending): the oldest pending entry of the group, all consumers.
+struct PendingOldest {
+  int64_t count = 0;
+  std::optional<uint64_t> oldest_ms;
+};
+StatusOr<PendingOldest> ParsePendingOldest(const ReplyView& reply);
 
 // The entries after `last_delivered_id`, counted up to `cap`: the lag when Redis reports none.
 Command LagCount(std::string_view stream, std::string_view last_delivered_id, int64_t cap);

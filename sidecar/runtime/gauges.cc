@@ -8,8 +8,9 @@
 
 namespace streamcar::runtime {
 
-Gauges::Gauges(const redis::SubscriptionOps& ops, admin::SubscriptionMetrics* metrics)
-    : ops_(ops), metrics_(metrics) {}
+Gauges::Gauges(const redis::SubscriptionOps& ops, admin::SubscriptionMetrics* metrics,
+               const Clock& clock)
+    : ops_(ops), metrics_(metrics), clock_(clock) {}
 
 std::vector<redis::Command> Gauges::Commands(SteadyTime now) {
   std::vector<redis::Command> commands;
@@ -24,6 +25,7 @@ std::vector<redis::Command> Gauges::Commands(SteadyTime now) {
   }
   if (now < next_info_) return commands;
   commands.push_back(redis::GroupsOf(ops_.stream()));
+  commands.push_back(redis::PendingSummary(ops_.stream(), ops_.group()));
   next_info_ = now + kInterval;
   out_ = Step::kInfo;
   return commands;
@@ -33,7 +35,10 @@ void Gauges::Apply(std::span<const redis::Reply> replies, SteadyTime now) {
   const Step step = std::exchange(out_, Step::kNone);
   // An outage, or NOGROUP before the group is created again: the gauges keep their values.
   if (replies.empty()) return;
-  if (step == Step::kInfo) ApplyInfo(replies, now);
+  if (step == Step::kInfo) {
+    ApplyInfo(replies, now);
+    if (replies.size() > 1) ApplyOldest(replies[1]);
+  }
   if (step == Step::kLagCount) ApplyLagCount(replies);
 }
 
@@ -60,6 +65,19 @@ void Gauges::ApplyLagCount(std::span<const redis::Reply> replies) {
   if (!counted.ok()) return;
   if (const redis::Lag lag = redis::LagOf(counting_, *counted); lag.value)
     metrics_->lag->Set(static_cast<double>(*lag.value));
+}
+
+void Gauges::ApplyOldest(const redis::Reply& reply) {
+  // NOGROUP (the group is being created again) or another error: the gauge keeps its value.
+  auto pending = redis::ParsePendingOldest(reply.view());
+  if (!pending.ok()) return;
+  double age_seconds = 0;
+  if (pending->oldest_ms) {
+    const int64_t now_ms = clock_.WallMillis();
+    const auto oldest_ms = static_cast<int64_t>(*pending->oldest_ms);
+    if (now_ms > oldest_ms) age_seconds = static_cast<double>(now_ms - oldest_ms) / 1000.0;
+  }
+  metrics_->oldest_pending->Set(age_seconds);
 }
 
 SteadyTime Gauges::NextDue() const {

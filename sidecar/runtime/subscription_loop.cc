@@ -141,7 +141,7 @@ class SubscriptionLoop::Core {
                     [this](int64_t installed, std::string_view op) { Fenced(installed, op); },
                     deps.takeover_done,
                 }),
-        gauges_(*ops_, &metrics_),
+        gauges_(*ops_, &metrics_, clock_),
         watchdog_(deps.watchdog->Register(
             sub.name + (deps.shard ? "/shard-" + std::to_string(deps.shard->shard) : "") + "/loop",
             std::max(sub.handler.timeout, deps.redis.command_timeout) * 2 + Millis(30000))),

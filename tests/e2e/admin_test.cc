@@ -274,6 +274,7 @@ TEST_F(AdminTest, EveryLabelledSeriesExistsAtZeroFromTheStart) {
   EXPECT_EQ(MetricValue(text, "streamcar_inflight", {sub}), 0);
   EXPECT_EQ(MetricValue(text, "streamcar_pending", {sub}), 0);
   EXPECT_EQ(MetricValue(text, "streamcar_lag", {sub}), 0);
+  EXPECT_EQ(MetricValue(text, "streamcar_oldest_pending_seconds", {sub}), 0);
   EXPECT_GE(MetricValue(text, "streamcar_handler_up", {sub}), 0);
   EXPECT_EQ(MetricValue(text, "streamcar_redis_up"), 0);
   // The retention rules are known at start: the stream and its dead-letter stream.

@@ -38,6 +38,10 @@ TEST(Args, ConfigFromFlagThenEnv) {
 
 TEST(Args, EveryCommand) {
   EXPECT_EQ(Parse({"version"}).command, CommandKind::kVersion);
+  // SPEC 1: --version is the version command (not a usage error).
+  EXPECT_EQ(Parse({"--version"}).command, CommandKind::kVersion);
+  EXPECT_TRUE(Parse({"--version"}).command_given);
+  EXPECT_TRUE(Parse({"--version", "--help"}).help);
   EXPECT_TRUE(Parse({"status", "--json"}).json);
   auto list = Parse({"dlq", "list", "--subscription", "orders/billing", "--count", "5", "--json"});
   EXPECT_EQ(list.command, CommandKind::kDlqList);

@@ -305,6 +305,20 @@ TEST(RedisOpsTest, GroupInfoAndTheOneLagComputation) {
             4);
   EXPECT_TRUE(
       ParsePendingCount(ReplyOf(Err("NOGROUP x")).view()).status().IsServerError("NOGROUP"));
+  // The summary's smallest id is the group's oldest pending entry (all consumers).
+  auto oldest = ParsePendingOldest(
+      ReplyOf(Arr({Int(4), Bulk("1764513000123-1"), Bulk("1764513999000-0"), Arr({})})).view());
+  ASSERT_TRUE(oldest.ok());
+  EXPECT_EQ(oldest->count, 4);
+  EXPECT_EQ(oldest->oldest_ms, 1764513000123u);
+  auto none = ParsePendingOldest(ReplyOf(Arr({Int(0), Nil(), Nil(), NilArray()})).view());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->count, 0);
+  EXPECT_EQ(none->oldest_ms, std::nullopt);
+  EXPECT_FALSE(ParsePendingOldest(ReplyOf(Arr({Int(2), Nil(), Nil(), NilArray()})).view()).ok());
+  EXPECT_FALSE(ParsePendingOldest(ReplyOf(Arr({Int(2), Bulk("x-y"), Nil(), Nil()})).view()).ok());
+  EXPECT_TRUE(
+      ParsePendingOldest(ReplyOf(Err("NOGROUP x")).view()).status().IsServerError("NOGROUP"));
   EXPECT_TRUE(*ParseHasAckDel(ReplyOf(Arr({Arr({Bulk("xackdel"), Int(-5)})})).view()));
   EXPECT_FALSE(*ParseHasAckDel(ReplyOf(Arr({NilArray()})).view()));
   EXPECT_EQ(*ParseType(ReplyOf("+stream\r\n").view()), "stream");
