@@ -443,7 +443,8 @@ for key, where in [("keda.enableTls=true", "/keda"), ("keda.activationLag=5", "/
                    ("app.image.tags=1", "/app/image"), ("image.digets=sha256:x", "/image"), ("probes.readiness.pat=/healthz", "/probes/readiness"),
                    ("probes.liveness.periodSecond=3", "/probes/liveness"), ("serviceAccount.nmae=x", "/serviceAccount"),
                    ("keda.tls.caSecert=x", "/keda/tls"), ("keda.scaleTargetRef.nmae=x", "/keda/scaleTargetRef"),
-                   ("config.subscription[0].stream=x", "/config"), ("config.consumer.reap_idel=1h", "/config/consumer")]:
+                   ("config.subscription[0].stream=x", "/config"), ("config.consumer.reap_idel=1h", "/config/consumer"),
+                   ("resources.limit.memory=1Gi", "/resources"), ("resources.requests.memroy=1Gi", "/resources/requests")]:
     result = helm("template", "t", CHART, "--set", key, ok=False)
     # The misspelt key: the path's last segment, or the one right below `where`.
     path = [p.split("[")[0] for p in key.split("=")[0].split(".")]
@@ -455,6 +456,8 @@ check(helm("template", "t", CHART, "--set", "global.imageRegistry=x", "--set", "
 for key, where in [("keda.lagCount=0", "/keda/lagCount"), ("keda.activationLagCount=-1", "/keda/activationLagCount"),
                    ("keda.scaleOn={cpu}", "/keda/scaleOn"), ("probes.readiness.path=/livez", "/probes/readiness/path"),
                    ("podDisruptionBudget.maxUnavailable=half", "/podDisruptionBudget/maxUnavailable"),
+                   # 0 (or 0%) would block every node drain: the budget's one promise.
+                   ("podDisruptionBudget.maxUnavailable=0", "/podDisruptionBudget/maxUnavailable"),
                    ("image.digest=latest", "/image/digest")]:
     result = helm("template", "t", CHART, "--set", key, ok=False)
     check(result.returncode != 0 and where in result.stderr, f"schema: {key} is refused at {where}")
