@@ -9,11 +9,16 @@ alert rules loaded. Under about 40 s of load (XADDs of both subscriptions, API a
 
 1. the dashboard JSON is Grafana's current model: schemaVersion >= 39, a `datasource` variable of
    type datasource (prometheus), every panel and query on "${datasource}" (no hard-coded uid), the
-   namespace / pod / subscription variables, unique panel ids;
+   namespace / pod / subscription variables, unique panel ids; every `by (...)` / `on (...)` and
+   legend naming a subscription, pod or stream also names the namespace (the same names in two
+   namespaces are two things, and "All" namespaces is the default);
 2. each template variable's label_values query answers the labels of this setup;
 3. EVERY panel query, with the variables substituted (explicit values in Grafana's multi-value
    format, then "All"), is evaluated with /api/v1/query at the end of the load: an error fails,
-   and so does an empty result unless the panel is listed in MAY_BE_EMPTY;
+   and so does an empty result unless the panel is listed in MAY_BE_EMPTY. Prometheus scrapes
+   the one streamcar twice, as pod streamcar-0 of two namespaces (a StatefulSet deployed in both
+   with the same subscriptions): with "All", every series that names a subscription, pod or
+   stream comes once per namespace, none merged across them;
 4. every range query is evaluated with /api/v1/query_range over the run (the data the plots of
    docs/dashboard.md are drawn from, `--plot PNG`);
 5. the load has the shape the panels are meant to show (successes, retries, rejects, both
@@ -51,6 +56,10 @@ DASHBOARD = os.path.join(ROOT, "charts", "streamcar", "files", "grafana-dashboar
 RULES = os.path.join(ROOT, "charts", "streamcar", "files", "prometheus-rules.yaml")
 LOAD_SECONDS = 40
 NAMESPACE, POD = "streamcar-test", "streamcar-0"
+# The same streamcar scraped a second time as if it ran in another namespace under the same names.
+OTHER_NAMESPACE = "streamcar-other"
+# Labels whose values are only unique inside one namespace.
+NAMESPACED = ("subscription", "pod", "stream")
 SUBSCRIPTIONS = ["orders/billing", "payments/ledger"]
 # Grafana's $__rate_interval is max(4 x scrape interval, $__interval + scrape interval); with a
 # 1 s scrape and a dashboard a minute wide that is a few seconds. 10 s keeps several samples.
@@ -129,6 +138,13 @@ check(all(p["type"] in ("timeseries", "stat", "table") for _, p in panels), "tim
 queries = [(row, p, t) for row, p in panels for t in p["targets"]]
 check(len(queries) >= 40, f"{len(queries)} panel queries in {len(panels)} panels")
 check(set(MAY_BE_EMPTY) <= {p["title"] for _, p in panels}, "MAY_BE_EMPTY names existing panels")
+for row, panel, target in queries:
+    where = f"[{row}] {panel['title']} {target['refId']}"
+    for clause in re.findall(r"\b(?:by|on|without|ignoring)\s*\(([^)]*)\)", target["expr"]):
+        labels = {label.strip() for label in clause.split(",")}
+        check(not (labels & set(NAMESPACED)) or "namespace" in labels, f"{where}: ({clause}) keeps the namespace")
+    names = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", target.get("legendFormat", "")))
+    check(not (names & set(NAMESPACED)) or "namespace" in names, f"{where}: legend {target.get('legendFormat')!r} names the namespace")
 
 work = tempfile.mkdtemp(prefix="streamcar-dashboard-")
 procs = {}
@@ -192,6 +208,10 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:{admin_port}"]
         labels: {{namespace: {NAMESPACE}, pod: {POD}}}
+  - job_name: streamcar-other
+    static_configs:
+      - targets: ["127.0.0.1:{admin_port}"]
+        labels: {{namespace: {OTHER_NAMESPACE}, pod: {POD}}}
 """)
     start("prometheus", ["prometheus", f"--config.file={prom_config}", f"--storage.tsdb.path={work}/tsdb",
                          f"--web.listen-address=127.0.0.1:{prom_port}"])
@@ -240,7 +260,7 @@ scrape_configs:
     # 2. the template variables
     explicit = {"datasource": "", "namespace": NAMESPACE, "pod": POD,
                 "subscription": "(" + "|".join(SUBSCRIPTIONS) + ")"}  # Grafana's multi-value regex
-    expected = {"namespace": [NAMESPACE], "pod": [POD], "subscription": SUBSCRIPTIONS}
+    expected = {"namespace": sorted([NAMESPACE, OTHER_NAMESPACE]), "pod": [POD], "subscription": SUBSCRIPTIONS}
     for name in ("namespace", "pod", "subscription"):
         m = re.fullmatch(r"label_values\((.*), (\w+)\)", variables[name]["definition"])
         check(m and variables[name]["query"] == variables[name]["definition"], f"${name}: {variables[name]['definition']}")
@@ -259,6 +279,16 @@ scrape_configs:
             check(answer["status"] == "success", f"[{row}] {panel['title']} {target['refId']} ({how}) evaluates")
             if not answer["data"]["result"] and panel["title"] not in MAY_BE_EMPTY:
                 empty.append(f"[{row}] {panel['title']} {target['refId']} ({how}): {expr}")
+            if how == "All":
+                named = [r["metric"] for r in answer["data"]["result"] if set(r["metric"]) & set(NAMESPACED)]
+                per_namespace = {}
+                for metric in named:
+                    # the scrape job tells the two scrapes apart too: not part of what is compared
+                    key = tuple(sorted((k, v) for k, v in metric.items() if k not in ("namespace", "job")))
+                    per_namespace.setdefault(key, set()).add(metric.get("namespace"))
+                check(all(found == {NAMESPACE, OTHER_NAMESPACE} for found in per_namespace.values()),
+                      f"[{row}] {panel['title']} {target['refId']} (All): each series once per namespace "
+                      f"({len(named)} series)")
     for line in empty:
         print(f"EMPTY: {line}")
     check(not empty, f"every panel query has data ({len(empty)} empty)")
@@ -291,7 +321,7 @@ scrape_configs:
     retention = value('sum(streamcar_trimmed_total) > 0 and sum(streamcar_archive_folded_total) > 0')
     check(retention, "entries trimmed and archived")
     check(value('sum(streamcar_produced_total) > 0'), "entries appended through the API")
-    owned = value('sum(streamcar_shard_owned{subscription="payments/ledger"})')
+    owned = value(f'sum(streamcar_shard_owned{{namespace="{NAMESPACE}", subscription="payments/ledger"}})')
     check(list(owned.values()) == [2.0], f"the sharded subscription's 2 shards are owned: {owned}")
 
     # 6. the alert rules
