@@ -132,6 +132,19 @@ Command ReapConsumers(std::string_view stream, std::string_view group, std::stri
   return command;
 }
 
+std::string MissingAclRule(const Status& refusal, std::string_view step_rules) {
+  // "... no permissions to run the 'xgroup|delconsumer' command ..."
+  const std::string& message = refusal.message();
+  constexpr std::string_view kBefore = "to run the '";
+  const size_t start = message.find(kBefore);
+  if (start != std::string::npos) {
+    const size_t name = start + kBefore.size();
+    const size_t end = message.find('\'', name);
+    if (end != std::string::npos && end > name) return "+" + message.substr(name, end - name);
+  }
+  return std::string(step_rules);
+}
+
 std::string_view ReapVerdictName(ReapVerdict verdict) {
   for (const auto& [name, value] : kVerdicts) {
     if (value == verdict) return name;

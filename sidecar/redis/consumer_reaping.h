@@ -13,7 +13,9 @@
 // brings entries or reads the consumer's own pending list, but not for a '>' read that finds
 // nothing, BLOCK or not, nor for an XAUTOCLAIM that claims nothing: a live consumer of a quiet
 // stream grows old too. So a reaping sidecar first refreshes its own consumer (NeedsRefresh,
-// RefreshConsumer) on each pass, and a fleet that reaps keeps every live consumer young.
+// RefreshConsumer) on each pass, and a fleet that reaps keeps every live consumer young. (Redis
+// 7.2+ and Valkey count every attempted read: there the refresh only re-creates a consumer a
+// peer removed.)
 
 #include <cstdint>
 #include <span>
@@ -60,10 +62,18 @@ Command RefreshConsumer(std::string_view stream, std::string_view group, std::st
 // XINFO CONSUMERS inside the script: removed with XGROUP DELCONSUMER only when it is not the
 // caller, still exists, has 0 pending and an idle time above min idle.
 const Script& ReapScript();
-// The scripts a connection that reaps loads (after connecting, and again after NOSCRIPT).
+// The scripts the read connection of a subscription that reaps loads after each connect
+// (runtime/subscription_loop.cc), so a pass sends EVALSHA without a NOSCRIPT first; the pass
+// loads ReapScript() again itself after a NOSCRIPT (a restart, SCRIPT FLUSH).
 std::span<const Script* const> ReapScripts();
 Command ReapConsumers(std::string_view stream, std::string_view group, std::string_view self,
                       Millis min_idle, std::span<const std::string> names);
+
+// The ACL rule a refused step of a pass lacks, for its log line: "+<command>" when the refusal
+// names the command (NOPERM "... the 'xinfo|consumers' command"; a script's refusal on Redis
+// 7.2+ and Valkey), else `step_rules`, every rule the step needs (a script's refusal on Redis
+// 7.0 does not say which of its commands it refused).
+std::string MissingAclRule(const Status& refusal, std::string_view step_rules);
 
 // What the script did with one name.
 enum class ReapVerdict {

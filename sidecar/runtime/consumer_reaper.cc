@@ -3,6 +3,9 @@
 #include <prometheus/counter.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <random>
 #include <span>
 #include <utility>
 
@@ -13,25 +16,53 @@
 #include "sidecar/redis/stream_ops.h"
 
 namespace streamcar::runtime {
+namespace {
+
+// The ACL rules of each command a pass sends, for the error of a refusal that names none.
+constexpr std::string_view kListRules = "+xinfo|consumers";
+constexpr std::string_view kRefreshRules = "+xreadgroup";
+// A refusal of EVALSHA itself is a NOPERM that names it; one inside the script on Redis 7.0
+// names neither of the two commands the script runs.
+constexpr std::string_view kScriptRules = "+xinfo|consumers +xgroup|delconsumer";
+constexpr std::string_view kLoadRules = "+script|load";
+
+}  // namespace
+
+Millis ConsumerReaper::FirstPassOffset(uint64_t random) {
+  return Millis(static_cast<int64_t>(random % static_cast<uint64_t>(kEvery.count())));
+}
+
+Millis ConsumerReaper::FirstPassOffsetForProcess() {
+  if (const char* text = std::getenv("STREAMCAR_TEST_REAP_OFFSET");
+      text != nullptr && *text != '\0') {
+    std::string error;
+    const std::optional<Millis> offset = ParseDuration(text, &error);
+    if (offset && *offset < kEvery) return *offset;
+  }
+  std::random_device device;
+  return FirstPassOffset((static_cast<uint64_t>(device()) << 32) | device());
+}
 
 ConsumerReaper::ConsumerReaper(std::string subscription, std::string stream, std::string group,
-                               std::string consumer, Millis reap_idle, prometheus::Counter* reaped)
+                               std::string consumer, Millis reap_idle, SteadyTime first_pass_at,
+                               prometheus::Counter* reaped)
     : subscription_(std::move(subscription)),
       stream_(std::move(stream)),
       group_(std::move(group)),
       consumer_(std::move(consumer)),
       reap_idle_(reap_idle),
-      reaped_(reaped) {}
+      reaped_(reaped),
+      next_pass_at_(first_pass_at) {}
 
 ConsumerReaper::~ConsumerReaper() = default;
 
 bool ConsumerReaper::Due(SteadyTime now) const {
-  return !stopping_ && !done_ && (!last_pass_ || now - *last_pass_ >= kEvery);
+  return !stopping_ && !turned_off_ && !done_ && now >= next_pass_at_;
 }
 
 void ConsumerReaper::Run(redis::AsyncConnection* connection, SteadyTime now,
-                         std::function<void(Status)> done) {
-  last_pass_ = now;
+                         std::function<void()> done) {
+  next_pass_at_ = now + kEvery;
   connection_ = connection;
   done_ = std::move(done);
   candidates_.clear();
@@ -44,8 +75,8 @@ void ConsumerReaper::Run(redis::AsyncConnection* connection, SteadyTime now,
         auto consumers = reply.ok() ? redis::ParseConsumers(reply->view())
                                     : StatusOr<std::vector<redis::ConsumerInfo>>(reply.status());
         if (!consumers.ok()) {
-          const bool refused = Failed("XINFO CONSUMERS", consumers.status());
-          return Finish(refused ? consumers.status() : Status::Ok());
+          Failed("XINFO CONSUMERS", kListRules, consumers.status());
+          return Finish();
         }
         Listed(std::move(*consumers));
       });
@@ -53,7 +84,7 @@ void ConsumerReaper::Run(redis::AsyncConnection* connection, SteadyTime now,
 
 void ConsumerReaper::Listed(std::vector<redis::ConsumerInfo> consumers) {
   candidates_ = redis::ReapCandidates(consumers, consumer_, reap_idle_);
-  if (stopping_) return Finish(Status::Ok());
+  if (stopping_) return Finish();
   if (!redis::NeedsRefresh(consumers, consumer_, kEvery)) return RunBatch();
   std::weak_ptr<bool> alive = alive_;
   connection_->Send(redis::RefreshConsumer(stream_, group_, consumer_),
@@ -65,9 +96,8 @@ void ConsumerReaper::Listed(std::vector<redis::ConsumerInfo> consumers) {
                       if (!entries.ok()) {
                         // The pass goes on: a peer may take this consumer for idle, which costs
                         // nothing (it has nothing pending) but a line in the log.
-                        if (Failed("the own consumer's refresh", entries.status())) {
-                          return Finish(entries.status());
-                        }
+                        Failed("XREADGROUP", kRefreshRules, entries.status());
+                        if (turned_off_) return Finish();
                       } else if (!entries->empty()) {
                         recovery_requested_ = true;
                       }
@@ -76,7 +106,7 @@ void ConsumerReaper::Listed(std::vector<redis::ConsumerInfo> consumers) {
 }
 
 void ConsumerReaper::RunBatch() {
-  if (stopping_ || next_ >= candidates_.size()) return Finish(Status::Ok());
+  if (stopping_ || next_ >= candidates_.size()) return Finish();
   const size_t count = std::min(kBatch, candidates_.size() - next_);
   const std::span<const std::string> names(candidates_.data() + next_, count);
   std::weak_ptr<bool> alive = alive_;
@@ -90,8 +120,8 @@ void ConsumerReaper::RunBatch() {
         auto results = reply.ok() ? redis::ParseReap(reply->view())
                                   : StatusOr<std::vector<redis::ReapResult>>(reply.status());
         if (!results.ok()) {
-          const bool refused = Failed("the reap script", results.status());
-          return Finish(refused ? results.status() : Status::Ok());
+          Failed("EVALSHA", kScriptRules, results.status());
+          return Finish();
         }
         for (const auto& result : *results) {
           if (result.verdict == redis::ReapVerdict::kRemoved) {
@@ -122,26 +152,36 @@ void ConsumerReaper::ReloadThenRetry() {
   connection_->Send(redis::ReapScript().Load(), [this, alive](StatusOr<redis::Reply> loaded) {
     if (alive.expired()) return;
     if (!loaded.ok()) {
-      const bool refused = Failed("SCRIPT LOAD", loaded.status());
-      return Finish(refused ? loaded.status() : Status::Ok());
+      Failed("SCRIPT LOAD", kLoadRules, loaded.status());
+      return Finish();
     }
     RunBatch();
   });
 }
 
-bool ConsumerReaper::Failed(std::string_view step, const Status& status) {
-  const bool refused = redis::IsAclRefusal(status);
-  if (!refused) {
+void ConsumerReaper::Failed(std::string_view command, std::string_view rules,
+                            const Status& status) {
+  if (!redis::IsAclRefusal(status)) {
     LogWarn("consumer reaping failed; trying again in a minute",
-            {{"subscription", subscription_}, {"step", step}, {"error", status.message()}});
+            {{"subscription", subscription_}, {"command", command}, {"error", status.message()}});
+    return;
   }
-  return refused;
+  // Reaping is an opt-in cleanup: a rule it lacks must not stop delivery (the whole fleet would
+  // hit it in the same minute after a rollout). One error, then no pass in this process.
+  turned_off_ = true;
+  LogError(
+      "consumer reaping turned off: the Redis ACL user may not run a command it needs; delivery "
+      "goes on (grant the rule, or set consumer.reap_idle: 0s)",
+      {{"subscription", subscription_},
+       {"command", command},
+       {"missing_acl_rule", redis::MissingAclRule(status, rules)},
+       {"error", status.message()}});
 }
 
-void ConsumerReaper::Finish(Status status) {
+void ConsumerReaper::Finish() {
   auto done = std::exchange(done_, nullptr);
   candidates_.clear();
-  if (done) done(std::move(status));
+  if (done) done();
 }
 
 }  // namespace streamcar::runtime

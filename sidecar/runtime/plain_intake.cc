@@ -932,20 +932,10 @@ void PlainIntake::ReclaimEnd() {
 void PlainIntake::ReapNext() {
   reap_due_ = false;
   read_busy_ = true;
-  reaper_->Run(read_, loop_.clock().Now(), Guard([this](const Status& status) {
+  reaper_->Run(read_, loop_.clock().Now(), Guard([this] {
                  read_busy_ = false;
                  if (reaper_->TakeRecoveryRequest()) recovery_requested_ = true;
-                 if (!status.ok()) {
-                   // Only an ACL refusal ends a pass with a status (the others are logged and
-                   // tried again a minute later): as for a refused read, no retry fixes it.
-                   return Fatal(Status(StatusCode::kFatal,
-                                       "subscription " + sub_.name +
-                                           ": the Redis ACL user may not run a command consumer "
-                                           "reaping needs (" +
-                                           status.message() +
-                                           "); README lists the rules, or set "
-                                           "consumer.reap_idle: 0s"));
-                 }
+                 // A pass never ends the subscription: an ACL refusal only turned reaping off.
                  Pump();
                }));
 }

@@ -104,8 +104,9 @@ class PlainIntake {
   // there is no reclaim beat; a step the fence refuses ends the intake (Callbacks::fenced).
   void UseFencedReads(const sharding::FencedShardOps* fenced) { fenced_ = fenced; }
   // Consumer reaping (SPEC 4.6): the reclaim beat also runs a pass of `reaper` when it is due,
-  // as a step of its own on the read connection after the beat's claims. An ACL refusal of a
-  // pass ends the intake as any refused read does (Callbacks::fatal). Plain subscriptions only.
+  // as a step of its own on the read connection after the beat's claims. No outcome of a pass
+  // ends the intake (an ACL refusal turns reaping off, runtime/consumer_reaper.h). Plain
+  // subscriptions only.
   void UseReaper(ConsumerReaper* reaper) { reaper_ = reaper; }
 
   // Setup (group, dead-letter key type, ack mode), then the own-PEL drain, then '>' reads; the

@@ -13,6 +13,7 @@
 #include "sidecar/delivery/http_target.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/connector.h"
+#include "sidecar/redis/consumer_reaping.h"
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
@@ -39,6 +40,19 @@ std::unique_ptr<redis::SubscriptionOps> OpsFor(const config::Subscription& sub,
   return std::make_unique<sharding::FencedShardOps>(sub.stream, sub.group, deps.consumer_name,
                                                     deps.shard->token, deps.shard->member_id,
                                                     deps.shard->member_epoch);
+}
+
+// Consumer reaping (SPEC 4.6) is on: plain loops with consumer.reap_idle set.
+bool Reaps(const SubscriptionDeps& deps) { return deps.reap_idle.count() > 0 && !deps.shard; }
+
+// The scripts the read connection loads after each connect. Fenced reads are scripts; plain
+// reads are none (the start-up drain's keepalive loads the settle scripts on a NOSCRIPT), but a
+// loop that reaps loads the reap script, so that a pass needs no NOSCRIPT round trip first.
+std::span<const redis::Script* const> ReadScripts(const redis::SubscriptionOps& ops,
+                                                  const SubscriptionDeps& deps) {
+  if (ops.EveryStepIsAScript()) return ops.Scripts();
+  if (Reaps(deps)) return redis::ReapScripts();
+  return {};
 }
 
 // A settlement step as streamcar_fenced_ops_total's op label (SHARDING.md C1).
@@ -111,12 +125,8 @@ class SubscriptionLoop::Core {
         stages_(std::move(stages)),
         ops_(OpsFor(sub, deps)),
         connector_(loop),
-        read_(
-            loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
-            sub.name + "/read", deps.redis_health,
-            // Plain reads are no scripts (the start-up drain's keepalive loads them on a
-            // NOSCRIPT); fenced ones are.
-            ops_->EveryStepIsAScript() ? ops_->Scripts() : std::span<const redis::Script* const>{}),
+        read_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
+              sub.name + "/read", deps.redis_health, ReadScripts(*ops_, deps)),
         command_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":settle"),
                  sub.name + "/settle", deps.redis_health, ops_->Scripts()),
         dead_letters_(DeadLetterConnection(loop)),
@@ -172,9 +182,10 @@ class SubscriptionLoop::Core {
     settlement_.SetAckLinger(deps.tuning.ack_linger);
     intake_.SetReadLinger(deps.tuning.read_linger);
     if (deps.dead_letter_two_step) intake_.SkipDeadLetterTypeCheck();
-    if (deps.reap_idle.count() > 0 && !deps.shard) {
-      reaper_ = std::make_unique<ConsumerReaper>(sub.name, sub.stream, sub.group, ops_->consumer(),
-                                                 deps.reap_idle, metrics_.consumers_reaped);
+    if (Reaps(deps)) {
+      reaper_ = std::make_unique<ConsumerReaper>(
+          sub.name, sub.stream, sub.group, ops_->consumer(), deps.reap_idle,
+          clock_.Now() + ConsumerReaper::FirstPassOffsetForProcess(), metrics_.consumers_reaped);
       intake_.UseReaper(reaper_.get());
     }
     if (deps.shard) {

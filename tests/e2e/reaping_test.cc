@@ -1,18 +1,26 @@
 // Consumer reaping (SPEC 4.6) with the real binary: a rollout with reaping on leaves no consumer
-// behind, and with it off nothing is ever removed. The consumers are made old for real
-// (tests/support/consumer_aging.h): Redis measures idle time itself.
+// behind, and with it off nothing is ever removed; the first pass waits for its offset; an ACL
+// that refuses reaping turns it off and delivery goes on. The consumers are made old for real
+// (tests/support/consumer_aging.h): Redis measures idle time itself. The sidecars run with
+// STREAMCAR_TEST_REAP_OFFSET (the first pass's random offset, up to a minute, fixed).
 
 #include <rapidjson/document.h>
 
+#include <chrono>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "sidecar/redis/consumer_reaping.h"
 #include "tests/e2e/e2e_fixture.h"
 #include "tests/support/consumer_aging.h"
 #include "tests/support/redis_monitor.h"
 
 namespace streamcar::testing {
 namespace {
+
+// The first pass on the first claim beat (ConsumerReaper::FirstPassOffsetForProcess).
+const std::vector<std::string> kFirstPassAtOnce = {"STREAMCAR_TEST_REAP_OFFSET=0s"};
 
 class ReapingTest : public E2eTest {
  protected:
@@ -63,6 +71,18 @@ class ReapingTest : public E2eTest {
     return b;
   }
 
+  // The log lines (SPEC 6 JSON) whose msg starts with `prefix`.
+  static std::vector<std::string> LogLines(const std::string& logs, const std::string& prefix) {
+    std::vector<std::string> out;
+    std::istringstream in(logs);
+    for (std::string line; std::getline(in, line);) {
+      rapidjson::Document d;
+      if (d.Parse(line.c_str()).HasParseError() || !d.IsObject() || !d.HasMember("msg")) continue;
+      if (std::string(d["msg"].GetString()).rfind(prefix, 0) == 0) out.push_back(line);
+    }
+    return out;
+  }
+
   double Reaped() {
     return Metric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""});
   }
@@ -74,7 +94,7 @@ TEST_F(ReapingTest, ARolloutWithReapingOnLeavesNoConsumerBehind) {
   OldPodsLeftBehind();
   RedisMonitor monitor(redis_->port());
   ASSERT_TRUE(monitor.ok());
-  auto b = StartSidecar(PodB("1h"));
+  auto b = StartSidecar(PodB("1h"), kFirstPassAtOnce);
   ASSERT_TRUE(WaitReady()) << b->Logs();
   ASSERT_TRUE(WaitMetric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""}, 1,
                          seconds(10)))
@@ -89,6 +109,25 @@ TEST_F(ReapingTest, ARolloutWithReapingOnLeavesNoConsumerBehind) {
   EXPECT_EQ(monitor.Matching("XINFO CONSUMERS").size(), listings);
   EXPECT_EQ(Reaped(), 1);
   EXPECT_EQ(monitor.Matching("XGROUP DELCONSUMER").size(), 1u);  // inside the script, for a only
+  // The read connection loaded the reap script when it connected, before the pass listed
+  // anything, so the pass's one EVALSHA found it (no NOSCRIPT, no load in the middle of it).
+  const auto commands = monitor.Commands();
+  std::optional<size_t> loaded;
+  std::optional<size_t> listed;
+  size_t calls = 0;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const auto& words = commands[i];
+    if (words.size() > 2 && words[0] == "SCRIPT" &&
+        words[2].find("DELCONSUMER") != std::string::npos && !loaded) {
+      loaded = i;
+    }
+    if (words.size() > 1 && words[0] == "XINFO" && !listed) listed = i;
+    if (words.size() > 1 && words[0] == "EVALSHA" && words[1] == redis::ReapScript().sha()) ++calls;
+  }
+  ASSERT_TRUE(loaded.has_value());
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_LT(*loaded, *listed);
+  EXPECT_EQ(calls, 1u);
   // a is gone; c (holding an entry) and B's own consumer stay, c with its entry.
   EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"b", 0}, {"c", 1}}));
   const auto pending = redis_->Run({"XPENDING", "orders", "billing", "-", "+", "10"});
@@ -131,18 +170,57 @@ TEST_F(ReapingTest, WithReapingOffNothingIsEverRemoved) {
   EXPECT_EQ(Reaped(), 0);
 }
 
-// An ACL user without what reaping needs: as for every command the ACL refuses (README), no
-// retry fixes it, so the sidecar exits 1 naming it, and removes nothing.
-TEST_F(ReapingTest, AnAclThatRefusesReapingEndsTheSidecarNamingIt) {
+// The first pass comes at its offset from the start, not on the first claim beat: the replicas
+// of a rollout do not all list and reap in the same moment.
+TEST_F(ReapingTest, TheFirstPassWaitsForItsOffset) {
+  OldPodsLeftBehind();
+  RedisMonitor monitor(redis_->port());
+  ASSERT_TRUE(monitor.ok());
+  auto b = StartSidecar(PodB("1h"), {"STREAMCAR_TEST_REAP_OFFSET=4s"});
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitReady()) << b->Logs();
+  // Several claim beats (every 300 ms) and no pass yet.
+  std::this_thread::sleep_for(seconds(2) - (std::chrono::steady_clock::now() - started));
+  EXPECT_FALSE(monitor.Matching("XAUTOCLAIM").empty());
+  EXPECT_TRUE(monitor.Matching("XINFO CONSUMERS").empty());
+  EXPECT_EQ(Reaped(), 0);
+  ASSERT_TRUE(WaitMetric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""}, 1,
+                         seconds(10)))
+      << b->Logs();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, seconds(4));
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"b", 0}, {"c", 1}}));
+}
+
+// An ACL user without what reaping needs: no retry fixes it, and reaping is an opt-in cleanup,
+// so the sidecar logs one error naming reaping, the refused command and the missing rule, turns
+// reaping off, removes nothing, and goes on delivering.
+TEST_F(ReapingTest, AnAclThatRefusesReapingTurnsItOffAndDeliveryGoesOn) {
   OldPodsLeftBehind();
   redis_->Run({"ACL", "SETUSER", "sc", "on", ">pw", "~*", "+@all", "-xgroup|delconsumer"});
   SidecarConfig c = PodB("1h");
   c.redis_extra = "  username: sc\n  password: pw\n";
-  auto b = StartSidecar(c);
-  b->ExpectExit(1);
-  ASSERT_TRUE(b->Wait(seconds(15)).has_value()) << b->Logs();
-  EXPECT_NE(b->Logs().find("consumer reaping needs"), std::string::npos) << b->Logs();
+  auto b = StartSidecar(c, kFirstPassAtOnce);
+  ASSERT_TRUE(WaitReady()) << b->Logs();
+  ASSERT_TRUE(
+      Eventually([&] { return !LogLines(b->Logs(), "consumer reaping").empty(); }, seconds(10)))
+      << b->Logs();
+  // Beats go on (every 300 ms); reaping does not come back, and delivery goes on.
+  std::this_thread::sleep_for(seconds(2));
+  for (int i = 0; i < 3; ++i) Add({"n", "after-" + std::to_string(i)});
+  ASSERT_TRUE(handler_.WaitForCount(6, seconds(10))) << b->Logs();
+  EXPECT_FALSE(b->Wait(std::chrono::milliseconds(0)).has_value()) << b->Logs();  // still running
+  const auto lines = LogLines(b->Logs(), "consumer reaping");
+  ASSERT_EQ(lines.size(), 1u) << b->Logs();
+  rapidjson::Document d;
+  d.Parse(lines[0].c_str());
+  EXPECT_EQ(std::string(d["level"].GetString()), "error") << lines[0];
+  EXPECT_EQ(std::string(d["subscription"].GetString()), "orders/billing") << lines[0];
+  EXPECT_EQ(std::string(d["command"].GetString()), "EVALSHA") << lines[0];
+  EXPECT_NE(std::string(d["missing_acl_rule"].GetString()).find("+xgroup|delconsumer"),
+            std::string::npos)
+      << lines[0];
   EXPECT_EQ(Consumers().count("a"), 1u);
+  EXPECT_EQ(Reaped(), 0);
 }
 
 }  // namespace

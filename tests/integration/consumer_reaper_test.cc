@@ -1,8 +1,8 @@
 // The reaping pass (runtime/consumer_reaper.h) on the event loop against a real redis-server: it
 // removes old idle consumers and counts them, at most once per kEvery, loads its script again
-// after NOSCRIPT, refreshes its own consumer when quiet, stops after the step outstanding, and
-// hands an ACL refusal back to its caller. The consumers are made old for real
-// (tests/support/consumer_aging.h).
+// after NOSCRIPT, refreshes its own consumer when quiet, stops after the step outstanding, waits
+// for its first pass's offset, and turns itself off (nothing removed) on an ACL refusal. The
+// consumers are made old for real (tests/support/consumer_aging.h).
 
 #include "sidecar/runtime/consumer_reaper.h"
 
@@ -12,7 +12,6 @@
 #include <chrono>
 #include <optional>
 
-#include "sidecar/redis/acl_refusal.h"
 #include "sidecar/redis/connector.h"
 #include "tests/support/consumer_aging.h"
 #include "tests/support/redis_server.h"
@@ -49,7 +48,8 @@ class ConsumerReaperTest : public ::testing::Test {
     connection_ = std::make_unique<redis::AsyncConnection>(
         *loop_, *connector_, options, "read", nullptr, std::span<const redis::Script* const>{});
     ASSERT_TRUE(RunUntil([&] { return connection_->ready(); }));
-    reaper_ = std::make_unique<ConsumerReaper>("s/g", "s", "g", "me", Millis(3'600'000), &reaped_);
+    reaper_ = std::make_unique<ConsumerReaper>("s/g", "s", "g", "me", Millis(3'600'000),
+                                               first_pass_at_, &reaped_);
   }
 
   bool RunUntil(const std::function<bool()>& condition, Millis timeout = Millis(10000)) {
@@ -61,12 +61,12 @@ class ConsumerReaperTest : public ::testing::Test {
     return true;
   }
 
-  // One pass to its end; its status.
-  Status Pass(SteadyTime now = SteadyClock::now()) {
-    std::optional<Status> result;
-    reaper_->Run(connection_.get(), now, [&](Status status) { result = std::move(status); });
-    EXPECT_TRUE(RunUntil([&] { return result.has_value(); }));
-    return result.value_or(Status(StatusCode::kTimeout, "the pass did not end"));
+  // One pass to its end; false when it did not end.
+  bool Pass(SteadyTime now = SteadyClock::now()) {
+    bool ended = false;
+    reaper_->Run(connection_.get(), now, [&] { ended = true; });
+    EXPECT_TRUE(RunUntil([&] { return ended; }));
+    return ended;
   }
 
   std::optional<int64_t> IdleOf(const std::string& name) {
@@ -83,6 +83,7 @@ class ConsumerReaperTest : public ::testing::Test {
   std::unique_ptr<redis::Connector> connector_;
   std::unique_ptr<redis::AsyncConnection> connection_;
   prometheus::Counter reaped_;
+  SteadyTime first_pass_at_{};  // the reaper's first pass is due from then (Connect)
   std::unique_ptr<ConsumerReaper> reaper_;
 };
 
@@ -94,7 +95,7 @@ TEST_F(ConsumerReaperTest, RemovesOldIdleConsumersCountsThemAndRunsAtMostOncePer
   Connect();
   const SteadyTime start = SteadyClock::now();
   EXPECT_TRUE(reaper_->Due(start));
-  ASSERT_TRUE(Pass(start).ok());
+  ASSERT_TRUE(Pass(start));
   EXPECT_EQ(reaped_.Value(), 2);
   EXPECT_FALSE(IdleOf("old-1"));
   EXPECT_FALSE(IdleOf("old-2"));
@@ -110,7 +111,7 @@ TEST_F(ConsumerReaperTest, LoadsItsScriptAgainAfterNoscript) {
   AgeConsumers(server_, "s", {"old"}, hours(2));
   Connect();
   server_.Run({"SCRIPT", "FLUSH"});  // and the connection never loaded it: NOSCRIPT first
-  ASSERT_TRUE(Pass().ok());
+  ASSERT_TRUE(Pass());
   EXPECT_EQ(reaped_.Value(), 1);
   EXPECT_FALSE(IdleOf("old"));
 }
@@ -118,7 +119,7 @@ TEST_F(ConsumerReaperTest, LoadsItsScriptAgainAfterNoscript) {
 TEST_F(ConsumerReaperTest, RefreshesItsOwnConsumerWhenQuiet) {
   AgeConsumers(server_, "s", {"me"}, hours(2));
   Connect();
-  ASSERT_TRUE(Pass().ok());
+  ASSERT_TRUE(Pass());
   ASSERT_TRUE(IdleOf("me"));
   EXPECT_LT(*IdleOf("me"), 60'000);
   EXPECT_FALSE(reaper_->TakeRecoveryRequest());  // it brought nothing
@@ -129,30 +130,50 @@ TEST_F(ConsumerReaperTest, AStopEndsThePassBeforeItRemovesAnything) {
   server_.Run({"XGROUP", "CREATECONSUMER", "s", "g", "old"});
   AgeConsumers(server_, "s", {"old"}, hours(2));
   Connect();
-  std::optional<Status> result;
-  reaper_->Run(connection_.get(), SteadyClock::now(), [&](Status s) { result = std::move(s); });
+  bool ended = false;
+  reaper_->Run(connection_.get(), SteadyClock::now(), [&] { ended = true; });
   reaper_->Stop();  // the listing is outstanding
-  ASSERT_TRUE(RunUntil([&] { return result.has_value(); }));
-  EXPECT_TRUE(result->ok());
+  ASSERT_TRUE(RunUntil([&] { return ended; }));
   EXPECT_TRUE(IdleOf("old"));
   EXPECT_EQ(reaped_.Value(), 0);
   EXPECT_FALSE(reaper_->Due(SteadyClock::now() + hours(1)));
 }
 
-TEST_F(ConsumerReaperTest, AnAclRefusalIsHandedBackOtherFailuresAreNot) {
+// An ACL refusal turns reaping off for good, having removed nothing; other failures are only
+// logged, and the next pass comes a kEvery later.
+TEST_F(ConsumerReaperTest, AnAclRefusalTurnsReapingOffOtherFailuresDoNot) {
   server_.Run({"XGROUP", "CREATECONSUMER", "s", "g", "old"});
   AgeConsumers(server_, "s", {"old"}, hours(2));
   server_.Run({"ACL", "SETUSER", "narrow", "on", ">pw", "~*", "+@all", "-xgroup|delconsumer"});
   Connect("narrow", "pw");
-  const Status refused = Pass();
-  EXPECT_FALSE(refused.ok());
-  EXPECT_TRUE(redis::IsAclRefusal(refused)) << refused.ToString();
+  const SteadyTime start = SteadyClock::now();
+  ASSERT_TRUE(Pass(start));
+  EXPECT_TRUE(reaper_->turned_off());
+  EXPECT_FALSE(reaper_->Due(start + ConsumerReaper::kEvery));
+  EXPECT_FALSE(reaper_->Due(start + hours(24)));
   EXPECT_TRUE(IdleOf("old"));
-  // A group that is gone is only logged: the pass ends well, nothing is counted.
+  EXPECT_EQ(reaped_.Value(), 0);
+  // A group that is gone is only logged: reaping stays on, nothing is counted.
   Connect();
   server_.Run({"DEL", "s"});
-  EXPECT_TRUE(Pass().ok());
+  EXPECT_TRUE(Pass(start));
+  EXPECT_FALSE(reaper_->turned_off());
+  EXPECT_TRUE(reaper_->Due(start + ConsumerReaper::kEvery));
   EXPECT_EQ(reaped_.Value(), 0);
+}
+
+// The first pass waits for its offset (the replicas of a rollout spread their first passes over
+// a kEvery); then one per kEvery from the last.
+TEST_F(ConsumerReaperTest, TheFirstPassWaitsForItsOffset) {
+  const SteadyTime start = SteadyClock::now();
+  first_pass_at_ = start + Millis(42'000);
+  Connect();
+  EXPECT_FALSE(reaper_->Due(start));
+  EXPECT_FALSE(reaper_->Due(start + Millis(41'999)));
+  EXPECT_TRUE(reaper_->Due(start + Millis(42'000)));
+  ASSERT_TRUE(Pass(start + Millis(42'000)));
+  EXPECT_FALSE(reaper_->Due(start + Millis(42'000) + ConsumerReaper::kEvery - Millis(1)));
+  EXPECT_TRUE(reaper_->Due(start + Millis(42'000) + ConsumerReaper::kEvery));
 }
 
 }  // namespace

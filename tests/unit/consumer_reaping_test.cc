@@ -5,6 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string_view>
+
+#include "sidecar/runtime/consumer_reaper.h"
 #include "tests/unit/resp_reply.h"
 
 namespace streamcar::redis {
@@ -96,6 +104,58 @@ TEST(ReapConsumers, IsOneScriptCallWhoseOneKeyIsTheStream) {
   expected.Arg("billing").Arg("pod-1").Arg(int64_t{3'600'000}).Arg("a").Arg("b");
   EXPECT_EQ(command.Encode(), expected.Encode());
   EXPECT_EQ(command.name(), "EVALSHA");
+}
+
+TEST(MissingAclRule, NamesTheRefusedCommandElseEveryRuleOfTheStep) {
+  constexpr std::string_view kRules = "+xinfo|consumers +xgroup|delconsumer";
+  // Sent as it is (NOPERM), and refused inside a script by Redis 7.2+ / Valkey: named.
+  EXPECT_EQ(MissingAclRule(Status(StatusCode::kServerError,
+                                  "NOPERM this user has no permissions to run the 'evalsha' "
+                                  "command"),
+                           kRules),
+            "+evalsha");
+  EXPECT_EQ(MissingAclRule(Status(StatusCode::kServerError,
+                                  "ERR ACL failure in script: this user has no permissions to run "
+                                  "the 'xgroup|delconsumer' command script: 6019..., on "
+                                  "@user_script:15."),
+                           kRules),
+            "+xgroup|delconsumer");
+  // Refused inside a script by Redis 7.0: which command is not said.
+  EXPECT_EQ(MissingAclRule(Status(StatusCode::kServerError,
+                                  "ERR The user executing the script can't run this command or "
+                                  "subcommand script: 6019..., on @user_script:15."),
+                           kRules),
+            kRules);
+}
+
+// The first pass's offset (runtime/consumer_reaper.h): in [0, kEvery), spread over all of it.
+TEST(FirstPassOffset, IsUniformOverAMinute) {
+  using runtime::ConsumerReaper;
+  constexpr Millis kEvery = ConsumerReaper::kEvery;
+  EXPECT_EQ(ConsumerReaper::FirstPassOffset(0), Millis(0));
+  EXPECT_EQ(ConsumerReaper::FirstPassOffset(59'999), Millis(59'999));
+  EXPECT_EQ(ConsumerReaper::FirstPassOffset(60'000), Millis(0));
+  EXPECT_LT(ConsumerReaper::FirstPassOffset(std::numeric_limits<uint64_t>::max()), kEvery);
+  // Seeded draws, as a rollout's replicas make: every ten seconds of the minute gets some.
+  std::mt19937_64 random(30);
+  std::array<int, 6> per_ten_seconds{};
+  for (int i = 0; i < 600; ++i) {
+    const Millis offset = ConsumerReaper::FirstPassOffset(random());
+    ASSERT_GE(offset, Millis(0));
+    ASSERT_LT(offset, kEvery);
+    ++per_ten_seconds.at(static_cast<size_t>(offset.count() / 10'000));
+  }
+  for (const int count : per_ten_seconds) EXPECT_GT(count, 60);
+}
+
+TEST(FirstPassOffset, TheTestHookSetsItWhenBelowAMinute) {
+  using runtime::ConsumerReaper;
+  ::setenv("STREAMCAR_TEST_REAP_OFFSET", "1500ms", 1);
+  EXPECT_EQ(ConsumerReaper::FirstPassOffsetForProcess(), Millis(1500));
+  ::setenv("STREAMCAR_TEST_REAP_OFFSET", "2m", 1);  // not an offset in [0, kEvery): random
+  EXPECT_LT(ConsumerReaper::FirstPassOffsetForProcess(), ConsumerReaper::kEvery);
+  ::unsetenv("STREAMCAR_TEST_REAP_OFFSET");
+  EXPECT_LT(ConsumerReaper::FirstPassOffsetForProcess(), ConsumerReaper::kEvery);
 }
 
 }  // namespace
