@@ -10,12 +10,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "tests/e2e/e2e_fixture.h"
+#include "tests/support/request_gate.h"
 
 namespace streamcar::testing {
 namespace {
@@ -286,22 +285,9 @@ TEST_F(AdminTest, EveryLabelledSeriesExistsAtZeroFromTheStart) {
 // (Redis's own lag, or counted when Redis has none), streamcar_inflight what this sidecar holds.
 TEST_F(AdminTest, PendingLagAndInflightGaugesFollowTheGroup) {
   // The handler holds every request until released: what was read stays pending.
-  struct Gate {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool open = false;
-    void Open() {
-      {
-        std::lock_guard lock(mutex);
-        open = true;
-      }
-      cv.notify_all();
-    }
-  };
-  auto gate = std::make_shared<Gate>();
+  auto gate = std::make_shared<RequestGate>();
   handler_.SetBehaviour([gate](const ReceivedRequest&) {
-    std::unique_lock lock(gate->mutex);
-    gate->cv.wait_for(lock, seconds(30), [&] { return gate->open; });
+    gate->Hold(seconds(30));
     return HandlerReply{200, ""};
   });
   std::vector<std::string> ids;
@@ -309,10 +295,7 @@ TEST_F(AdminTest, PendingLagAndInflightGaugesFollowTheGroup) {
   SidecarConfig c;
   c.handler_extra = "concurrency: 1, timeout: 30s";
   auto sidecar = StartSidecar(c);
-  struct OpenAtExit {
-    std::shared_ptr<Gate> gate;
-    ~OpenAtExit() { gate->Open(); }
-  } open_at_exit{gate};
+  OpenAtExit open_at_exit{gate};
 
   const std::string sub = "subscription=\"orders/billing\"";
   // Redis's own figures, once reading has stopped for want of room.

@@ -6,16 +6,15 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include "sidecar/common/version.h"
 #include "sidecar/sharding/sharding_keys.h"
 #include "tests/e2e/sharded_fixture.h"
+#include "tests/support/request_gate.h"
 
 namespace streamcar::testing {
 namespace {
@@ -38,28 +37,6 @@ std::pair<int, std::string> Promtool(const std::string& text) {
   std::filesystem::remove_all(dir, ignored);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, printed.str()};
 }
-
-// A handler that holds every request until opened (or 60 s).
-struct Gate {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool open = false;
-  void Open() {
-    {
-      std::lock_guard lock(mutex);
-      open = true;
-    }
-    cv.notify_all();
-  }
-  void Hold() {
-    std::unique_lock lock(mutex);
-    cv.wait_for(lock, std::chrono::seconds(60), [&] { return open; });
-  }
-};
-struct OpenAtExit {
-  std::shared_ptr<Gate> gate;
-  ~OpenAtExit() { gate->Open(); }
-};
 
 class MetricsTest : public E2eTest {};
 
@@ -124,9 +101,9 @@ TEST_F(MetricsTest, ProcessSeriesDescribeTheRunningProcess) {
 // SPEC 5: the age of the group's oldest pending entry (all consumers), 0 with nothing pending,
 // from the beat that refreshes streamcar_pending (every 5 s).
 TEST_F(MetricsTest, OldestPendingSecondsGrowsWhileAHandlerHoldsAnEntry) {
-  auto gate = std::make_shared<Gate>();
+  auto gate = std::make_shared<RequestGate>();
   handler_.SetBehaviour([gate](const ReceivedRequest&) {
-    gate->Hold();
+    gate->Hold(seconds(60));
     return HandlerReply{200, ""};
   });
   SidecarConfig c;
@@ -207,9 +184,9 @@ class ShardedMetricsTest : public ShardedE2eTest {
 };
 
 TEST_F(ShardedMetricsTest, TheOldestPendingAgeIsTheOldestOverTheMembersShards) {
-  auto gate = std::make_shared<Gate>();
+  auto gate = std::make_shared<RequestGate>();
   handler_.SetBehaviour([gate](const ReceivedRequest&) {
-    gate->Hold();
+    gate->Hold(seconds(60));
     return HandlerReply{200, ""};
   });
   ShardingTiming timing;  // a revoked shard's drain must outlast the held request
