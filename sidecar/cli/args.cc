@@ -105,7 +105,7 @@ std::string GeneralHelp() {
          "  -c, --config FILE  configuration file (default: $STREAMCAR_CONFIG, else " +
          std::string(kDefaultConfigPath) +
          ")\n"
-         "  -h, --help         help for any command\n"
+         "  -h, --help         help for any command (also: streamcar help COMMAND)\n"
          "\n"
          "Exit codes: 0 success, 1 runtime failure retrying cannot fix, 2 usage or config error.\n";
 }
@@ -182,6 +182,12 @@ std::string HelpText(CommandKind command) {
 }
 
 std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, std::string* error) {
+  // SPEC 1: `help COMMAND ...` is `COMMAND ... --help`; `help` alone is the general help.
+  if (!args.empty() && args[0] == "help") {
+    std::vector<std::string> asked(args.begin() + 1, args.end());
+    asked.emplace_back("--help");
+    return ParseArguments(asked, error);
+  }
   Arguments parsed;
   size_t i = 0;
   auto fail = [&](std::string message) -> std::optional<Arguments> {

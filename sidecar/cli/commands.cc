@@ -50,7 +50,10 @@ int CheckCommand(const Arguments& args) {
 }
 
 int RunCommand(const Arguments& args) {
-  SetLogLevelFromEnv();
+  if (const Status level = SetLogLevelFromEnv(); !level.ok()) {
+    std::cerr << "streamcar: " << level.message() << "\n";
+    return 2;
+  }
   auto config = config::LoadConfigFile(args.config_path);
   if (!config.ok()) {
     std::cerr << "streamcar: " << config.status().message() << "\n";

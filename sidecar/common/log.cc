@@ -54,14 +54,23 @@ const char* LevelName(LogLevel level) {
 
 void SetLogLevel(LogLevel level) { g_level = level; }
 
-void SetLogLevelFromEnv() {
+Status SetLogLevelFromEnv() {
   const char* value = std::getenv("STREAMCAR_LOG_LEVEL");
-  if (value == nullptr) return;
-  std::string_view level(value);
-  if (level == "debug") SetLogLevel(LogLevel::kDebug);
-  if (level == "info") SetLogLevel(LogLevel::kInfo);
-  if (level == "warn") SetLogLevel(LogLevel::kWarn);
-  if (level == "error") SetLogLevel(LogLevel::kError);
+  if (value == nullptr || *value == '\0') return Status::Ok();
+  const std::string_view level(value);
+  if (level == "debug") {
+    SetLogLevel(LogLevel::kDebug);
+  } else if (level == "info") {
+    SetLogLevel(LogLevel::kInfo);
+  } else if (level == "warn") {
+    SetLogLevel(LogLevel::kWarn);
+  } else if (level == "error") {
+    SetLogLevel(LogLevel::kError);
+  } else {
+    return {StatusCode::kInvalid, "STREAMCAR_LOG_LEVEL: unknown level \"" + std::string(level) +
+                                      "\" (use debug, info, warn or error)"};
+  }
+  return Status::Ok();
 }
 
 void SetLogSinkForTest(std::function<void(std::string_view)> sink) {

@@ -20,6 +20,7 @@
 #include <variant>
 
 #include "sidecar/common/clock.h"
+#include "sidecar/common/status.h"
 
 namespace streamcar {
 
@@ -55,8 +56,10 @@ inline void LogDebug(std::string_view msg, std::initializer_list<LogField> field
 }
 
 void SetLogLevel(LogLevel level);
-// From $STREAMCAR_LOG_LEVEL (debug|info|warn|error); unknown values keep "info".
-void SetLogLevelFromEnv();
+// From $STREAMCAR_LOG_LEVEL (debug|info|warn|error); unset or empty keeps "info". Any other
+// value is an error naming it (the caller exits 2, as for a configuration error): a misspelt
+// level must not silently log at another one.
+Status SetLogLevelFromEnv();
 // Tests capture lines here instead of stderr; pass nullptr to restore stderr. Clears the
 // repeat table.
 void SetLogSinkForTest(std::function<void(std::string_view)> sink);

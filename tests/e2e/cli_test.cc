@@ -31,6 +31,32 @@ TEST_F(CliTest, VersionAndHelp) {
   }
 }
 
+// SPEC 1: `help COMMAND` prints what `COMMAND --help` prints, subcommands included.
+TEST_F(CliTest, HelpCommandPrintsTheCommandsHelp) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"run"}, {"check"}, {"dlq", "list"}, {"dlq", "replay"}, {"version"}}) {
+    std::vector<std::string> asked{"help"};
+    asked.insert(asked.end(), args.begin(), args.end());
+    args.emplace_back("--help");
+    auto help = RunStreamcar(asked);
+    auto same = RunStreamcar(args);
+    EXPECT_EQ(help.exit_code, 0) << args[0];
+    EXPECT_NE(help.out.find("Usage"), std::string::npos) << args[0];
+    EXPECT_EQ(help.out, same.out) << args[0];
+  }
+}
+
+// An unknown STREAMCAR_LOG_LEVEL is a configuration error (exit 2, one line naming it), not a
+// silent "info".
+TEST_F(CliTest, AnUnknownLogLevelExitsTwoNamingIt) {
+  std::string path = WriteConfig(Yaml({}));
+  auto result = RunStreamcar({"run", "-c", path}, {"STREAMCAR_LOG_LEVEL=verbose"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_NE(result.err.find("STREAMCAR_LOG_LEVEL: unknown level \"verbose\""), std::string::npos)
+      << result.err;
+}
+
 TEST_F(CliTest, UsageErrorsExitTwoWithOneLine) {
   for (auto args : std::vector<std::vector<std::string>>{
            {"bogus"}, {"run", "--json"}, {"dlq", "list"}, {"status", "--count", "3"}}) {

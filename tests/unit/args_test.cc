@@ -75,6 +75,25 @@ TEST(Args, HelpOnEveryCommand) {
   }
 }
 
+// SPEC 1: `help COMMAND` is the same as `COMMAND --help`, subcommands included.
+TEST(Args, HelpCommandIsTheCommandsHelp) {
+  for (auto [asked, same] :
+       std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{"help"}, {"--help"}},
+           {{"help", "run"}, {"run", "--help"}},
+           {{"help", "status"}, {"status", "--help"}},
+           {{"help", "dlq"}, {"dlq", "--help"}},
+           {{"help", "dlq", "replay"}, {"dlq", "replay", "--help"}},
+           {{"help", "version"}, {"version", "--help"}}}) {
+    const Arguments a = Parse(asked);
+    const Arguments b = Parse(same);
+    EXPECT_TRUE(a.help) << asked.size();
+    EXPECT_EQ(a.command, b.command) << asked.back();
+    EXPECT_EQ(a.command_given, b.command_given) << asked.back();
+  }
+  EXPECT_NE(ErrorOf({"help", "chek"}).find("did you mean check?"), std::string::npos);
+}
+
 TEST(Args, Errors) {
   EXPECT_NE(ErrorOf({"chek"}).find("did you mean check?"), std::string::npos);
   EXPECT_NE(ErrorOf({"run", "--json"}).find("does not apply"), std::string::npos);

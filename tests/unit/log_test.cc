@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,21 @@ TEST_F(LogRepeatTest, AFullTableStillRateLimitsTheKeysItHolds) {
   const size_t written = lines_.size();
   for (int i = 0; i < 20; ++i) LogWarn("entry dead-lettered", {{"id", "0-0"}});
   EXPECT_EQ(lines_.size(), written);
+}
+
+// An unknown STREAMCAR_LOG_LEVEL is an error naming the value, never a silent "info".
+TEST(LogLevelFromEnv, KnownLevelsApplyAndAnUnknownOneIsAnError) {
+  ::setenv("STREAMCAR_LOG_LEVEL", "warn", 1);
+  EXPECT_TRUE(SetLogLevelFromEnv().ok());
+  ::setenv("STREAMCAR_LOG_LEVEL", "", 1);
+  EXPECT_TRUE(SetLogLevelFromEnv().ok());
+  ::setenv("STREAMCAR_LOG_LEVEL", "verbose", 1);
+  const Status unknown = SetLogLevelFromEnv();
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalid);
+  EXPECT_NE(unknown.message().find("STREAMCAR_LOG_LEVEL"), std::string::npos) << unknown.message();
+  EXPECT_NE(unknown.message().find("\"verbose\""), std::string::npos) << unknown.message();
+  ::unsetenv("STREAMCAR_LOG_LEVEL");
+  SetLogLevel(LogLevel::kInfo);
 }
 
 }  // namespace
