@@ -405,15 +405,20 @@ TEST_F(DeliveryTest, EntriesDeletedWhilePendingAreAcknowledgedNotPosted) {
 TEST_F(DeliveryTest, RecreatesAGroupThatDisappears) {
   auto sidecar = StartSidecar({});
   ASSERT_TRUE(WaitReady());
-  Add({"n", "1"});
+  const std::string first = Add({"n", "1"});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
   // The key deleted and written again in one step (XADD re-creates it without the group): the
-  // entry is there before the group is back, so a group re-created at `$` would skip it.
+  // entry is there before the group is back, so a group re-created at `$` would skip it. Its id
+  // is the first one's millisecond plus one: a stream made anew starts from 0-0, and `*` within
+  // the first entry's millisecond would give it the first entry's id again, which is one entry to
+  // Redis and to a handler keyed on <stream>/<id> (the first one's pending XACK acknowledged it).
+  const std::string next_id =
+      std::to_string(std::stoll(first.substr(0, first.find('-'))) + 1) + "-0";
   std::string after(redis_
                         ->Run({"EVAL",
                                "redis.call('DEL', KEYS[1]) "
-                               "return redis.call('XADD', KEYS[1], '*', 'n', '2')",
-                               "1", "orders"})
+                               "return redis.call('XADD', KEYS[1], ARGV[1], 'n', '2')",
+                               "1", "orders", next_id})
                         .view()
                         .Str());
   ASSERT_TRUE(Eventually([&] { return RequestsFor(after).size() == 1; }, seconds(15)))
