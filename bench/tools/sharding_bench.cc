@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/sharding/fenced_ops.h"
 #include "sidecar/sharding/fenced_script.h"
@@ -28,6 +29,7 @@ using streamcar::Millis;
 using streamcar::redis::Command;
 using streamcar::redis::Connection;
 namespace sharding = streamcar::sharding;
+namespace keys = streamcar::keys;
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "sharding_bench: %s\n", what.c_str());
@@ -62,7 +64,7 @@ class BenchMember {
                     streamcar::SystemClock::Instance()) {}
 
   // One heartbeat, with every shard's progress, and the runtime's instant answer to it.
-  void Beat(Connection& redis, const sharding::CoordinatorKeys& keys) {
+  void Beat(Connection& redis, const keys::CoordinatorKeys& keys) {
     std::vector<sharding::ShardProgress> progress;
     for (const auto& [shard, state] : membership_.shards())
       progress.push_back({shard, "1-0", 0, 0});
@@ -80,7 +82,7 @@ class BenchMember {
 };
 
 void HeartbeatCost(Connection& redis, int shards, int members) {
-  const auto keys = sharding::CoordinatorKeysFor("bench-" + std::to_string(shards), "g");
+  const auto keys = keys::CoordinatorKeysFor("bench-" + std::to_string(shards), "g");
   std::vector<BenchMember> group;
   for (int i = 0; i < members; ++i) group.emplace_back("member-" + std::to_string(i), shards);
   for (int round = 0; round < 50; ++round) {

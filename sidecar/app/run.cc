@@ -21,15 +21,15 @@
 #include "sidecar/common/version.h"
 #include "sidecar/config/dead_letter_default.h"
 #include "sidecar/config/validate.h"
+#include "sidecar/keys/key_slot.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/lazy_archive.h"
-#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/log/retention.h"
 #include "sidecar/redis/topology/topology.h"
-#include "sidecar/runtime/retention.h"
 #include "sidecar/runtime/subscription_loop.h"
 #include "sidecar/sharding/sharded_subscription.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::app {
 namespace {
@@ -82,18 +82,18 @@ std::vector<int> UsedSlots(const config::Config& config) {
   for (const auto& sub : config.subscriptions) {
     if (sub.sharding.enabled()) {
       // The coordinator's keys, and each shard's (its stream, fence and dead letters share it).
-      slots.push_back(redis::KeySlot(sharding::CoordinatorKeysFor(sub.stream, sub.group).meta));
+      slots.push_back(keys::KeySlot(keys::CoordinatorKeysFor(sub.stream, sub.group).meta));
       for (int shard = 0; shard < sub.sharding.shards; ++shard) {
-        slots.push_back(redis::KeySlot(sharding::ShardKey(sub.ShardKeyPattern(), shard)));
+        slots.push_back(keys::KeySlot(keys::ShardKey(sub.ShardKeyPattern(), shard)));
       }
       continue;
     }
-    slots.push_back(redis::KeySlot(sub.stream));
+    slots.push_back(keys::KeySlot(sub.stream));
     // A defaulted dead-letter stream shares the stream's slot in a cluster (settled after
     // `auto` resolves; outside a cluster slots do not matter).
-    if (!sub.dead_letter.stream_defaulted) slots.push_back(redis::KeySlot(sub.dead_letter.stream));
+    if (!sub.dead_letter.stream_defaulted) slots.push_back(keys::KeySlot(sub.dead_letter.stream));
   }
-  for (const auto& stream : config.streams) slots.push_back(redis::KeySlot(stream.name));
+  for (const auto& stream : config.streams) slots.push_back(keys::KeySlot(stream.name));
   std::sort(slots.begin(), slots.end());
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
   return slots;
@@ -104,10 +104,9 @@ std::string NoMasterFor(const config::Config& config, const redis::Topology* top
   if (topology == nullptr) return "";
   for (const auto& sub : config.subscriptions) {
     // A sharded subscription needs its coordinator first: its shards move with the group.
-    const std::string key = sub.sharding.enabled()
-                                ? sharding::CoordinatorKeysFor(sub.stream, sub.group).meta
-                                : sub.stream;
-    const int slot = redis::KeySlot(key);
+    const std::string key =
+        sub.sharding.enabled() ? keys::CoordinatorKeysFor(sub.stream, sub.group).meta : sub.stream;
+    const int slot = keys::KeySlot(key);
     if (!topology->KnownMasterFor(slot)) {
       return std::string("no Redis master known for ") +
              (sub.sharding.enabled() ? "coordinator key " : "stream ") + key + " (slot " +
@@ -175,9 +174,8 @@ Status CheckShardSlots(const config::Subscription& sub, const std::string& path,
     std::vector<std::array<std::string, 3>> keys;
     std::vector<redis::Command> asks;
     for (int shard = first; shard < last; ++shard) {
-      const std::string stream = sharding::ShardKey(pattern, shard);
-      keys.push_back(
-          {stream, sharding::FenceKey(stream, sub.group), sharding::ShardDeadLetterKey(stream)});
+      const std::string stream = keys::ShardKey(pattern, shard);
+      keys.push_back({stream, keys::FenceKey(stream, sub.group), keys::ShardDeadLetterKey(stream)});
       for (const auto& key : keys.back()) {
         asks.push_back(redis::Command("CLUSTER").Arg("KEYSLOT").Arg(key));
       }
@@ -198,7 +196,7 @@ Status CheckShardSlots(const config::Subscription& sub, const std::string& path,
     for (size_t i = 0; i < keys.size(); ++i) {
       std::array<int, 3> slots{};
       for (size_t k = 0; k < 3; ++k) {
-        slots[k] = redis::KeySlot(keys[i][k]);
+        slots[k] = keys::KeySlot(keys[i][k]);
         if (replies.empty()) continue;
         const auto& reply = replies[i * 3 + k];
         if (reply.view().IsInteger() && reply.view().Integer() != slots[k]) {
@@ -244,7 +242,7 @@ StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
       // A shard's dead letters are its own, in its slot: never the two-step path.
       two_step.push_back(false);
       auto at = options;
-      at.slot = redis::KeySlot(sharding::ShardKey(sub.ShardKeyPattern(), 0));
+      at.slot = keys::KeySlot(keys::ShardKey(sub.ShardKeyPattern(), 0));
       at.client_name = "streamcar:" + config.consumer_name + ":start";
       auto connection = redis::Connection::Open(at);
       if (!connection.ok()) {
@@ -258,8 +256,8 @@ StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
       }
       continue;
     }
-    const int stream_slot = redis::KeySlot(sub.stream);
-    const int dlq_slot = redis::KeySlot(sub.dead_letter.stream);
+    const int stream_slot = keys::KeySlot(sub.stream);
+    const int dlq_slot = keys::KeySlot(sub.dead_letter.stream);
     auto at = options;
     at.slot = stream_slot;
     at.client_name = "streamcar:" + config.consumer_name + ":start";
@@ -323,7 +321,7 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   // Every labelled series exists at 0 before the first scrape (SPEC 5): each subscription's
   // families, and the trimmed counter of every stream a retention rule names.
   for (const auto& sub : config.subscriptions) metrics.ForSubscription(sub.name);
-  for (const auto& rule : runtime::TrimRulesOf(config)) {
+  for (const auto& rule : log::TrimRulesOf(config)) {
     metrics.Trimmed(rule.stream);
     if (rule.archive) {
       metrics.ArchiveFolded(rule.stream);
@@ -452,14 +450,14 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
     subscriptions.push_back(
         std::make_unique<runtime::SubscriptionLoop>(config.subscriptions[i], sub_deps));
   }
-  std::unique_ptr<runtime::RetentionBeat> retention;
-  if (auto rules = runtime::TrimRulesOf(config); !rules.empty()) {
+  std::unique_ptr<log::RetentionBeat> retention;
+  if (auto rules = log::TrimRulesOf(config); !rules.empty()) {
     auto options = redis_options;
     options.client_name = "streamcar:" + config.consumer_name + ":retention";
-    retention = std::make_unique<runtime::RetentionBeat>(
+    retention = std::make_unique<log::RetentionBeat>(
         std::move(rules), std::make_unique<redis::Session>(options, "retention", &redis_health),
         &metrics, watchdog.Register("retention", redis_options.command_timeout * 2 + Millis(30000)),
-        runtime::ArchiveDeps{archive.get(), config.consumer_name, config.archive.batch});
+        log::ArchiveDeps{archive.get(), config.consumer_name, config.archive.batch});
   }
   LogInfo("streamcar started", {{"version", kVersion},
                                 {"consumer", config.consumer_name},

@@ -7,7 +7,7 @@
 #include "sidecar/config/dead_letter_default.h"
 #include "sidecar/config/loader.h"
 #include "sidecar/config/redis_url.h"
-#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/keys/key_slot.h"
 
 namespace streamcar::cli {
 namespace {
@@ -75,8 +75,8 @@ std::unique_ptr<CliRedis> RedisOrReport(config::Config* config, int* exit_code) 
     redis::TopologyOptions topology_options = redis::TopologyOptionsOf(*config);
     topology_options.mode = mode;
     for (const auto& sub : config->subscriptions) {
-      topology_options.used_slots.push_back(redis::KeySlot(sub.stream));
-      topology_options.used_slots.push_back(redis::KeySlot(sub.dead_letter.stream));
+      topology_options.used_slots.push_back(keys::KeySlot(sub.stream));
+      topology_options.used_slots.push_back(keys::KeySlot(sub.dead_letter.stream));
     }
     auto seen = std::make_shared<MastersSeen>();
     auto topology = std::shared_ptr<redis::Topology>(

@@ -11,11 +11,11 @@
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/cli/commands.h"
 #include "sidecar/common/text.h"
+#include "sidecar/keys/key_slot.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/stream_ops.h"
-#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/sharding/shard_subscription.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::cli {
 namespace {
@@ -126,7 +126,7 @@ StatusOr<std::vector<Letter>> ReadLetters(redis::Session& redis,
     }
     if (holder == nullptr) {
       return Status(StatusCode::kInvalid, "no dead letter " + id + " in any shard's stream " +
-                                              sharding::ShardDeadLetterKey(sources.front().stream) +
+                                              keys::ShardDeadLetterKey(sources.front().stream) +
                                               " ...");
     }
     auto found = ReadDeadLetters(redis, *holder, 1, {id});  // checks that it is ours
@@ -218,7 +218,7 @@ int DlqListCommand(const Arguments& args) {
   auto& redis = session->redis;
   // A sharded subscription's dead letters: "orders:{%d}:dlq" names them all.
   const std::string dlq_name = sub->sharding.enabled()
-                                   ? sharding::ShardDeadLetterKey(sub->ShardKeyPattern())
+                                   ? keys::ShardDeadLetterKey(sub->ShardKeyPattern())
                                    : sub->dead_letter.stream;
   auto letters =
       ReadLetters(*redis, session->sources, static_cast<size_t>(args.count.value_or(100)), {});
@@ -318,7 +318,7 @@ int DlqReplayCommand(const Arguments& args) {
   size_t replayed = 0;
   for (const auto& [letter, from] : *letters) {
     const bool two_step = session->connected->mode == redis::ResolvedMode::kCluster &&
-                          redis::KeySlot(from->stream) != redis::KeySlot(from->dead_letter.stream);
+                          keys::KeySlot(from->stream) != keys::KeySlot(from->dead_letter.stream);
     if (args.dry_run) {
       std::cout << "would replay " << letter.id() << " (original " << letter.Meta("streamcar.id")
                 << ", " << letter.Meta("streamcar.reason") << ") onto " << from->stream << "\n";

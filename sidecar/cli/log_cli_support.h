@@ -7,9 +7,9 @@
 #include <string>
 
 #include "sidecar/cli/args.h"
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/config/config.h"
 #include "sidecar/log/archive_store.h"
-#include "sidecar/redis/entry.h"
 #include "sidecar/redis/session.h"
 
 namespace streamcar::cli {

@@ -6,7 +6,7 @@
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/cli/commands.h"
 #include "sidecar/config/loader.h"
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 
 namespace streamcar::cli {
 
@@ -25,8 +25,8 @@ int RouteCommand(const Arguments& args) {
               << "sharding.shards in " << config->source_file << ")\n";
     return 2;
   }
-  const int shard = sharding::ShardOf(args.key, sub->sharding.shards);
-  std::cout << shard << " " << sharding::ShardKey(sub->ShardKeyPattern(), shard) << "\n";
+  const int shard = keys::ShardOf(args.key, sub->sharding.shards);
+  std::cout << shard << " " << keys::ShardKey(sub->ShardKeyPattern(), shard) << "\n";
   return 0;
 }
 

@@ -11,9 +11,9 @@
 
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/common/text.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/group_info.h"
 #include "sidecar/sharding/heartbeat.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::cli {
 namespace {
@@ -105,7 +105,7 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
   status.stream = sub.stream;
   status.group = sub.group;
   status.shard_count = sub.sharding.shards;
-  const sharding::CoordinatorKeys keys = sharding::CoordinatorKeysFor(sub.stream, sub.group);
+  const keys::CoordinatorKeys keys = keys::CoordinatorKeysFor(sub.stream, sub.group);
   // The coordinator's clock is Redis TIME (its deadlines are in it; in a cluster, any master's:
   // their clocks agree to well within the second this view shows).
   int64_t now_ms = 0;
@@ -183,7 +183,7 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
     const std::string field = std::to_string(index);
     ShardStatusShard shard;
     shard.index = index;
-    shard.key = sharding::ShardKey(sub.ShardKeyPattern(), index);
+    shard.key = keys::ShardKey(sub.ShardKeyPattern(), index);
     shard.owner = Get(owners, field);
     shard.target = Get(targets, field);
     shard.grant_token = ToInt(Get(tokens, field));
@@ -195,7 +195,7 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
       shard.reported_ago_ms = now_ms - row->reported_ms;
       if (row->acked_ms) shard.acked_ago_ms = now_ms - *row->acked_ms;
     }
-    const auto fence = HashOf(redis, sharding::FenceKey(shard.key, sub.group));
+    const auto fence = HashOf(redis, keys::FenceKey(shard.key, sub.group));
     shard.fence = ToInt(Get(fence, "token"));
     shard.fence_member = Get(fence, "member");
     if (auto groups = redis.Run(redis::GroupsOf(shard.key)); groups.ok()) {
@@ -206,7 +206,7 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
         shard.lag = redis::LagOf(*group, std::nullopt).value;
       }
     }
-    if (auto dlq = redis.Run(redis::Command("XLEN").Arg(sharding::ShardDeadLetterKey(shard.key)));
+    if (auto dlq = redis.Run(redis::Command("XLEN").Arg(keys::ShardDeadLetterKey(shard.key)));
         dlq.ok()) {
       shard.dead_letters = dlq->view().Integer();
     }

@@ -3,7 +3,7 @@
 #include <array>
 #include <cctype>
 
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 
 namespace streamcar::config {
 
@@ -57,7 +57,7 @@ void FillShardRouting(Config* config) {
 }
 
 std::string Subscription::ShardKeyPattern() const {
-  return sharding.key_pattern.empty() ? sharding::DefaultKeyPattern(stream) : sharding.key_pattern;
+  return sharding.key_pattern.empty() ? keys::DefaultKeyPattern(stream) : sharding.key_pattern;
 }
 
 }  // namespace streamcar::config

@@ -1,9 +1,6 @@
 #pragma once
-// The dead-letter stream of a subscription that does not name one (SPEC 2 and 8). Outside a
-// cluster it is "<stream>:dlq". In a cluster it must share the stream's slot, so that
-// dead-lettering (XADD to the DLQ and XACK of the stream in one script) stays atomic:
-// "{orders}:dlq", or
-// "<stream>:dlq" when the name has a hash tag already (redis::SameSlotKey). With `mode: auto`
+// The dead-letter stream of a subscription that does not name one (SPEC 2 and 8), filled in by
+// the loader: keys::DefaultDeadLetterStream names it, in a cluster or not. With `mode: auto`
 // which of the two applies is known only once the server has answered, so the name is settled
 // then.
 
@@ -13,9 +10,6 @@
 #include "sidecar/config/config.h"
 
 namespace streamcar::config {
-
-// The default dead-letter stream of `stream`: in a cluster or not.
-std::string DefaultDeadLetterStream(std::string_view stream, bool cluster);
 
 // The loader's step, after reading: marks every subscription without a dead_letter.stream as
 // defaulted and names its stream for `redis.mode` (auto: as standalone for now, with the cluster

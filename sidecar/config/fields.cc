@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "sidecar/common/text.h"
-#include "sidecar/redis/topology/node_address.h"
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/node_address.h"
+#include "sidecar/keys/sharding_keys.h"
 
 namespace streamcar::config {
 
@@ -259,7 +259,7 @@ void WriteRedisUrl(Writer& out, const Field<RedisConfig>& field, const RedisConf
 }
 
 // redis.nodes, redis.sentinel.addresses: a list of "host:port" ("[::1]:26379"), each parsed as
-// the topology will (redis::ParseNodeAddress), none twice; null is an empty list. Kept as written.
+// the topology will (keys::ParseNodeAddress), none twice; null is an empty list. Kept as written.
 template <auto M>
 void ReadAddresses(Reader& in, const Field<fields_internal::ClassOf<M>>&, const YAML::Node&,
                    const YAML::Node& value, const std::string& path,
@@ -270,12 +270,12 @@ void ReadAddresses(Reader& in, const Field<fields_internal::ClassOf<M>>&, const 
   if (!value.IsSequence()) {
     in.Fail(value, path, "must be a list of host:port addresses, e.g. [\"10.0.0.6:6379\"]");
   }
-  std::vector<redis::NodeAddress> parsed;
+  std::vector<keys::NodeAddress> parsed;
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string item_path = path + "[" + std::to_string(i) + "]";
     const std::string text = in.Text(value[i], item_path);
     std::string error;
-    auto address = redis::ParseNodeAddress(text, &error);
+    auto address = keys::ParseNodeAddress(text, &error);
     if (!address) in.Fail(value[i], item_path, "\"" + text + "\": " + error);
     for (size_t j = 0; j < parsed.size(); ++j) {
       if (parsed[j] == *address) {
@@ -485,7 +485,7 @@ constexpr auto kRetentionFields = std::to_array<Field<RetentionConfig>>({
 
 // `sharding` of a subscription (SPEC 9, SHARDING.md B1); the timing relations are validate.cc's.
 constexpr auto kShardingFields = std::to_array<Field<ShardingConfig>>({
-    Int<&ShardingConfig::shards>("shards", 0, sharding::kMaxShards),
+    Int<&ShardingConfig::shards>("shards", 0, keys::kMaxShards),
     Text<&ShardingConfig::key_pattern>("key_pattern", 0, &CheckKeyPattern),
     Text<&ShardingConfig::instance_id>("instance_id"),
     Duration<&ShardingConfig::session_timeout>("session_timeout"),
@@ -608,7 +608,7 @@ void ReadSubscriptions(Reader& in, const Field<Config>&, const YAML::Node& paren
         block && block.IsMap() && !block["shards"] && !sub.sharding.enabled()) {
       in.Fail(block, item_path + ".sharding.shards",
               "required in a sharding block: the shard count (1 to " +
-                  std::to_string(sharding::kMaxShards) +
+                  std::to_string(keys::kMaxShards) +
                   "); leave the block out for a plain subscription");
     }
     if (sub.name.empty()) sub.name = sub.stream + "/" + sub.group;

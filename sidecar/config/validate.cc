@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "sidecar/common/duration.h"
-#include "sidecar/redis/topology/key_slot.h"
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/key_slot.h"
+#include "sidecar/keys/sharding_keys.h"
 
 namespace streamcar::config {
 
@@ -200,7 +200,7 @@ bool ValidateSharding(const Config& config, const Subscription& sub, const std::
   if (!sub.dead_letter.stream_defaulted && !sub.dead_letter.stream.empty()) {
     problem(path + ".dead_letter.stream",
             "a sharded subscription writes dead letters to each shard's own stream (" +
-                sharding::ShardDeadLetterKey(sharding::ShardKey(pattern, 0)) +
+                keys::ShardDeadLetterKey(keys::ShardKey(pattern, 0)) +
                 " for shard 0), in the shard's slot; remove dead_letter.stream");
     return false;
   }
@@ -212,8 +212,7 @@ bool ValidateSharding(const Config& config, const Subscription& sub, const std::
 std::string ClusterKeyPatternProblem(const Subscription& sub) {
   // The shard index must be inside the key's hash tag, or every shard lands in one slot.
   const std::string pattern = sub.ShardKeyPattern();
-  if (redis::HashedPart(pattern).find("%d") != std::string_view::npos &&
-      redis::HasHashTag(pattern)) {
+  if (keys::HashedPart(pattern).find("%d") != std::string_view::npos && keys::HasHashTag(pattern)) {
     return "";
   }
   return "in cluster mode %d must be inside the key's hash tag, like \"" + sub.stream +
@@ -301,7 +300,7 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
       if (!ValidateSharding(config, sub, path, problem)) return;
       // Two sharded subscriptions must not share the coordinator's keys: ("orders:eu",
       // "billing") and ("orders", "eu:billing") would both be sc:{orders:eu:billing}.
-      const std::string coordinator = sharding::CoordinatorKeysFor(sub.stream, sub.group).meta;
+      const std::string coordinator = keys::CoordinatorKeysFor(sub.stream, sub.group).meta;
       if (!coordinators.emplace(coordinator, sub.name).second) {
         problem(path, "its coordinator keys (" + coordinator + ") are those of subscription \"" +
                           coordinators[coordinator] +

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/config/config.h"
-#include "sidecar/redis/entry.h"
 
 namespace streamcar::delivery {
 

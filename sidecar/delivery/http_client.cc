@@ -17,15 +17,12 @@
 #include <utility>
 
 #include "sidecar/common/log.h"
+#include "sidecar/common/tls_util.h"
+#include "sidecar/common/unique_fd.h"
 #include "sidecar/common/version.h"
-#include "sidecar/redis/socket_util.h"
-#include "sidecar/redis/tls_util.h"
 
 namespace streamcar::delivery {
 namespace {
-
-using redis::IsIpAddress;
-using redis::TakeOpenSslError;
 
 using Kind = HandlerResponse::Kind;
 
@@ -179,7 +176,7 @@ struct Http1Client::Connection {
   Pool* pool;
   State state = State::kConnecting;
   // Declared before `watch`, so the watch is removed before the socket is closed.
-  redis::UniqueFd fd;
+  UniqueFd fd;
   std::unique_ptr<EventLoop::FdWatch> watch;
   std::unique_ptr<SSL, SslFree> ssl;  // https:// only; freed before the socket closes
   std::unique_ptr<EventLoop::Timer> timer;
@@ -419,8 +416,8 @@ bool Http1Client::ConnectNext(Connection* connection, std::string* why) {
     const ResolvedAddress& address = pool.addresses[connection->next_address++];
     connection->ssl.reset();
     connection->watch.reset();
-    connection->fd = redis::UniqueFd();
-    redis::UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    connection->fd = UniqueFd();
+    UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (fd.get() < 0) {
       *why = prefix + "socket: " + std::strerror(errno);
       continue;

@@ -12,12 +12,12 @@
 #include "sidecar/common/log.h"
 #include "sidecar/common/text.h"
 #include "sidecar/delivery/encoder.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/log/api_json.h"
 #include "sidecar/log/api_route.h"
 #include "sidecar/log/api_socket.h"
 #include "sidecar/log/entry_id.h"
 #include "sidecar/log/log_reader.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::log {
 namespace {
@@ -198,7 +198,7 @@ std::optional<ApiResponse> ApiEndpoints::Handle(const ApiRequest& request, ApiRo
     // Its entries are in its shard streams (SPEC 9), each its own log.
     return ApiResponse::Error(400, "stream \"" + stream->config.name + "\" is sharded into " +
                                        std::to_string(stream->config.shards) + " shard streams (" +
-                                       sharding::ShardKey(stream->config.shard_key_pattern, 0) +
+                                       keys::ShardKey(stream->config.shard_key_pattern, 0) +
                                        " ...): list a shard stream under streams to read it");
   }
   switch (route) {

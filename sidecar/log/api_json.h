@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "sidecar/common/status.h"
-#include "sidecar/redis/entry.h"
+#include "sidecar/common/stream_entry.h"
 
 namespace streamcar::log {
 

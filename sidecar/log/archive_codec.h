@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "sidecar/common/status.h"
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/common/text.h"
-#include "sidecar/redis/entry.h"
 
 namespace streamcar::log {
 

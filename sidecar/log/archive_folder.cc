@@ -52,7 +52,7 @@ return 0
 
 ArchiveFolder::ArchiveFolder(FolderOptions options, ArchiveStore* store, admin::Metrics* metrics)
     : options_(std::move(options)),
-      keys_(ArchiveKeysOf(options_.stream)),
+      keys_(keys::ArchiveKeysOf(options_.stream)),
       store_(store),
       metrics_(metrics) {
   options_.batch = std::max(options_.batch, 1);

@@ -3,7 +3,7 @@
 // retention rule would trim into the archive, then trims only what was folded.
 //
 // One step, in this order:
-//   (a) take or renew the lease `ArchiveKeysOf(stream).lease` (a fencing token from INCR of
+//   (a) take or renew the lease `keys::ArchiveKeysOf(stream).lease` (a fencing token from INCR of
 //       `.token` with every new lease);
 //   (b) read the oldest entries up to the rule's trim point (MAXLEN: all but the newest max_len;
 //       MINID: older than now - max_age), `batch` at a time, with XRANGE;
@@ -24,7 +24,7 @@
 #include "sidecar/admin/metrics.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/common/stop_signal.h"
-#include "sidecar/log/archive_keys.h"
+#include "sidecar/keys/archive_keys.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/redis/session.h"
 
@@ -79,14 +79,14 @@ class ArchiveFolder {
                                    FoldPhase stop_after = FoldPhase::kTrimmed);
 
   const FolderOptions& options() const { return options_; }
-  const ArchiveKeys& keys() const { return keys_; }
+  const keys::ArchiveKeys& keys() const { return keys_; }
 
  private:
   StatusOr<redis::Reply> RunScript(redis::Session& session, const redis::Command& call,
                                    const redis::Command& load);
 
   FolderOptions options_;
-  ArchiveKeys keys_;
+  keys::ArchiveKeys keys_;
   ArchiveStore* store_;
   admin::Metrics* metrics_;
   int64_t token_ = 0;  // the token of the lease held, 0: none

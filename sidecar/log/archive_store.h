@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "sidecar/common/status.h"
-#include "sidecar/redis/entry.h"
+#include "sidecar/common/stream_entry.h"
 
 namespace streamcar::log {
 

@@ -45,11 +45,11 @@
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/stop_signal.h"
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/log/entry_id.h"
 #include "sidecar/log/log_reader.h"
 #include "sidecar/redis/session.h"
 #include "sidecar/redis/stream_ops.h"
-#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/redis/topology/topology.h"
 
 namespace streamcar::log {
@@ -90,7 +90,7 @@ struct Lane {
   bool done = false;            // its thread has ended (the hub stops)
   Status error;                 // why its last read failed; Ok after a read
   // Where its blocking connection is, and that connection's CLIENT ID (0: none yet).
-  std::optional<redis::NodeAddress> node;
+  std::optional<keys::NodeAddress> node;
   std::atomic<int64_t> client_id{0};
   std::thread thread;
 };
@@ -100,10 +100,10 @@ struct Lane {
 // serves the lane's slot.
 struct LaneConnection {
   std::unique_ptr<redis::Session> session;
-  std::optional<redis::NodeAddress> node;  // with a topology: the node `session` talks to
-  uint64_t topology_version = 0;           // the topology's version when `node` was checked
-  uint64_t id_generation = 0;              // the session generation its CLIENT ID was read on
-  int failures = 0;                        // connects failed in a row (the backoff's step)
+  std::optional<keys::NodeAddress> node;  // with a topology: the node `session` talks to
+  uint64_t topology_version = 0;          // the topology's version when `node` was checked
+  uint64_t id_generation = 0;             // the session generation its CLIENT ID was read on
+  int failures = 0;                       // connects failed in a row (the backoff's step)
 };
 
 // An error reply that says where the lane's slot is (or is not) served, rather than answering
@@ -119,7 +119,7 @@ LaneErrorKind LaneErrorKindOf(const Status& status, redis::Redirect* redirect) {
     const size_t slot_end = text.find(' ', word.size() + 1);
     if (slot_end == std::string::npos) return LaneErrorKind::kNodeFailed;
     const std::string slot_text = text.substr(word.size() + 1, slot_end - word.size() - 1);
-    auto to = redis::ParseRedirectEndpoint(std::string_view(text).substr(slot_end + 1));
+    auto to = keys::ParseRedirectEndpoint(std::string_view(text).substr(slot_end + 1));
     if (!to || slot_text.empty() || slot_text.size() > 5 ||
         slot_text.find_first_not_of("0123456789") != std::string::npos) {
       return LaneErrorKind::kNodeFailed;
@@ -282,7 +282,7 @@ class FollowHub::Impl {
 
  private:
   // The lane of `stream`: its cluster slot, or the one lane (-1).
-  int SlotOf(const std::string& stream) const { return by_slot_ ? redis::KeySlot(stream) : -1; }
+  int SlotOf(const std::string& stream) const { return by_slot_ ? keys::KeySlot(stream) : -1; }
 
   // The connected catch-up session of `slot` (one per slot in a cluster; one in all). Needs
   // catch_up_mutex_ held.
@@ -551,9 +551,9 @@ class FollowHub::Impl {
   // Interrupts each lane's XREAD until it has issued one that includes every stream added to it;
   // on Stop, until every lane's thread has ended. One connection per node the lanes are on.
   void WakerLoop() {
-    std::map<std::optional<redis::NodeAddress>, std::unique_ptr<redis::Session>> sessions;
+    std::map<std::optional<keys::NodeAddress>, std::unique_ptr<redis::Session>> sessions;
     while (true) {
-      std::vector<std::pair<std::optional<redis::NodeAddress>, int64_t>> targets;
+      std::vector<std::pair<std::optional<keys::NodeAddress>, int64_t>> targets;
       {
         std::unique_lock lock(mutex_);
         changed_.wait(lock, [&] {

@@ -11,8 +11,8 @@
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/redis/connection.h"
-#include "sidecar/redis/entry.h"
 
 namespace streamcar::log {
 

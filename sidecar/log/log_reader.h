@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "sidecar/common/status.h"
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/log/entry_id.h"
-#include "sidecar/redis/entry.h"
 #include "sidecar/redis/session.h"
 
 namespace streamcar::log {

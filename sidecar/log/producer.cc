@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
+#include "sidecar/keys/sharding_keys.h"
+#include "sidecar/keys/stream_keys.h"
 #include "sidecar/log/entry_id.h"
-#include "sidecar/log/stream_keys.h"
 #include "sidecar/redis/capped_add_lua.h"
 #include "sidecar/redis/script.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::log {
 namespace {
@@ -84,12 +84,12 @@ StatusOr<AppendResult> Producer::Append(redis::Session& session,
               " shards: the entry's key (Streamcar-Key, produce --key) picks the shard; it is "
               "required");
     }
-    target = sharding::ShardKey(stream_.shard_key_pattern,
-                                sharding::ShardOf(request.shard_key, stream_.shards));
+    target =
+        keys::ShardKey(stream_.shard_key_pattern, keys::ShardOf(request.shard_key, stream_.shards));
   }
   std::vector<std::string> keys = {target};
   if (!request.idempotency_key.empty()) {
-    keys.push_back(IdempotencyKey(target, request.idempotency_key));
+    keys.push_back(keys::IdempotencyKey(target, request.idempotency_key));
   }
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   redis::Command call = kAppendScript.Call(key_views);
@@ -98,7 +98,7 @@ StatusOr<AppendResult> Producer::Append(redis::Session& session,
   // here would drop entries that were never folded.
   call.Arg(stream_.max_len > 0 && !stream_.archive ? stream_.max_len : int64_t{0});
   call.Arg(static_cast<int64_t>(idempotency_ttl_.count()));
-  call.Arg(stream_.notify ? stream_.name + ":events" : std::string());
+  call.Arg(stream_.notify ? keys::NotifyChannel(stream_.name) : std::string());
   for (const auto& [field, value] : request.fields) call.Arg(field).Arg(value);
 
   if (!session.connected()) {

@@ -84,7 +84,7 @@ class AsyncConnection {
   bool FollowingAsk();
   // The node the current connection is to (an ASK target included); nullopt without a topology.
   // A client id means something only on its node.
-  const std::optional<NodeAddress>& node() const { return node_; }
+  const std::optional<keys::NodeAddress>& node() const { return node_; }
   const std::string& role() const { return role_; }
   // The deadline Send gives one command; for SendBatch callers that want the same.
   Millis command_timeout() const { return options_.command_timeout; }
@@ -173,12 +173,12 @@ class AsyncConnection {
   bool counted_down_ = false;
   uint64_t generation_ = 0;
   std::optional<int64_t> client_id_;
-  std::optional<NodeAddress> node_;  // where the topology sent this connection
+  std::optional<keys::NodeAddress> node_;  // where the topology sent this connection
   // Set after a -ASK for this connection's slot: the slot is migrating and its key already went
   // to this node. The connection goes there and sends ASKING before every command, for a second
   // (then it asks the slot's owner again) or until the topology names the slot's new master.
-  std::optional<NodeAddress> ask_node_;
-  NodeAddress asked_from_;  // the slot's master when the -ASK came (the migration's source)
+  std::optional<keys::NodeAddress> ask_node_;
+  keys::NodeAddress asked_from_;  // the slot's master when the -ASK came (the migration's source)
   SteadyTime ask_since_{};
   uint64_t topology_version_ = 0;
   bool retarget_pending_ = false;

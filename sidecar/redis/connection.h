@@ -12,8 +12,8 @@
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
 #include "sidecar/config/redis_url.h"
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/reply.h"
-#include "sidecar/redis/topology/node_address.h"
 #include "sidecar/redis/transport.h"
 
 struct redisReader;
@@ -34,7 +34,7 @@ struct ConnectionOptions {
   // Open connects to topology->MasterFor(slot) instead (no SELECT in a cluster; ROLE must say
   // master under Sentinel). Empty: the endpoint, as always.
   std::shared_ptr<Topology> topology;
-  int slot = -1;  // the key slot this connection serves (redis/topology/key_slot.h); -1: any
+  int slot = -1;  // the key slot this connection serves (keys/key_slot.h); -1: any
 };
 
 // The options of a validated configuration: the URL's endpoint, with redis.username/password
@@ -62,7 +62,7 @@ class Connection {
 
   bool broken() const { return broken_; }
   // The node the topology chose; nullopt for a connection opened without one.
-  const std::optional<NodeAddress>& node() const { return node_; }
+  const std::optional<keys::NodeAddress>& node() const { return node_; }
 
   // Hands the live transport over (to an AsyncConnection, see connector.h), leaving this
   // connection unusable. kProtocol when Redis sent bytes nobody asked for: they would put the
@@ -81,7 +81,7 @@ class Connection {
   Millis command_timeout_;
   bool broken_ = false;
   std::string write_buffer_;
-  std::optional<NodeAddress> node_;
+  std::optional<keys::NodeAddress> node_;
 };
 
 // kServerError with the reply's text when `reply` is an error reply.

@@ -26,7 +26,7 @@ namespace streamcar::redis {
 struct OpenedConnection {
   std::unique_ptr<Transport> transport;
   std::optional<int64_t> client_id;  // CLIENT ID (for CLIENT UNBLOCK); none if the ACL refuses it
-  std::optional<NodeAddress> node;   // the node the topology chose (cluster, sentinel)
+  std::optional<keys::NodeAddress> node;  // the node the topology chose (cluster, sentinel)
 };
 
 class Connector {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "sidecar/common/status.h"
-#include "sidecar/redis/entry.h"
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/redis/reply.h"
 
 namespace streamcar::redis {

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "sidecar/common/stop_signal.h"
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/connection.h"
-#include "sidecar/redis/topology/node_address.h"
 #include "sidecar/redis/topology/node_routes.h"
 
 namespace streamcar::redis {
@@ -87,16 +87,16 @@ class Session {
   // The slot `command` is routed by: its first key's under cluster, else -1.
   int RouteSlotOf(const Command& command) const;
   // The node's connection, opened when missing. kFatal when the node refuses our credentials.
-  StatusOr<Connection*> ConnectionTo(const NodeAddress& node);
-  void DropNode(const NodeAddress& node, std::string_view why);
+  StatusOr<Connection*> ConnectionTo(const keys::NodeAddress& node);
+  void DropNode(const keys::NodeAddress& node, std::string_view why);
   // One send of `command` to `node` (ASKING first when `asking`). Error replies come back as
   // replies; a Status is an I/O failure (*sent: the command may have reached the node).
-  StatusOr<Reply> SendTo(const NodeAddress& node, const Command& command, Millis server_block,
+  StatusOr<Reply> SendTo(const keys::NodeAddress& node, const Command& command, Millis server_block,
                          bool asking, bool* sent);
   // Sends `command` for `slot` starting at `target` until it has an answer (error replies are
   // answers), following redirects; `first`, when given, is the reply `target` already sent.
-  StatusOr<Reply> Follow(const Command& command, int slot, Millis server_block, NodeAddress target,
-                         std::optional<Reply> first);
+  StatusOr<Reply> Follow(const Command& command, int slot, Millis server_block,
+                         keys::NodeAddress target, std::optional<Reply> first);
   StatusOr<Reply> RoutedRun(const Command& command, Millis server_block);
   StatusOr<std::vector<Reply>> RoutedPipeline(const std::vector<Command>& commands);
   // SCRIPT LOAD bodies by SHA, to load a script again on a node that answers NOSCRIPT.
@@ -113,7 +113,7 @@ class Session {
   uint64_t lost_connections_ = 0;
 
   std::shared_ptr<NodeRoutes> routes_;
-  std::map<NodeAddress, std::unique_ptr<Connection>> nodes_;
+  std::map<keys::NodeAddress, std::unique_ptr<Connection>> nodes_;
   std::map<std::string, std::string, std::less<>> scripts_;
 };
 

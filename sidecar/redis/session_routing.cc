@@ -9,10 +9,10 @@
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/redis/script.h"
 #include "sidecar/redis/session.h"
 #include "sidecar/redis/topology/command_keys.h"
-#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/redis/topology/route_attempt.h"
 
 namespace streamcar::redis {
@@ -89,7 +89,7 @@ Status Session::RoutedConnectOnce(Millis* retry_in) {
   return status;
 }
 
-StatusOr<Connection*> Session::ConnectionTo(const NodeAddress& node) {
+StatusOr<Connection*> Session::ConnectionTo(const keys::NodeAddress& node) {
   auto found = nodes_.find(node);
   if (found != nodes_.end() && !found->second->broken()) return found->second.get();
   if (found != nodes_.end()) nodes_.erase(found);
@@ -109,7 +109,7 @@ StatusOr<Connection*> Session::ConnectionTo(const NodeAddress& node) {
   return connection;
 }
 
-void Session::DropNode(const NodeAddress& node, std::string_view why) {
+void Session::DropNode(const keys::NodeAddress& node, std::string_view why) {
   ++lost_connections_;
   nodes_.erase(node);
   routes_->OnNodeFailed(node, why);
@@ -135,7 +135,7 @@ std::optional<std::string> Session::ScriptBodyFor(const Command& command) const 
   return found->second;
 }
 
-StatusOr<Reply> Session::SendTo(const NodeAddress& node, const Command& command,
+StatusOr<Reply> Session::SendTo(const keys::NodeAddress& node, const Command& command,
                                 Millis server_block, bool asking, bool* sent) {
   *sent = false;
   auto connection = ConnectionTo(node);
@@ -176,7 +176,7 @@ StatusOr<Reply> Session::SendTo(const NodeAddress& node, const Command& command,
 }
 
 StatusOr<Reply> Session::Follow(const Command& command, int slot, Millis server_block,
-                                NodeAddress target, std::optional<Reply> first) {
+                                keys::NodeAddress target, std::optional<Reply> first) {
   const SteadyTime deadline = SteadyClock::now() + options_.command_timeout + server_block;
   RouteAttempt attempt(slot, std::move(target), deadline);
   bool asking = false;
@@ -191,7 +191,7 @@ StatusOr<Reply> Session::Follow(const Command& command, int slot, Millis server_
   };
   while (true) {
     if (!reply) {
-      const NodeAddress node = attempt.target();
+      const keys::NodeAddress node = attempt.target();
       bool sent = false;
       auto answer = SendTo(node, command, server_block, asking, &sent);
       asking = false;
@@ -209,7 +209,7 @@ StatusOr<Reply> Session::Follow(const Command& command, int slot, Millis server_
       }
       reply = std::move(*answer);
     }
-    const NodeAddress answered = attempt.target();
+    const keys::NodeAddress answered = attempt.target();
     if (IsNoScript(reply->view()) && !script_loaded) {
       // This node lacks a script the session loaded elsewhere (a redirect, a new master).
       if (auto body = ScriptBodyFor(command)) {
@@ -284,9 +284,9 @@ StatusOr<std::vector<Reply>> Session::RoutedPipeline(const std::vector<Command>&
   }
 
   // One sub-pipeline per node, in the order the nodes first appear.
-  std::map<int, NodeAddress> master_of_slot;
-  std::vector<NodeAddress> order;
-  std::map<NodeAddress, std::vector<size_t>> groups;
+  std::map<int, keys::NodeAddress> master_of_slot;
+  std::vector<keys::NodeAddress> order;
+  std::map<keys::NodeAddress, std::vector<size_t>> groups;
   for (size_t i = 0; i < n; ++i) {
     auto known = master_of_slot.find(slots[i]);
     if (known == master_of_slot.end()) {
@@ -300,9 +300,9 @@ StatusOr<std::vector<Reply>> Session::RoutedPipeline(const std::vector<Command>&
   }
 
   std::vector<Reply> replies(n);
-  std::vector<NodeAddress> answered_by(n);
+  std::vector<keys::NodeAddress> answered_by(n);
   std::vector<bool> answered(n, false);
-  for (const NodeAddress& node : order) {
+  for (const keys::NodeAddress& node : order) {
     const std::vector<size_t>& indexes = groups[node];
     auto connection = ConnectionTo(node);
     if (!connection.ok()) {

@@ -40,18 +40,6 @@ Status ConnectFd(int fd, const sockaddr* address, socklen_t length, SteadyTime d
 
 }  // namespace
 
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
 Status WaitReady(int fd, short events, SteadyTime deadline) {
   while (true) {
     pollfd pfd{fd, events, 0};

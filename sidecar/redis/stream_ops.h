@@ -17,8 +17,8 @@
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/redis/dead_letter_record.h"
-#include "sidecar/redis/entry.h"
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/script.h"

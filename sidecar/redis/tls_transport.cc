@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "sidecar/redis/tls_util.h"
+#include "sidecar/common/tls_util.h"
 
 namespace streamcar::redis {
 namespace {

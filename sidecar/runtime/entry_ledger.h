@@ -83,7 +83,7 @@
 #include <vector>
 
 #include "sidecar/common/clock.h"
-#include "sidecar/redis/entry.h"
+#include "sidecar/common/stream_entry.h"
 
 namespace streamcar::runtime {
 

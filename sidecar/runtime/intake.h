@@ -22,8 +22,8 @@
 
 #include "sidecar/admin/metrics.h"
 #include "sidecar/common/clock.h"
+#include "sidecar/common/stream_entry.h"
 #include "sidecar/delivery/outcome.h"
-#include "sidecar/redis/entry.h"
 #include "sidecar/redis/stream_ops.h"
 #include "sidecar/runtime/entry_ledger.h"
 

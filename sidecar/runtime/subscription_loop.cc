@@ -11,13 +11,13 @@
 #include "sidecar/common/log.h"
 #include "sidecar/delivery/http_client.h"
 #include "sidecar/delivery/http_target.h"
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/connector.h"
 #include "sidecar/redis/consumer_reaping.h"
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
-#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/runtime/delivery_pump.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/gauges.h"
@@ -97,7 +97,7 @@ std::optional<FencedStep> FencedIn(const SettlePlan& plan, const redis::BatchRes
 redis::ConnectionOptions ForStream(redis::ConnectionOptions options, const std::string& stream,
                                    std::string name) {
   options.client_name = std::move(name);
-  options.slot = redis::KeySlot(stream);
+  options.slot = keys::KeySlot(stream);
   return options;
 }
 

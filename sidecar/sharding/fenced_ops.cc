@@ -2,10 +2,10 @@
 
 #include <charconv>
 
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/sharding/fenced_script.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::sharding {
 
@@ -13,8 +13,8 @@ FencedShardOps::FencedShardOps(const std::string& shard_key, const std::string& 
                                std::string consumer, int64_t token, std::string member_id,
                                int64_t member_epoch)
     : plain_(shard_key, group, std::move(consumer)),
-      fence_key_(FenceKey(shard_key, group)),
-      dead_letter_key_(ShardDeadLetterKey(shard_key)),
+      fence_key_(keys::FenceKey(shard_key, group)),
+      dead_letter_key_(keys::ShardDeadLetterKey(shard_key)),
       token_(token),
       member_id_(std::move(member_id)),
       member_epoch_(member_epoch) {}

@@ -69,7 +69,8 @@ std::string_view HeartbeatStatusName(HeartbeatStatus status) {
   return "?";
 }
 
-redis::Command HeartbeatCommand(const CoordinatorKeys& keys, const HeartbeatRequest& request) {
+redis::Command HeartbeatCommand(const keys::CoordinatorKeys& keys,
+                                const HeartbeatRequest& request) {
   redis::Command command = HeartbeatScript().Call(keys.InOrder());
   command.Arg(request.member_id).Arg(request.member_epoch).Arg(request.instance_id);
   command.Arg(JoinList(request.owned, [](int shard) { return std::to_string(shard); }));

@@ -15,8 +15,8 @@
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/reply.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::sharding {
 
@@ -124,7 +124,7 @@ struct HeartbeatReply {
   int64_t target_computations = 0;
 };
 
-redis::Command HeartbeatCommand(const CoordinatorKeys& keys, const HeartbeatRequest& request);
+redis::Command HeartbeatCommand(const keys::CoordinatorKeys& keys, const HeartbeatRequest& request);
 StatusOr<HeartbeatReply> ParseHeartbeatReply(const redis::ReplyView& reply);
 
 }  // namespace streamcar::sharding

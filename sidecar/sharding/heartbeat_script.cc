@@ -10,7 +10,7 @@ namespace {
 // empty JSON table.
 const redis::Script kHeartbeatScript(R"lua(
 -- KEYS: 1 meta, 2 members, 3 sessions, 4 target, 5 owner, 6 tokens, 7 instances, 8 progress,
---       9 free, 10 events (heartbeat.h, CoordinatorKeys, names them).
+--       9 free, 10 events (heartbeat.h, keys::CoordinatorKeys, names them).
 -- ARGV: 1 memberId, 2 memberEpoch (0 join, -1 leave, -2 static leave), 3 instanceId,
 --       4 owned shards "3,5", 5 revoking "3:DRAINING,4:REVOKED", 6 fence conflicts "3:17",
 --       7 metadata version seen, 8 shard count, 9 session ms, 10 rebalance ms,
@@ -25,7 +25,7 @@ const redis::Script kHeartbeatScript(R"lua(
 --         members, unowned shards, oldest unowned age ms, target computations}.
 local META, MEMBERS, SESSIONS, TARGET, OWNER, TOKENS, INSTANCES, PROGRESS, FREE, EVENTS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local SCHEMA, PROTOCOL, MAX_SHARDS = 1, 1, 4096  -- kProtocolVersion, kSchemaVersion, kMaxShards
+local SCHEMA, PROTOCOL, MAX_SHARDS = 1, 1, 4096  -- kProtocolVersion, kSchemaVersion, keys::kMaxShards
 local FLIP_LIMIT, FLIP_WINDOW_MS = 3, 60000
 
 local id, epoch, instance = ARGV[1], tonumber(ARGV[2]), ARGV[3]

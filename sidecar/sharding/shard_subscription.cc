@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 
 namespace streamcar::sharding {
 
 config::Subscription ShardSubscription(const config::Subscription& sub, int shard) {
   config::Subscription of_shard = sub;
-  of_shard.stream = ShardKey(sub.ShardKeyPattern(), shard);
-  of_shard.dead_letter.stream = ShardDeadLetterKey(of_shard.stream);
+  of_shard.stream = keys::ShardKey(sub.ShardKeyPattern(), shard);
+  of_shard.dead_letter.stream = keys::ShardDeadLetterKey(of_shard.stream);
   of_shard.dead_letter.stream_defaulted = false;
   // One request in flight per shard (B8), or one entry per key with ordering.key_field.
   if (sub.ordering.key_field.empty()) of_shard.handler.concurrency = 1;

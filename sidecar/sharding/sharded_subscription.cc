@@ -66,7 +66,7 @@ ShardedSubscription::ShardedSubscription(const config::Subscription& sub,
       ready_(std::move(ready)),
       member_id_(std::move(member_id)),
       metrics_(deps_.metrics->ForMember(sub.name)),
-      coordinator_keys_(CoordinatorKeysFor(sub.stream, sub.group)),
+      coordinator_keys_(keys::CoordinatorKeysFor(sub.stream, sub.group)),
       membership_(OptionsOf(sub, member_id_, deps_.consumer_name), lease_clock_) {
   std::array<std::string_view, kHeartbeatStatuses.size()> statuses;
   std::ranges::transform(kHeartbeatStatuses, statuses.begin(), HeartbeatStatusName);
@@ -86,7 +86,7 @@ ShardedSubscription::~ShardedSubscription() {
 Status ShardedSubscription::Start() {
   redis::ConnectionOptions options = deps_.redis;
   options.client_name = "streamcar:" + deps_.consumer_name + ":" + sub_.name + ":member";
-  options.slot = redis::KeySlot(coordinator_keys_.meta);
+  options.slot = keys::KeySlot(coordinator_keys_.meta);
   session_ = std::make_unique<redis::Session>(options, sub_.name + "/member", deps_.redis_health);
   thread_ = std::thread([this] {
     const std::string name = ("sc:m:" + sub_.name).substr(0, 15);

@@ -24,10 +24,10 @@
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/runtime/subscription_loop.h"
 #include "sidecar/sharding/boot_clock.h"
 #include "sidecar/sharding/membership.h"
-#include "sidecar/sharding/sharding_keys.h"
 
 namespace streamcar::sharding {
 
@@ -98,7 +98,7 @@ class ShardedSubscription {
   std::function<void()> ready_;
   std::string member_id_;
   admin::MemberMetrics& metrics_;
-  const CoordinatorKeys coordinator_keys_;
+  const keys::CoordinatorKeys coordinator_keys_;
   BootClock lease_clock_;
   Membership membership_;
   std::unique_ptr<redis::Session> session_;

@@ -52,7 +52,7 @@
 #include <set>
 #include <thread>
 
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "tests/e2e/e2e_fixture.h"
 
 namespace streamcar::testing {
@@ -210,7 +210,7 @@ struct RunOptions {
 
 class ShardedChaosTest : public E2eTest {
  protected:
-  std::string ShardKey(int shard) const { return sharding::ShardKey("orders:{%d}", shard); }
+  std::string ShardKey(int shard) const { return keys::ShardKey("orders:{%d}", shard); }
 
   SidecarConfig MemberConfig(const std::string& pod, const std::string& member,
                              int batch_size) const {
@@ -264,7 +264,7 @@ class ShardedChaosTest : public E2eTest {
   void Run(const RunOptions& options);
   void DumpLogs(const std::string& dir);
 
-  sharding::CoordinatorKeys coordinator_ = sharding::CoordinatorKeysFor("orders", "billing");
+  keys::CoordinatorKeys coordinator_ = keys::CoordinatorKeysFor("orders", "billing");
   FencedLog log_;
   unsigned seed_ = 0;
   int incarnations_ = 0;
@@ -358,7 +358,7 @@ void ShardedChaosTest::Run(const RunOptions& options) {
     auto next = Clock::now();
     for (int64_t i = 0; producing.load(); ++i) {
       const std::string key = "k" + std::to_string(i % 64);
-      const int shard = sharding::ShardOf(key, kShards);
+      const int shard = keys::ShardOf(key, kShards);
       int64_t seq;
       {
         std::lock_guard lock(produced_mutex);

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "tests/e2e/e2e_fixture.h"
 
 namespace streamcar::testing {
@@ -541,11 +541,11 @@ TEST_F(ApiTest, StreamcarKeyRoutesEveryByteAndWhatIsNoKeyIsRefused) {
     auto route = RunStreamcar({"route", "-c", config, "--subscription", "orders/billing", key});
     ASSERT_EQ(route.exit_code, 0) << route.err;
     const int shard = std::stoi(route.out);
-    EXPECT_EQ(shard, sharding::ShardOf(key, kShards));
+    EXPECT_EQ(shard, keys::ShardOf(key, kShards));
     EXPECT_EQ(FieldsOf("orders:{" + std::to_string(shard) + "}", id).size(), 1u)
         << "key of " << key.size() << " bytes";
   }
-  EXPECT_EQ(sharding::ShardOf("123456789", kShards), 6) << "CRC-32 0xCBF43926 mod 16";
+  EXPECT_EQ(keys::ShardOf("123456789", kShards), 6) << "CRC-32 0xCBF43926 mod 16";
   EXPECT_EQ(total(), 3);
 
   Reply missing = PostJson("orders", R"({"a":"1"})");

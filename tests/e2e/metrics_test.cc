@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "sidecar/common/version.h"
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "tests/e2e/sharded_fixture.h"
 #include "tests/support/request_gate.h"
 

@@ -29,7 +29,7 @@
 #include <iostream>
 #include <set>
 
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "tests/e2e/topology_e2e.h"
 #include "tests/support/redis_cluster.h"
 
@@ -102,11 +102,9 @@ class ShardedClusterTest : public TopologyE2eTest {
     return ports;
   }
   std::string Shard(int shard) const {
-    return sharding::ShardKey(sharding::DefaultKeyPattern(stream_), shard);
+    return keys::ShardKey(keys::DefaultKeyPattern(stream_), shard);
   }
-  sharding::CoordinatorKeys Coordinator() const {
-    return sharding::CoordinatorKeysFor(stream_, "billing");
-  }
+  keys::CoordinatorKeys Coordinator() const { return keys::CoordinatorKeysFor(stream_, "billing"); }
 
   TopologyConfig Config(const std::string& consumer, const std::string& mode = "cluster",
                         const std::string& sharding_extra = "") const {
@@ -131,7 +129,7 @@ class ShardedClusterTest : public TopologyE2eTest {
   }
   // The installed fence token of `shard` (0: none yet).
   int64_t InstalledFence(int shard) {
-    const std::string token = HGet(sharding::FenceKey(Shard(shard), "billing"), "token");
+    const std::string token = HGet(keys::FenceKey(Shard(shard), "billing"), "token");
     return token.empty() ? 0 : std::stoll(token);
   }
   // Reads every shard's installed fence and fails the test if one went back since the last read
@@ -151,7 +149,7 @@ class ShardedClusterTest : public TopologyE2eTest {
     for (int shard = 0; shard < kShards; ++shard) {
       const std::string owner = HGet(Coordinator().owner, std::to_string(shard));
       if (owner.empty()) return false;
-      if (HGet(sharding::FenceKey(Shard(shard), "billing"), "member") != owner) return false;
+      if (HGet(keys::FenceKey(Shard(shard), "billing"), "member") != owner) return false;
       ++per_member[owner];
     }
     return per_member.size() == 2 && per_member.begin()->second == kShards / 2;
@@ -493,9 +491,7 @@ TEST_F(ShardedClusterTest, OnAStandaloneServerAnInstallIsFollowedByWaitOnlyWithA
   auto installed = [&] {
     int shards = 0;
     for (int shard = 0; shard < kShards; ++shard) {
-      if (!master.Run({"HGET", sharding::FenceKey(Shard(shard), "billing"), "member"})
-               .view()
-               .IsNil()) {
+      if (!master.Run({"HGET", keys::FenceKey(Shard(shard), "billing"), "member"}).view().IsNil()) {
         ++shards;
       }
     }

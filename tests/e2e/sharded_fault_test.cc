@@ -389,7 +389,7 @@ TEST_F(ShardedFaultTest, WipedCoordinatorKeysAreRepairedAndFencesOnlyMoveForward
   const auto fences_before = InstalledFences();
 
   std::vector<std::string> del = {"DEL"};
-  const sharding::CoordinatorKeys keys = Coordinator();
+  const keys::CoordinatorKeys keys = Coordinator();
   for (std::string_view key : keys.InOrder()) del.emplace_back(key);
   redis_->Run(del);
   const auto wiped_at = Clock::now();
@@ -504,7 +504,7 @@ TEST_F(ShardedFaultTest, ARollingReplacementLosesNothingAndRebalancesOnlyAsNeede
       Produced p;
       p.key = "k" + std::to_string(i % 32);
       p.seq = i / 32;
-      p.shard = sharding::ShardOf(p.key, shards_);
+      p.shard = keys::ShardOf(p.key, shards_);
       auto reply = connection->Run(redis::Command("XADD")
                                        .Arg(ShardKeyOf(p.shard))
                                        .Arg("*")

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "tests/e2e/e2e_fixture.h"
 
 namespace streamcar::testing {
@@ -68,12 +68,10 @@ class ShardedE2eTest : public E2eTest {
     return true;
   }
 
-  std::string ShardKeyOf(int shard) const { return sharding::ShardKey("orders:{%d}", shard); }
-  std::string FenceKeyOf(int shard) const {
-    return sharding::FenceKey(ShardKeyOf(shard), "billing");
-  }
-  sharding::CoordinatorKeys Coordinator() const {
-    return sharding::CoordinatorKeysFor("orders", "billing");
+  std::string ShardKeyOf(int shard) const { return keys::ShardKey("orders:{%d}", shard); }
+  std::string FenceKeyOf(int shard) const { return keys::FenceKey(ShardKeyOf(shard), "billing"); }
+  keys::CoordinatorKeys Coordinator() const {
+    return keys::CoordinatorKeysFor("orders", "billing");
   }
 
   SidecarConfig Sharded(const std::string& consumer, const ShardingTiming& t = {}) const {
@@ -99,7 +97,7 @@ class ShardedE2eTest : public E2eTest {
       Produced p;
       p.key = "k" + std::to_string(i % keys);
       p.seq = first_seq + i / keys;
-      p.shard = sharding::ShardOf(p.key, shards_);
+      p.shard = keys::ShardOf(p.key, shards_);
       redis::Command add("XADD");
       add.Arg(ShardKeyOf(p.shard))
           .Arg("*")
@@ -176,7 +174,7 @@ class ShardedE2eTest : public E2eTest {
     int64_t letters = 0;
     for (int shard = 0; shard < shards_; ++shard) {
       letters +=
-          redis_->Run({"XLEN", sharding::ShardDeadLetterKey(ShardKeyOf(shard))}).view().Integer();
+          redis_->Run({"XLEN", keys::ShardDeadLetterKey(ShardKeyOf(shard))}).view().Integer();
     }
     return letters;
   }
@@ -212,7 +210,7 @@ class ShardedE2eTest : public E2eTest {
   // shard is owned by its target member, whose fence is installed with the coordinator's token,
   // and no member is revoking or waiting.
   bool Settled(int members) {
-    const sharding::CoordinatorKeys keys = Coordinator();
+    const keys::CoordinatorKeys keys = Coordinator();
     if (redis_->Run({"HLEN", keys.members}).view().Integer() != members) return false;
     const auto target = Hash(keys.target);
     const auto owner = Hash(keys.owner);

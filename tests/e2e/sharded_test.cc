@@ -13,7 +13,7 @@
 #include <set>
 #include <thread>
 
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 #include "tests/e2e/sharded_fixture.h"
 
 namespace streamcar::testing {
@@ -32,7 +32,7 @@ TEST_F(ShardedTest, OneMemberDeliversEveryShardInOrderWithShardAndFence) {
   ASSERT_TRUE(handler_.WaitForCount(40, std::chrono::seconds(20))) << sidecar->Logs();
   std::map<std::string, int> last_seq;
   for (const Delivery& d : Deliveries()) {
-    EXPECT_EQ(d.shard, sharding::ShardOf(d.key, kShards)) << d.key;
+    EXPECT_EQ(d.shard, keys::ShardOf(d.key, kShards)) << d.key;
     EXPECT_GT(d.fence, 0);
     auto [it, first] = last_seq.emplace(d.key, d.seq);
     if (!first) {
@@ -244,8 +244,7 @@ TEST_F(ShardedTest, AKilledMembersShardsMoveToTheSurvivorAndNothingIsLost) {
     std::set<std::string> members;
     for (int shard = 0; shard < kShards; ++shard) {
       auto reply = redis_->Run(
-          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
-           "member"});
+          {"HGET", keys::FenceKey(keys::ShardKey("orders:{%d}", shard), "billing"), "member"});
       members.insert(reply.view().IsNil() ? "" : std::string(reply.view().Str()));
     }
     return members;
@@ -260,7 +259,7 @@ TEST_F(ShardedTest, AKilledMembersShardsMoveToTheSurvivorAndNothingIsLost) {
 TEST_F(ShardedTest, ASigtermedMemberLeavesAndItsShardsMoveAtOnce) {
   auto first = StartSidecar(Sharded("c1"));
   auto second = StartPeer(Sharded("c2"));
-  const std::string members_key = sharding::CoordinatorKeysFor("orders", "billing").members;
+  const std::string members_key = keys::CoordinatorKeysFor("orders", "billing").members;
   ASSERT_TRUE(WaitUntil(
       [&] {
         return redis_->Run({"HLEN", members_key}).view().Integer() == 2;
@@ -276,14 +275,13 @@ TEST_F(ShardedTest, ASigtermedMemberLeavesAndItsShardsMoveAtOnce) {
   auto survivor_holds_all = [&] {
     for (int shard = 0; shard < kShards; ++shard) {
       auto reply = redis_->Run(
-          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
-           "member"});
+          {"HGET", keys::FenceKey(keys::ShardKey("orders:{%d}", shard), "billing"), "member"});
       if (reply.view().IsNil()) return false;
       auto owner = redis_->Run(
-          {"HGET", sharding::CoordinatorKeysFor("orders", "billing").owner, std::to_string(shard)});
+          {"HGET", keys::CoordinatorKeysFor("orders", "billing").owner, std::to_string(shard)});
       if (owner.view().IsNil() || owner.view().Str() != reply.view().Str()) return false;
     }
-    return redis_->Run({"HLEN", sharding::CoordinatorKeysFor("orders", "billing").owner})
+    return redis_->Run({"HLEN", keys::CoordinatorKeysFor("orders", "billing").owner})
                .view()
                .Integer() == kShards;
   };
@@ -317,7 +315,7 @@ TEST_F(ShardedTest, AMemberWithAnotherShardCountIsNotReadyAndHoldsNothing) {
       << why << second->Logs();
   EXPECT_NE(second->Logs().find("coordinator refuses this member's configuration"),
             std::string::npos);
-  const std::string members_key = sharding::CoordinatorKeysFor("orders", "billing").members;
+  const std::string members_key = keys::CoordinatorKeysFor("orders", "billing").members;
   EXPECT_EQ(redis_->Run({"HLEN", members_key}).view().Integer(), 1) << "never joined";
   Produce(8, 4);
   EXPECT_TRUE(handler_.WaitForCount(8, std::chrono::seconds(20)));
@@ -384,8 +382,7 @@ TEST_F(ShardedTest, MetricsShowEachMembersShardsFencesAndTheGroup) {
       if (!owned) continue;
       ++holders_of[shard];
       auto installed = redis_->Run(
-          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
-           "token"});
+          {"HGET", keys::FenceKey(keys::ShardKey("orders:{%d}", shard), "billing"), "token"});
       EXPECT_EQ(MetricValue(text, "streamcar_shard_fence_token", {sub, label}),
                 std::stod(std::string(installed.view().Str())))
           << "shard " << shard;
@@ -412,9 +409,8 @@ TEST_F(ShardedTest, AStepRefusedByANewerFenceIsReportedAndTheShardIsGrantedAbove
       },
       std::chrono::seconds(20)))
       << sidecar->Logs();
-  const int shard = sharding::ShardOf("k0", kShards);
-  const std::string fence_key =
-      sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing");
+  const int shard = keys::ShardOf("k0", kShards);
+  const std::string fence_key = keys::FenceKey(keys::ShardKey("orders:{%d}", shard), "billing");
   constexpr int64_t kIntruder = 1000000;
   redis_->Run({"HSET", fence_key, "token", std::to_string(kIntruder), "member", "intruder"});
   Produce(1, 1);  // "k0", to that shard: the wake-up read sees it, the fenced read is refused
@@ -501,8 +497,8 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   // heartbeat (every 500 ms) has carried it.
   std::map<int, std::string> last_ids;
   for (int shard = 0; shard < kShards; ++shard) {
-    auto last = redis_->Run(
-        {"XREVRANGE", sharding::ShardKey("orders:{%d}", shard), "+", "-", "COUNT", "1"});
+    auto last =
+        redis_->Run({"XREVRANGE", keys::ShardKey("orders:{%d}", shard), "+", "-", "COUNT", "1"});
     if (last.view().Size() == 1) last_ids[shard] = std::string(last.view()[0][0].Str());
   }
   ASSERT_FALSE(last_ids.empty());
@@ -534,12 +530,12 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   ASSERT_EQ(sharded["shard_list"].Size(), static_cast<rapidjson::SizeType>(kShards));
   for (const auto& shard : sharded["shard_list"].GetArray()) {
     const int index = shard["shard"].GetInt();
-    const std::string key = sharding::ShardKey("orders:{%d}", index);
+    const std::string key = keys::ShardKey("orders:{%d}", index);
     EXPECT_EQ(std::string(shard["key"].GetString()), key);
     EXPECT_EQ(std::string(shard["owner"].GetString()), member_id);
     EXPECT_EQ(std::string(shard["state"].GetString()), "active");
     EXPECT_EQ(std::string(shard["fence_member"].GetString()), member_id);
-    auto installed = redis_->Run({"HGET", sharding::FenceKey(key, "billing"), "token"});
+    auto installed = redis_->Run({"HGET", keys::FenceKey(key, "billing"), "token"});
     EXPECT_EQ(shard["fence"].GetInt64(), std::stoll(std::string(installed.view().Str())));
     EXPECT_EQ(shard["pending"].GetInt64(), 0);
     EXPECT_EQ(shard["lag"].GetInt64(), 0);
@@ -579,7 +575,7 @@ TEST_F(ShardedTest, StatusShowsTheMemberItsShardsTheirFencesAndTheEvents) {
   }
   // LAST ACK: an age for each shard that had entries, "-" for one that had none.
   for (int shard = 0; shard < kShards; ++shard) {
-    const size_t row = table.out.find(sharding::ShardKey("orders:{%d}", shard) + " ");
+    const size_t row = table.out.find(keys::ShardKey("orders:{%d}", shard) + " ");
     ASSERT_NE(row, std::string::npos) << table.out;
     const std::string line = table.out.substr(row, table.out.find('\n', row) - row);
     EXPECT_EQ(line.find("s ago") != std::string::npos, last_ids.count(shard) == 1) << line;
@@ -598,9 +594,9 @@ TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
   std::map<std::string, int> shard_of;
   for (int i = 0; i < 12; ++i) {
     const std::string key = (i % 2 == 0 ? "bad" : "good") + std::to_string(i);
-    const int shard = sharding::ShardOf(key, kShards);
+    const int shard = keys::ShardOf(key, kShards);
     shard_of[key] = shard;
-    redis_->Run({"XADD", sharding::ShardKey("orders:{%d}", shard), "*", "key", key, "seq", "0"});
+    redis_->Run({"XADD", keys::ShardKey("orders:{%d}", shard), "*", "key", key, "seq", "0"});
   }
   ASSERT_TRUE(WaitUntil([&] { return DeadLettersOfShards() == 6; }, std::chrono::seconds(20)))
       << DeadLettersOfShards() << "\n"
@@ -618,7 +614,7 @@ TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
     const std::string key = letter["fields"]["key"].GetString();
     EXPECT_EQ(key.rfind("bad", 0), 0u) << key;
     EXPECT_EQ(std::string(letter["dead_letter_stream"].GetString()),
-              sharding::ShardDeadLetterKey(sharding::ShardKey("orders:{%d}", shard_of[key])));
+              keys::ShardDeadLetterKey(keys::ShardKey("orders:{%d}", shard_of[key])));
   }
 
   reject = false;
@@ -664,8 +660,8 @@ TEST_F(ShardedTest, DeadLettersAreListedAndReplayedPerShard) {
 // replays nothing. Deterministic: the same id is written to two shards' streams on purpose.
 TEST_F(ShardedTest, ReplayByAnIdTwoShardsHoldIsRefusedAndReplaysNothing) {
   for (int shard : {0, 1}) {
-    const std::string key = sharding::ShardKey("orders:{%d}", shard);
-    redis_->Run({"XADD",     sharding::ShardDeadLetterKey(key),
+    const std::string key = keys::ShardKey("orders:{%d}", shard);
+    redis_->Run({"XADD",     keys::ShardDeadLetterKey(key),
                  "5-0",      "key",
                  "k",        "streamcar.stream",
                  key,        "streamcar.id",
@@ -683,9 +679,9 @@ TEST_F(ShardedTest, ReplayByAnIdTwoShardsHoldIsRefusedAndReplaysNothing) {
   EXPECT_EQ(by_id.exit_code, 2) << by_id.out << by_id.err;
   EXPECT_NE(by_id.err.find("more than one shard"), std::string::npos) << by_id.err;
   for (int shard : {0, 1}) {
-    const std::string key = sharding::ShardKey("orders:{%d}", shard);
-    EXPECT_NE(by_id.err.find(sharding::ShardDeadLetterKey(key)), std::string::npos) << by_id.err;
-    EXPECT_EQ(redis_->Run({"XLEN", sharding::ShardDeadLetterKey(key)}).view().Integer(), 1)
+    const std::string key = keys::ShardKey("orders:{%d}", shard);
+    EXPECT_NE(by_id.err.find(keys::ShardDeadLetterKey(key)), std::string::npos) << by_id.err;
+    EXPECT_EQ(redis_->Run({"XLEN", keys::ShardDeadLetterKey(key)}).view().Integer(), 1)
         << "the dead letter is kept";
     EXPECT_EQ(redis_->Run({"EXISTS", key}).view().Integer(), 0) << "nothing was replayed";
   }
@@ -703,8 +699,7 @@ TEST_F(ShardedTest, ForgottenScriptsAreLoadedAgainAndTheMemberKeepsItsShards) {
     std::vector<std::string> out;
     for (int shard = 0; shard < kShards; ++shard) {
       auto reply = redis_->Run(
-          {"HGET", sharding::FenceKey(sharding::ShardKey("orders:{%d}", shard), "billing"),
-           "token"});
+          {"HGET", keys::FenceKey(keys::ShardKey("orders:{%d}", shard), "billing"), "token"});
       out.emplace_back(reply.view().IsNil() ? "" : std::string(reply.view().Str()));
     }
     return out;
@@ -762,8 +757,8 @@ TEST_F(ShardedTest, AUserWithTheDocumentedAclRulesRunsAMemberStatusAndDlq) {
   Produce(20, 4);
   for (int i = 0; i < 4; ++i) {
     const std::string key = "bad" + std::to_string(i);
-    redis_->Run({"XADD", sharding::ShardKey("orders:{%d}", sharding::ShardOf(key, kShards)), "*",
-                 "key", key, "seq", "0"});
+    redis_->Run({"XADD", keys::ShardKey("orders:{%d}", keys::ShardOf(key, kShards)), "*", "key",
+                 key, "seq", "0"});
   }
   ASSERT_TRUE(WaitUntil([&] { return DeadLettersOfShards() == 4 && PendingOfShards() == 0; },
                         std::chrono::seconds(20)))
@@ -785,10 +780,9 @@ TEST_F(ShardedTest, AUserWithTheDocumentedAclRulesRunsAMemberStatusAndDlq) {
   // Leaving releases every shard (the coordinator's HDEL and HSETNX of freed shards).
   sidecar->Terminate();
   EXPECT_EQ(sidecar->Wait(std::chrono::seconds(10)), 0) << sidecar->Logs();
-  EXPECT_EQ(redis_->Run({"HLEN", sharding::CoordinatorKeysFor("orders", "billing").members})
-                .view()
-                .Integer(),
-            0)
+  EXPECT_EQ(
+      redis_->Run({"HLEN", keys::CoordinatorKeysFor("orders", "billing").members}).view().Integer(),
+      0)
       << "it left the group";
   EXPECT_EQ(redis_->Run({"ACL", "LOG"}).view().Size(), 0u) << sidecar->Logs();
 }

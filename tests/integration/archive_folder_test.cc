@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "sidecar/admin/metrics.h"
-#include "sidecar/runtime/retention.h"
+#include "sidecar/log/retention.h"
 #include "tests/integration/archive_backends.h"
 #include "tests/support/sidecar_process.h"
 
@@ -299,17 +299,17 @@ TYPED_TEST(ArchiveFolderTest, RetentionBeatFoldsBeforeItTrims) {
   config.streams.push_back(stream);
   config.archive.interval = Millis(50);
   config.archive.batch = 3;
-  const auto rules = runtime::TrimRulesOf(config);
+  const auto rules = log::TrimRulesOf(config);
   ASSERT_EQ(rules.size(), 1u);
   ASSERT_TRUE(rules[0].archive);
 
   const auto ids = this->Append(40);
   admin::Metrics metrics;
   admin::Watchdog watchdog;
-  runtime::RetentionBeat beat(
+  log::RetentionBeat beat(
       rules, std::make_unique<redis::Session>(this->redis_.ClientOptions(), "beat", &this->health_),
       &metrics, watchdog.Register("retention", Millis(60000)),
-      runtime::ArchiveDeps{this->store_.get(), "c1", config.archive.batch});
+      log::ArchiveDeps{this->store_.get(), "c1", config.archive.batch});
   beat.Start();
   ASSERT_TRUE(Eventually([&] { return this->RedisIds().size() == 10; }, std::chrono::seconds(20)));
   beat.StopAndJoin();
@@ -329,15 +329,15 @@ TYPED_TEST(ArchiveFolderTest, ArchivedStreamIsNotTrimmedWithoutItsArchive) {
   this->Append(20);
   // A witness rule after it: once the witness is trimmed, the beat has been through the archived
   // rule (rules run in order in each round). MAXLEN ~ trims whole nodes of 100 entries.
-  auto rules = runtime::TrimRulesOf(config);
+  auto rules = log::TrimRulesOf(config);
   rules.push_back({"witness", 1, Millis(0), Millis(20)});
   for (int i = 0; i < 250; ++i) this->redis_.Run({"XADD", "witness", "*", "f", "v"});
   admin::Metrics metrics;
   admin::Watchdog watchdog;
-  runtime::RetentionBeat beat(
+  log::RetentionBeat beat(
       rules, std::make_unique<redis::Session>(this->redis_.ClientOptions(), "beat", &this->health_),
       &metrics, watchdog.Register("retention", Millis(60000)),
-      runtime::ArchiveDeps{nullptr, "c1", 100});
+      log::ArchiveDeps{nullptr, "c1", 100});
   beat.Start();
   ASSERT_TRUE(Eventually(
       [&] {

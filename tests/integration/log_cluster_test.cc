@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/log/follow_hub.h"
 #include "sidecar/log/log_reader.h"
 #include "sidecar/log/producer.h"
 #include "sidecar/redis/session.h"
-#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/redis/topology/topology.h"
 #include "sidecar/redis/topology/topology_routes.h"
 #include "tests/e2e/e2e_fixture.h"
@@ -28,7 +28,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using streamcar::testing::RedisCluster;
 
-redis::NodeAddress AddressOf(const testing::RedisServer& server) {
+keys::NodeAddress AddressOf(const testing::RedisServer& server) {
   return {"127.0.0.1", server.port()};
 }
 
@@ -60,7 +60,7 @@ class LogClusterTest : public ::testing::Test {
     options.mode = config::RedisMode::kCluster;
     options.data = cluster_->node(0).ClientOptions();
     options.seeds = {AddressOf(cluster_->node(1)), AddressOf(cluster_->node(2))};
-    for (const auto& stream : streams_) options.used_slots.push_back(redis::KeySlot(stream));
+    for (const auto& stream : streams_) options.used_slots.push_back(keys::KeySlot(stream));
     topology_ = std::make_shared<redis::Topology>(std::move(options), nullptr);
     ASSERT_TRUE(topology_->Resolve(SteadyClock::now() + seconds(20)).ok());
   }

@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "sidecar/log/stream_keys.h"
+#include "sidecar/keys/stream_keys.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sidecar_process.h"
 
@@ -179,7 +179,7 @@ TEST_F(ProducerTest, ASharedStreamAppendsToTheShardOfTheKey) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->kind, AppendResult::Kind::kDuplicate);
   EXPECT_EQ(again->id, first->id);
-  EXPECT_EQ(server_.Run({"EXISTS", IdempotencyKey("orders:{6}", "once")}).view().Integer(), 1)
+  EXPECT_EQ(server_.Run({"EXISTS", keys::IdempotencyKey("orders:{6}", "once")}).view().Integer(), 1)
       << "the idempotency key lives in the shard's slot";
   EXPECT_EQ(server_.Run({"EXISTS", "orders"}).view().Integer(), 0);
 

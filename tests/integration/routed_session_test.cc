@@ -9,17 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/redis/script.h"
 #include "sidecar/redis/session.h"
-#include "sidecar/redis/topology/key_slot.h"
 #include "sidecar/redis/topology/node_routes.h"
 #include "tests/support/redis_cluster.h"
 
 namespace streamcar::testing {
 namespace {
 
+using keys::NodeAddress;
 using redis::Command;
-using redis::NodeAddress;
 
 // Every slot "lives" on one node; redirects and failures are counted, never learned.
 class StaleRoutes : public redis::NodeRoutes {
@@ -73,7 +73,7 @@ TEST_F(RoutedSessionTest, FollowsMovedToTheKeysMaster) {
   auto added = session_->Run(Command("XADD").Arg(key).Arg("*").Arg("f").Arg("v"));
   ASSERT_TRUE(added.ok()) << added.status().message();
   EXPECT_EQ(routes_->moved, 1);
-  EXPECT_EQ(routes_->last_moved_slot, redis::KeySlot(key));
+  EXPECT_EQ(routes_->last_moved_slot, keys::KeySlot(key));
   EXPECT_EQ(cluster_->RunOn(2, {"XLEN", key}).view().Integer(), 1);
   // An error reply that is the command's own answer stays what it was unrouted.
   auto wrong = session_->Run(Command("GET").Arg(key));

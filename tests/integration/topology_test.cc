@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/redis/topology/reply_kind.h"
 #include "tests/e2e/e2e_fixture.h"
 #include "tests/support/redis_cluster.h"
@@ -24,7 +24,7 @@
 namespace streamcar::testing {
 namespace {
 
-using redis::NodeAddress;
+using keys::NodeAddress;
 using redis::ResolvedMode;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -79,7 +79,7 @@ class TopologyClusterTest : public ::testing::Test {
     ASSERT_FALSE(HasFatalFailure());
     for (int i = 0; i < 3; ++i) {
       keys_.push_back(cluster_->KeyOnMaster(i, "orders-"));
-      slots_.push_back(redis::KeySlot(keys_.back()));
+      slots_.push_back(keys::KeySlot(keys_.back()));
     }
   }
 
@@ -216,7 +216,7 @@ TEST(TopologyStandaloneTest, AutoDetectsAStandaloneServer) {
   redis::Topology topology(options, &observer);
   ASSERT_TRUE(topology.Resolve(In(seconds(10))).ok());
   EXPECT_EQ(topology.mode(), ResolvedMode::kStandalone);
-  EXPECT_EQ(Address(topology.MasterFor(redis::KeySlot("orders"))), AddressOf(server));
+  EXPECT_EQ(Address(topology.MasterFor(keys::KeySlot("orders"))), AddressOf(server));
   EXPECT_EQ(topology.KnownMasterFor(-1), AddressOf(server));
   EXPECT_EQ(observer.masters.load(), 1);
   EXPECT_EQ(topology.OptionsFor(AddressOf(server)).endpoint.db, 2);

@@ -5,10 +5,10 @@
 
 #include <limits>
 
+#include "sidecar/keys/archive_keys.h"
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/log/archive_codec.h"
-#include "sidecar/log/archive_keys.h"
-#include "sidecar/redis/topology/key_slot.h"
-#include "sidecar/runtime/retention.h"
+#include "sidecar/log/retention.h"
 
 namespace streamcar::log {
 namespace {
@@ -69,15 +69,15 @@ TEST(ArchiveCodecTest, ReadRangesAreInclusiveBoundsOfExclusiveOnes) {
 }
 
 TEST(ArchiveKeysTest, KeysShareTheStreamsSlot) {
-  EXPECT_EQ(ArchiveKeysOf("orders").lease, "{orders}:archive:lease");
-  EXPECT_EQ(ArchiveKeysOf("orders").token, "{orders}:archive:token");
-  EXPECT_EQ(ArchiveKeysOf("orders").watermark, "{orders}:archive:watermark");
+  EXPECT_EQ(keys::ArchiveKeysOf("orders").lease, "{orders}:archive:lease");
+  EXPECT_EQ(keys::ArchiveKeysOf("orders").token, "{orders}:archive:token");
+  EXPECT_EQ(keys::ArchiveKeysOf("orders").watermark, "{orders}:archive:watermark");
   // A name with a hash tag keeps it: the tag decides the slot of both.
-  EXPECT_EQ(ArchiveKeysOf("{tenant1}.orders").lease, "{tenant1}.orders:archive:lease");
+  EXPECT_EQ(keys::ArchiveKeysOf("{tenant1}.orders").lease, "{tenant1}.orders:archive:lease");
   for (const std::string stream : {"orders", "{tenant1}.orders", "a{b", "{}x", "a}b"}) {
-    const auto keys = ArchiveKeysOf(stream);
+    const auto keys = keys::ArchiveKeysOf(stream);
     for (const auto& key : {keys.lease, keys.token, keys.watermark}) {
-      EXPECT_EQ(redis::KeySlot(key), redis::KeySlot(stream))
+      EXPECT_EQ(keys::KeySlot(key), keys::KeySlot(stream))
           << key << " is not in the slot of " << stream;
     }
   }
@@ -107,7 +107,7 @@ TEST(TrimRulesTest, ArchivedStreamGetsOneRuleThatUnitesEveryRetention) {
   config.streams.push_back(unbounded);
   config.archive.interval = Millis(30000);
 
-  const auto rules = runtime::TrimRulesOf(config);
+  const auto rules = log::TrimRulesOf(config);
   ASSERT_EQ(rules.size(), 2u);
   const auto& merged = rules[1].stream == "feed" ? rules[1] : rules[0];
   const auto& other = rules[1].stream == "feed" ? rules[0] : rules[1];

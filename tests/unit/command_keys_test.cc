@@ -7,8 +7,8 @@
 
 #include <string>
 
+#include "sidecar/keys/key_slot.h"
 #include "sidecar/redis/script.h"
-#include "sidecar/redis/topology/key_slot.h"
 
 namespace streamcar::redis {
 namespace {

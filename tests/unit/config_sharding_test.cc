@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "sidecar/config/loader.h"
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 
 namespace streamcar::config {
 namespace {
@@ -178,10 +178,10 @@ TEST(ShardingConfig, ASharedStreamIsShardedAlikeAndNotArchivedByTheApi) {
 
 // SPEC 9: crc32(K) mod S, CRC-32/IEEE. 0xCBF43926 is the check value of "123456789".
 TEST(ShardRoute, IsCrc32ModuloTheShardCount) {
-  EXPECT_EQ(sharding::ShardOf("123456789", 16), static_cast<int>(0xCBF43926u % 16));
-  EXPECT_EQ(sharding::ShardOf("123456789", 1000), static_cast<int>(0xCBF43926u % 1000));
-  EXPECT_EQ(sharding::ShardOf("", 7), 0);
-  EXPECT_EQ(sharding::ShardKey("orders:{%d}", 3), "orders:{3}");
+  EXPECT_EQ(keys::ShardOf("123456789", 16), static_cast<int>(0xCBF43926u % 16));
+  EXPECT_EQ(keys::ShardOf("123456789", 1000), static_cast<int>(0xCBF43926u % 1000));
+  EXPECT_EQ(keys::ShardOf("", 7), 0);
+  EXPECT_EQ(keys::ShardKey("orders:{%d}", 3), "orders:{3}");
 }
 
 }  // namespace

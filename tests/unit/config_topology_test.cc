@@ -10,7 +10,8 @@
 
 #include "sidecar/config/dead_letter_default.h"
 #include "sidecar/config/loader.h"
-#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/keys/key_slot.h"
+#include "sidecar/keys/stream_keys.h"
 
 namespace streamcar::config {
 namespace {
@@ -141,15 +142,15 @@ TEST(TopologyConfig, RulesNameTheKeyAndTheLine) {
 // --- the default dead-letter stream ---------------------------------------------------------
 
 TEST(TopologyConfig, DefaultDeadLetterStreamOfEachMode) {
-  EXPECT_EQ(DefaultDeadLetterStream("orders", false), "orders:dlq");
-  EXPECT_EQ(DefaultDeadLetterStream("orders", true), "{orders}:dlq");
-  EXPECT_EQ(DefaultDeadLetterStream("app:{feed}", true), "app:{feed}:dlq");
-  EXPECT_EQ(DefaultDeadLetterStream("app:{feed}", false), "app:{feed}:dlq");
+  EXPECT_EQ(keys::DefaultDeadLetterStream("orders", false), "orders:dlq");
+  EXPECT_EQ(keys::DefaultDeadLetterStream("orders", true), "{orders}:dlq");
+  EXPECT_EQ(keys::DefaultDeadLetterStream("app:{feed}", true), "app:{feed}:dlq");
+  EXPECT_EQ(keys::DefaultDeadLetterStream("app:{feed}", false), "app:{feed}:dlq");
   // Whatever the name, in a cluster the default shares the stream's slot (the atomic path).
   for (const char* stream : {"orders", "app:{feed}", "a}b", "{}x", "x{}", "{a"}) {
-    EXPECT_EQ(redis::KeySlot(DefaultDeadLetterStream(stream, true)), redis::KeySlot(stream))
+    EXPECT_EQ(keys::KeySlot(keys::DefaultDeadLetterStream(stream, true)), keys::KeySlot(stream))
         << stream;
-    EXPECT_NE(DefaultDeadLetterStream(stream, true), stream);
+    EXPECT_NE(keys::DefaultDeadLetterStream(stream, true), stream);
   }
 }
 

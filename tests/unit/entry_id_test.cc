@@ -2,15 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "sidecar/keys/key_slot.h"
+#include "sidecar/keys/stream_keys.h"
 #include "sidecar/log/log_reader.h"
-#include "sidecar/log/stream_keys.h"
-#include "sidecar/redis/topology/key_slot.h"
 
 namespace streamcar::log {
 namespace {
 
-using redis::HasHashTag;
-using redis::KeySlot;
+using keys::HasHashTag;
+using keys::KeySlot;
 
 TEST(EntryIdTest, ParsesOnlyMsDashSeq) {
   auto id = ParseId("1764513000000-3");
@@ -94,8 +94,8 @@ TEST(ParseBoundTest, InvalidInstantsSayWhy) {
 }
 
 TEST(StreamKeysTest, IdempotencyKeyStaysInTheStreamsSlot) {
-  EXPECT_EQ(IdempotencyKey("orders", "k1"), "{orders}:idem:k1");
-  EXPECT_EQ(IdempotencyKey("app:{feed}", "k1"), "app:{feed}:idem:k1");
+  EXPECT_EQ(keys::IdempotencyKey("orders", "k1"), "{orders}:idem:k1");
+  EXPECT_EQ(keys::IdempotencyKey("app:{feed}", "k1"), "app:{feed}:idem:k1");
   // Known Redis Cluster slots (CLUSTER KEYSLOT): "foo" is 12182, "{user1000}.following" 3443.
   EXPECT_EQ(KeySlot("foo"), 12182);
   EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("user1000"));
@@ -103,12 +103,12 @@ TEST(StreamKeysTest, IdempotencyKeyStaysInTheStreamsSlot) {
   // "{}" is no hash tag: the whole key is hashed.
   EXPECT_FALSE(HasHashTag("a{}b"));
   for (const char* stream : {"orders", "app:{feed}", "a{}b", "a}b", "x{y", "}{", "{}}", "日本"}) {
-    const std::string key = IdempotencyKey(stream, "K{with}braces");
+    const std::string key = keys::IdempotencyKey(stream, "K{with}braces");
     EXPECT_EQ(KeySlot(key), KeySlot(stream)) << stream << " -> " << key;
     EXPECT_NE(key.find(std::string("idem:K{with}braces")), std::string::npos) << key;
   }
   // Two streams never share an idempotency key.
-  EXPECT_NE(IdempotencyKey("a}b", "k"), IdempotencyKey("a}c", "k"));
+  EXPECT_NE(keys::IdempotencyKey("a}b", "k"), keys::IdempotencyKey("a}c", "k"));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Node addresses: as a user configures them (seeds, sentinels) and as Redis announces them in
 // -MOVED and -ASK (the redirect endpoints below are what redis-server 7.0.15 sent).
 
-#include "sidecar/redis/topology/node_address.h"
+#include "sidecar/keys/node_address.h"
 
 #include <gtest/gtest.h>
 
@@ -23,12 +23,12 @@ TEST(NodeAddressTest, ParsesHostPortAndBracketedIpv6) {
                         Case{"[fe80::1%eth0]:26379", "fe80::1%eth0", 26379, "[fe80::1%eth0]:26379"},
                         Case{"h:1", "h", 1, "h:1"}, Case{"h:65535", "h", 65535, "h:65535"}}) {
     std::string error;
-    const auto address = ParseNodeAddress(c.text, &error);
+    const auto address = keys::ParseNodeAddress(c.text, &error);
     ASSERT_TRUE(address) << c.text << ": " << error;
     EXPECT_EQ(address->host, c.host) << c.text;
     EXPECT_EQ(address->port, c.port) << c.text;
     EXPECT_EQ(address->Describe(), c.described) << c.text;
-    EXPECT_EQ(ParseNodeAddress(address->Describe(), nullptr), address) << c.text;
+    EXPECT_EQ(keys::ParseNodeAddress(address->Describe(), nullptr), address) << c.text;
   }
 }
 
@@ -50,11 +50,11 @@ TEST(NodeAddressTest, RefusesWithAReason) {
         Case{"redis :6379", "spaces"}, Case{"redis:6379\n", "control"},
         Case{"user@redis:6379", "holds one of"}}) {
     std::string error;
-    EXPECT_FALSE(ParseNodeAddress(c.text, &error)) << c.text;
+    EXPECT_FALSE(keys::ParseNodeAddress(c.text, &error)) << c.text;
     EXPECT_NE(error.find(c.says), std::string::npos) << c.text << ": " << error;
   }
   // No error text asked for: still refused.
-  EXPECT_FALSE(ParseNodeAddress("redis", nullptr));
+  EXPECT_FALSE(keys::ParseNodeAddress("redis", nullptr));
 }
 
 TEST(NodeAddressTest, RedirectEndpointSplitsAtTheLastColon) {
@@ -71,24 +71,24 @@ TEST(NodeAddressTest, RedirectEndpointSplitsAtTheLastColon) {
                         Case{"?:44941", "?", 44941},  // hostname preferred, none announced
                         Case{":44941", "", 44941},    // unknown-endpoint
                         Case{"[::1]:6379", "::1", 6379}}) {
-    const auto address = ParseRedirectEndpoint(c.text);
+    const auto address = keys::ParseRedirectEndpoint(c.text);
     ASSERT_TRUE(address) << c.text;
     EXPECT_EQ(address->host, c.host) << c.text;
     EXPECT_EQ(address->port, c.port) << c.text;
   }
   for (const char* bad :
        {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:x", "h:70000", "h h:1", "h:1 "}) {
-    EXPECT_FALSE(ParseRedirectEndpoint(bad)) << bad;
+    EXPECT_FALSE(keys::ParseRedirectEndpoint(bad)) << bad;
   }
 }
 
 TEST(NodeAddressTest, OrdersAndComparesByHostThenPort) {
-  const NodeAddress a{"a", 2};
-  const NodeAddress b{"a", 10};
-  const NodeAddress c{"b", 1};
+  const keys::NodeAddress a{"a", 2};
+  const keys::NodeAddress b{"a", 10};
+  const keys::NodeAddress c{"b", 1};
   EXPECT_LT(a, b);
   EXPECT_LT(b, c);
-  EXPECT_EQ(a, (NodeAddress{"a", 2}));
+  EXPECT_EQ(a, (keys::NodeAddress{"a", 2}));
   EXPECT_NE(a, b);
 }
 

@@ -17,9 +17,9 @@ using testing::Bulk;
 using testing::Err;
 using testing::ReplyOf;
 
-const NodeAddress kA{"10.0.0.1", 7000};
-const NodeAddress kB{"10.0.0.2", 7001};
-const NodeAddress kC{"10.0.0.3", 7002};
+const keys::NodeAddress kA{"10.0.0.1", 7000};
+const keys::NodeAddress kB{"10.0.0.2", 7001};
+const keys::NodeAddress kC{"10.0.0.3", 7002};
 
 class RouteAttemptTest : public ::testing::Test {
  protected:
@@ -97,7 +97,7 @@ TEST_F(RouteAttemptTest, RedirectsToAnUnknownEndpoint) {
   RouteAttempt attempt(1, kA, deadline_);
   EXPECT_EQ(Feed(attempt, Err("ASK 1 10.0.0.2:7001")), Next::kSendAskingTo);
   EXPECT_EQ(Feed(attempt, Err("MOVED 1 :7005")), Next::kSendTo);
-  EXPECT_EQ(attempt.target(), (NodeAddress{"10.0.0.2", 7005}));
+  EXPECT_EQ(attempt.target(), (keys::NodeAddress{"10.0.0.2", 7005}));
   // "?" (hostnames preferred, none set): no host to go to; the map (with ips) must be read.
   EXPECT_EQ(Feed(attempt, Err("MOVED 1 ?:7006")), Next::kRefreshAndRetry);
   EXPECT_EQ(attempt.retry_after(), Millis(0));

@@ -25,11 +25,11 @@ TEST(SentinelProtoTest, MasterAddressFromGetMasterAddrByName) {
   const Reply reply = ReplyOf("*2\r\n$9\r\n127.0.0.1\r\n$5\r\n38113\r\n");
   const auto address = ParseMasterAddr(reply.view());
   ASSERT_TRUE(address);
-  EXPECT_EQ(*address, (NodeAddress{"127.0.0.1", 38113}));
+  EXPECT_EQ(*address, (keys::NodeAddress{"127.0.0.1", 38113}));
   EXPECT_EQ(ParseMasterAddr(ReplyOf(Arr({Bulk("::1"), Bulk("6379")})).view()),
-            (NodeAddress{"::1", 6379}));
+            (keys::NodeAddress{"::1", 6379}));
   EXPECT_EQ(ParseMasterAddr(ReplyOf(Arr({Bulk("redis-0"), Int(6379)})).view()),
-            (NodeAddress{"redis-0", 6379}));
+            (keys::NodeAddress{"redis-0", 6379}));
   // Recorded for a name the sentinel does not monitor: a nil array.
   EXPECT_FALSE(ParseMasterAddr(ReplyOf(NilArray()).view()));
   EXPECT_FALSE(ParseMasterAddr(ReplyOf(Nil()).view()));
@@ -63,10 +63,10 @@ TEST(SentinelProtoTest, SwitchMasterNamesTheNewMaster) {
   const auto recorded = ParseSwitchMaster("mymaster 127.0.0.1 38113 127.0.0.1 40655");
   ASSERT_TRUE(recorded);
   EXPECT_EQ(recorded->first, "mymaster");
-  EXPECT_EQ(recorded->second, (NodeAddress{"127.0.0.1", 40655}));
+  EXPECT_EQ(recorded->second, (keys::NodeAddress{"127.0.0.1", 40655}));
   const auto v6 = ParseSwitchMaster("m ::1 6379 fe80::2 6380");
   ASSERT_TRUE(v6);
-  EXPECT_EQ(v6->second, (NodeAddress{"fe80::2", 6380}));
+  EXPECT_EQ(v6->second, (keys::NodeAddress{"fe80::2", 6380}));
   for (const char* bad :
        {"", "mymaster", "mymaster 127.0.0.1 38113 127.0.0.1",
         "mymaster 127.0.0.1 38113 127.0.0.1 40655 extra", "mymaster 127.0.0.1 38113 127.0.0.1 0",

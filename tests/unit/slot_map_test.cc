@@ -29,7 +29,7 @@ constexpr const char* kReplica2 = "5782a7f3070a389ad89deba78a9825b8b68c5766";   
 constexpr const char* kReplica0 = "eeb99cd4c92789caf09eac524318cf13c6911e96";    // 60235
 constexpr const char* kReplica1 = "de5ef835979cd7210a06ca3b2a89cbe19aac1777";    // 56203
 
-const NodeAddress kAsked{"127.0.0.1", 48079};
+const keys::NodeAddress kAsked{"127.0.0.1", 48079};
 
 Reply Recorded(const std::string& name) {
   std::ifstream in(std::string(STREAMCAR_SOURCE_DIR) + "/tests/unit/data/cluster/" + name +
@@ -42,21 +42,21 @@ Reply Recorded(const std::string& name) {
   return reply;
 }
 
-SlotMap Shards(const std::string& name, const NodeAddress& asked = kAsked) {
+SlotMap Shards(const std::string& name, const keys::NodeAddress& asked = kAsked) {
   Reply reply = Recorded(name);
   auto map = SlotMap::FromShards(reply.view(), asked, /*tls=*/false);
   EXPECT_TRUE(map.ok()) << name << ": " << map.status().ToString();
   return map.ok() ? std::move(*map) : SlotMap();
 }
 
-SlotMap Slots(const std::string& name, const NodeAddress& asked = kAsked) {
+SlotMap Slots(const std::string& name, const keys::NodeAddress& asked = kAsked) {
   Reply reply = Recorded(name);
   auto map = SlotMap::FromSlots(reply.view(), asked);
   EXPECT_TRUE(map.ok()) << name << ": " << map.status().ToString();
   return map.ok() ? std::move(*map) : SlotMap();
 }
 
-NodeAddress Local(int port) { return {"127.0.0.1", port}; }
+keys::NodeAddress Local(int port) { return {"127.0.0.1", port}; }
 
 // Slots of "foo" (12182), "orders:dlq" (9954) and "orders" (105): one on each original master.
 const std::vector<int> kUsed = {12182, 9954, 105};
@@ -164,11 +164,13 @@ TEST(SlotMapTest, ARejoinedMasterIsAReplicaOfItsSuccessor) {
 TEST(SlotMapTest, EndpointsFollowThePreferredType) {
   // Hostnames announced: the endpoint is the hostname.
   for (const SlotMap& map : {Shards("shards_hostname"), Slots("slots_hostname")}) {
-    EXPECT_EQ(map.ShardOf(12182)->master.address, (NodeAddress{"node-44941.redis.test", 44941}));
-    EXPECT_EQ(map.ShardOf(105)->master.address, (NodeAddress{"node-60235.redis.test", 60235}));
+    EXPECT_EQ(map.ShardOf(12182)->master.address,
+              (keys::NodeAddress{"node-44941.redis.test", 44941}));
+    EXPECT_EQ(map.ShardOf(105)->master.address,
+              (keys::NodeAddress{"node-60235.redis.test", 60235}));
   }
   // Hostnames preferred but none set: "?"; the node's ip is used, not the host we asked.
-  const NodeAddress balancer{"redis.lb.example", 48079};
+  const keys::NodeAddress balancer{"redis.lb.example", 48079};
   for (const SlotMap& map :
        {Shards("shards_hostname_unset", balancer), Slots("slots_hostname_unset", balancer)}) {
     EXPECT_EQ(map.ShardOf(12182)->master.address, Local(44941));
@@ -178,12 +180,13 @@ TEST(SlotMapTest, EndpointsFollowThePreferredType) {
   // unknown-endpoint: SHARDS says "", SLOTS nil: the host we asked, with each node's port.
   for (const SlotMap& map :
        {Shards("shards_unknown_endpoint", balancer), Slots("slots_unknown_endpoint", balancer)}) {
-    EXPECT_EQ(map.ShardOf(12182)->master.address, (NodeAddress{"redis.lb.example", 44941}));
-    EXPECT_EQ(map.ShardOf(5061)->replicas[0].address, (NodeAddress{"redis.lb.example", 56947}));
+    EXPECT_EQ(map.ShardOf(12182)->master.address, (keys::NodeAddress{"redis.lb.example", 44941}));
+    EXPECT_EQ(map.ShardOf(5061)->replicas[0].address,
+              (keys::NodeAddress{"redis.lb.example", 56947}));
   }
   // An announced IPv6 address.
   for (const SlotMap& map : {Shards("shards_ipv6"), Slots("slots_ipv6")}) {
-    EXPECT_EQ(map.ShardOf(12182)->master.address, (NodeAddress{"::1", 44941}));
+    EXPECT_EQ(map.ShardOf(12182)->master.address, (keys::NodeAddress{"::1", 44941}));
   }
 }
 
@@ -222,10 +225,10 @@ TEST(SlotMapTest, TlsUsesTheTlsPortAndSaysWhenThereIsNone) {
   Reply reply = ReplyOf(resp);
   auto tls = SlotMap::FromShards(reply.view(), kAsked, /*tls=*/true);
   ASSERT_TRUE(tls.ok()) << tls.status().ToString();
-  EXPECT_EQ(tls->ShardOf(0)->master.address, (NodeAddress{"10.0.0.1", 6380}));
+  EXPECT_EQ(tls->ShardOf(0)->master.address, (keys::NodeAddress{"10.0.0.1", 6380}));
   auto plain = SlotMap::FromShards(reply.view(), kAsked, /*tls=*/false);
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->ShardOf(0)->master.address, (NodeAddress{"10.0.0.1", 6379}));
+  EXPECT_EQ(plain->ShardOf(0)->master.address, (keys::NodeAddress{"10.0.0.1", 6379}));
   // Recorded without tls-cluster: no tls-port to connect a TLS client to.
   Reply recorded = Recorded("shards_ok");
   auto missing = SlotMap::FromShards(recorded.view(), kAsked, /*tls=*/true);
@@ -243,7 +246,7 @@ TEST(SlotMapTest, SlotsMayBeStringsAndHealthMayBeAbsent) {
   auto map = SlotMap::FromShards(reply.view(), kAsked, false);
   ASSERT_TRUE(map.ok()) << map.status().ToString();
   ASSERT_NE(map->ShardOf(16383), nullptr);
-  EXPECT_EQ(map->ShardOf(16383)->master.address, (NodeAddress{"h", 7000}));
+  EXPECT_EQ(map->ShardOf(16383)->master.address, (keys::NodeAddress{"h", 7000}));
   EXPECT_TRUE(map->Serves(kUsed));
   Reply bad =
       ReplyOf(Arr({Arr({Bulk("slots"), Arr({Bulk("0"), Bulk("1x")}), Bulk("nodes"), Arr({})})}));
@@ -321,7 +324,7 @@ TEST(SlotMapTest, SlotsMergesTheRangesOfOneMaster) {
   EXPECT_EQ(map->shards().size(), 2u);
   EXPECT_EQ(map->ShardOf(0), map->ShardOf(16383));
   EXPECT_NE(map->ShardOf(0), map->ShardOf(100));
-  EXPECT_EQ(map->Masters(), (std::vector<NodeAddress>{{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(map->Masters(), (std::vector<keys::NodeAddress>{{"a", 1}, {"b", 2}}));
 }
 
 TEST(SlotMapTest, MovedTakesEffectAtOnceAndAMigrationIsNoFailover) {
@@ -334,8 +337,8 @@ TEST(SlotMapTest, MovedTakesEffectAtOnceAndAMigrationIsNoFailover) {
   EXPECT_FALSE(map.IsFailover(12182, before));
   EXPECT_EQ(map.shards().size(), 3u);
   // A node the map does not know: a shard of its own, without id.
-  map.LearnMoved(0, NodeAddress{"10.9.9.9", 7000});
-  EXPECT_EQ(map.ShardOf(0)->master.address, (NodeAddress{"10.9.9.9", 7000}));
+  map.LearnMoved(0, keys::NodeAddress{"10.9.9.9", 7000});
+  EXPECT_EQ(map.ShardOf(0)->master.address, (keys::NodeAddress{"10.9.9.9", 7000}));
   EXPECT_EQ(map.ShardOf(1)->master.id, kOldMaster0);
   EXPECT_EQ(map.Masters().size(), 4u);
   EXPECT_FALSE(map.IsFailover(0, before));
@@ -369,10 +372,10 @@ TEST(SlotMapTest, LiveReplicasAreCountedPerSlotAndUnknownForAMovedToStranger) {
   SlotMap moved = Shards("shards_ok");
   moved.LearnMoved(12182, Local(48079));
   EXPECT_EQ(moved.LiveReplicasOf(12182), 1) << "a known master: its replicas are known";
-  moved.LearnMoved(0, NodeAddress{"10.9.9.9", 7000});
+  moved.LearnMoved(0, keys::NodeAddress{"10.9.9.9", 7000});
   EXPECT_EQ(moved.LiveReplicasOf(0), std::nullopt) << "until the next read";
   EXPECT_EQ(SlotMap().LiveReplicasOf(0), std::nullopt);
-  EXPECT_EQ(moved.LiveReplicasOf(kClusterSlots), std::nullopt);
+  EXPECT_EQ(moved.LiveReplicasOf(keys::kClusterSlots), std::nullopt);
 }
 
 TEST(SlotMapTest, AnEmptyMapServesNothing) {

@@ -15,7 +15,7 @@ int FirstUnserved(const SlotMap& map, std::span<const int> used_slots) {
 
 }  // namespace
 
-StatusOr<SlotMap> ReadMapFrom(Connection& connection, const NodeAddress& node, bool tls,
+StatusOr<SlotMap> ReadMapFrom(Connection& connection, const keys::NodeAddress& node, bool tls,
                               std::span<const int> used_slots) {
   Status shards_problem = Status::Ok();
   auto shards = connection.Run(Command("CLUSTER").Arg("SHARDS"));
@@ -51,12 +51,12 @@ StatusOr<SlotMap> ReadMapFrom(Connection& connection, const NodeAddress& node, b
 }
 
 StatusOr<ClusterMapRead> ReadClusterMap(
-    const std::vector<NodeAddress>& candidates,
-    const std::function<ConnectionOptions(const NodeAddress&)>& options_for,
+    const std::vector<keys::NodeAddress>& candidates,
+    const std::function<ConnectionOptions(const keys::NodeAddress&)>& options_for,
     std::span<const int> used_slots, const std::function<bool()>& cancelled) {
   Status last(StatusCode::kIo, "no cluster node to ask for the slot map");
   bool all_fatal = !candidates.empty();
-  for (const NodeAddress& node : candidates) {
+  for (const keys::NodeAddress& node : candidates) {
     if (cancelled && cancelled()) return Status(StatusCode::kCancelled, "topology stopping");
     const ConnectionOptions options = options_for(node);
     auto connection = Connection::Open(options);

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <span>
 
-#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/keys/key_slot.h"
 
 namespace streamcar::redis {
 namespace {
@@ -107,7 +107,7 @@ std::optional<std::string> FirstKeyOf(const Command& command) {
 
 int SlotOf(const Command& command) {
   const auto key = FirstKeyOf(command);
-  return key ? KeySlot(*key) : -1;
+  return key ? keys::KeySlot(*key) : -1;
 }
 
 }  // namespace streamcar::redis

@@ -4,7 +4,7 @@
 
 namespace streamcar::redis {
 
-ConnectionOptions PointedAt(const ConnectionOptions& base, const NodeAddress& node) {
+ConnectionOptions PointedAt(const ConnectionOptions& base, const keys::NodeAddress& node) {
   ConnectionOptions options = base;
   options.topology.reset();
   options.slot = -1;
@@ -23,9 +23,10 @@ ConnectionOptions ForDiscovery(ConnectionOptions options) {
   return options;
 }
 
-NodeAddress EndpointAddress(const config::RedisEndpoint& endpoint) {
-  if (endpoint.kind == config::RedisEndpoint::Kind::kUnix) return NodeAddress{endpoint.path, 0};
-  return NodeAddress{endpoint.host, endpoint.port};
+keys::NodeAddress EndpointAddress(const config::RedisEndpoint& endpoint) {
+  if (endpoint.kind == config::RedisEndpoint::Kind::kUnix)
+    return keys::NodeAddress{endpoint.path, 0};
+  return keys::NodeAddress{endpoint.host, endpoint.port};
 }
 
 }  // namespace streamcar::redis

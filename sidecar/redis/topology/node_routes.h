@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "sidecar/common/status.h"
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/connection.h"
-#include "sidecar/redis/topology/node_address.h"
 #include "sidecar/redis/topology/reply_kind.h"
 
 namespace streamcar::redis {
@@ -20,12 +20,12 @@ class NodeRoutes {
   // MasterFor(-1) (standalone, sentinel).
   virtual bool ByKeySlot() const = 0;
   // The master for `slot` (-1: any master). May block (asks the servers).
-  virtual StatusOr<NodeAddress> MasterFor(int slot) = 0;
-  virtual void OnMoved(const Redirect& redirect, const NodeAddress& answered) = 0;
+  virtual StatusOr<keys::NodeAddress> MasterFor(int slot) = 0;
+  virtual void OnMoved(const Redirect& redirect, const keys::NodeAddress& answered) = 0;
   virtual void OnAsk() = 0;
-  virtual void OnNodeFailed(const NodeAddress& node, std::string_view why) = 0;
+  virtual void OnNodeFailed(const keys::NodeAddress& node, std::string_view why) = 0;
   // How to connect to `node` (credentials, TLS, timeouts; database 0 in a cluster).
-  virtual ConnectionOptions OptionsFor(const NodeAddress& node) const = 0;
+  virtual ConnectionOptions OptionsFor(const keys::NodeAddress& node) const = 0;
 };
 
 }  // namespace streamcar::redis

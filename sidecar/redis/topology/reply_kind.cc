@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/keys/key_slot.h"
 
 namespace streamcar::redis {
 namespace {
@@ -20,8 +20,8 @@ bool ParseRedirect(std::string_view text, Redirect* redirect) {
     if (c < '0' || c > '9') return false;
     slot = slot * 10 + (c - '0');
   }
-  if (slot >= kClusterSlots) return false;
-  auto to = ParseRedirectEndpoint(text.substr(space + 1));
+  if (slot >= keys::kClusterSlots) return false;
+  auto to = keys::ParseRedirectEndpoint(text.substr(space + 1));
   if (!to) return false;
   if (redirect != nullptr) *redirect = Redirect{slot, std::move(*to)};
   return true;

@@ -5,8 +5,8 @@
 
 #include <string_view>
 
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/reply.h"
-#include "sidecar/redis/topology/node_address.h"
 
 namespace streamcar::redis {
 
@@ -32,7 +32,7 @@ std::string_view ReplyKindName(ReplyKind kind);
 // use the host the command went to) or "?" (no usable host: refresh the map).
 struct Redirect {
   int slot = -1;
-  NodeAddress to;
+  keys::NodeAddress to;
 };
 
 // The kind of `reply`. For kMoved and kAsk, `*redirect` (when not null) is filled; a -MOVED or

@@ -5,7 +5,8 @@
 
 namespace streamcar::redis {
 
-RouteAttempt::RouteAttempt(int slot, NodeAddress target, SteadyTime deadline, RouteLimits limits)
+RouteAttempt::RouteAttempt(int slot, keys::NodeAddress target, SteadyTime deadline,
+                           RouteLimits limits)
     : slot_(slot),
       target_(target),
       home_(std::move(target)),
@@ -15,7 +16,8 @@ RouteAttempt::RouteAttempt(int slot, NodeAddress target, SteadyTime deadline, Ro
 RouteAttempt::Next RouteAttempt::OnReply(const ReplyView& reply, SteadyTime now) {
   Redirect redirect;
   last_kind_ = Classify(reply, &redirect);
-  const NodeAddress answered = std::exchange(target_, home_);  // an ASK holds for one send only
+  const keys::NodeAddress answered =
+      std::exchange(target_, home_);  // an ASK holds for one send only
   switch (last_kind_) {
     case ReplyKind::kMoved:
     case ReplyKind::kAsk:
@@ -42,7 +44,7 @@ RouteAttempt::Next RouteAttempt::OnReply(const ReplyView& reply, SteadyTime now)
 }
 
 RouteAttempt::Next RouteAttempt::Redirected(const Redirect& redirect, ReplyKind kind,
-                                            const NodeAddress& answered) {
+                                            const keys::NodeAddress& answered) {
   if (++redirects_ > limits_.max_redirects) {
     return Fail("more than " + std::to_string(limits_.max_redirects) + " redirects for slot " +
                 std::to_string(slot_) + " (last to " + redirect.to.Describe() + ")");
@@ -75,7 +77,7 @@ RouteAttempt::Next RouteAttempt::Backoff(Next next, SteadyTime now, std::string_
 }
 
 RouteAttempt::Next RouteAttempt::OnConnectionLost(bool sent, SteadyTime now) {
-  const NodeAddress lost = std::exchange(target_, home_);
+  const keys::NodeAddress lost = std::exchange(target_, home_);
   if (sent) {
     maybe_applied_ = true;
     return Fail("the connection to " + lost.Describe() + " failed after the command was sent");
@@ -83,7 +85,7 @@ RouteAttempt::Next RouteAttempt::OnConnectionLost(bool sent, SteadyTime now) {
   return Backoff(Next::kRefreshAndRetry, now, "connection lost");
 }
 
-void RouteAttempt::Retarget(NodeAddress target) {
+void RouteAttempt::Retarget(keys::NodeAddress target) {
   target_ = target;
   home_ = std::move(target);
 }

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "sidecar/common/clock.h"
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/reply.h"
-#include "sidecar/redis/topology/node_address.h"
 #include "sidecar/redis/topology/reply_kind.h"
 
 namespace streamcar::redis {
@@ -22,7 +22,7 @@ class RouteAttempt {
  public:
   // `target`: the node the map names for `slot` (the first send goes there); `deadline`: the
   // command timeout from the first send, after which transient errors are the caller's.
-  RouteAttempt(int slot, NodeAddress target, SteadyTime deadline, RouteLimits limits = {});
+  RouteAttempt(int slot, keys::NodeAddress target, SteadyTime deadline, RouteLimits limits = {});
 
   enum class Next {
     kDone,             // the reply is the command's answer (a value or its own error)
@@ -40,10 +40,10 @@ class RouteAttempt {
   // sent: kRefreshAndRetry until the deadline.
   Next OnConnectionLost(bool sent, SteadyTime now);
   // After kRefreshAndRetry: the map's node for the slot now.
-  void Retarget(NodeAddress target);
+  void Retarget(keys::NodeAddress target);
 
   int slot() const { return slot_; }
-  const NodeAddress& target() const { return target_; }
+  const keys::NodeAddress& target() const { return target_; }
   Millis retry_after() const { return retry_after_; }
   int redirects() const { return redirects_; }
   int retries() const { return retries_; }
@@ -55,13 +55,13 @@ class RouteAttempt {
   const std::string& failure() const { return failure_; }
 
  private:
-  Next Redirected(const Redirect& redirect, ReplyKind kind, const NodeAddress& answered);
+  Next Redirected(const Redirect& redirect, ReplyKind kind, const keys::NodeAddress& answered);
   Next Backoff(Next next, SteadyTime now, std::string_view why);
   Next Fail(std::string why);
 
   int slot_;
-  NodeAddress target_;
-  NodeAddress home_;  // where the map sends the slot; target_ differs only for an ASK
+  keys::NodeAddress target_;
+  keys::NodeAddress home_;  // where the map sends the slot; target_ differs only for an ASK
   SteadyTime deadline_;
   RouteLimits limits_;
   Millis retry_after_{0};

@@ -9,32 +9,32 @@
 
 namespace streamcar::redis {
 
-SentinelClient::SentinelClient(std::string master_name, std::vector<NodeAddress> sentinels,
+SentinelClient::SentinelClient(std::string master_name, std::vector<keys::NodeAddress> sentinels,
                                ConnectionOptions sentinel_options)
     : master_name_(std::move(master_name)),
       sentinel_options_(std::move(sentinel_options)),
       order_(std::move(sentinels)) {}
 
-std::vector<NodeAddress> SentinelClient::Order() const {
+std::vector<keys::NodeAddress> SentinelClient::Order() const {
   std::lock_guard lock(mu_);
   return order_;
 }
 
-void SentinelClient::MarkResponsive(const NodeAddress& sentinel) {
+void SentinelClient::MarkResponsive(const keys::NodeAddress& sentinel) {
   std::lock_guard lock(mu_);
   auto it = std::find(order_.begin(), order_.end(), sentinel);
   if (it != order_.end()) std::rotate(order_.begin(), it, it + 1);
 }
 
-ConnectionOptions SentinelClient::OptionsFor(const NodeAddress& sentinel) const {
+ConnectionOptions SentinelClient::OptionsFor(const keys::NodeAddress& sentinel) const {
   return PointedAt(sentinel_options_, sentinel);
 }
 
-StatusOr<NodeAddress> SentinelClient::AskMaster(const std::function<bool()>& cancelled) {
-  const std::vector<NodeAddress> order = Order();
+StatusOr<keys::NodeAddress> SentinelClient::AskMaster(const std::function<bool()>& cancelled) {
+  const std::vector<keys::NodeAddress> order = Order();
   Status last(StatusCode::kIo, "no sentinel configured");
   size_t refused = 0;
-  for (const NodeAddress& sentinel : order) {
+  for (const keys::NodeAddress& sentinel : order) {
     if (cancelled && cancelled()) return Status(StatusCode::kCancelled, "topology stopping");
     auto connection = Connection::Open(OptionsFor(sentinel));
     if (!connection.ok()) {
@@ -75,7 +75,7 @@ StatusOr<NodeAddress> SentinelClient::AskMaster(const std::function<bool()>& can
   return last;
 }
 
-Status ConfirmMaster(const ConnectionOptions& data_options, const NodeAddress& node) {
+Status ConfirmMaster(const ConnectionOptions& data_options, const keys::NodeAddress& node) {
   auto connection = Connection::Open(data_options);
   if (!connection.ok()) {
     return Status(connection.status().code(),

@@ -6,18 +6,18 @@ namespace streamcar::redis {
 namespace {
 
 // "<host>" and "<port>" as one address, the port 1-65535; nullopt without a usable host.
-std::optional<NodeAddress> AddressOf(std::string_view host, std::string_view port) {
+std::optional<keys::NodeAddress> AddressOf(std::string_view host, std::string_view port) {
   if (host.empty() || host == "?" || host.find(' ') != std::string_view::npos) return std::nullopt;
   std::string joined(host);
   joined.append(":").append(port);
-  auto address = ParseRedirectEndpoint(joined);
+  auto address = keys::ParseRedirectEndpoint(joined);
   if (!address || address->host != host) return std::nullopt;
   return address;
 }
 
 }  // namespace
 
-std::optional<NodeAddress> ParseMasterAddr(const ReplyView& reply) {
+std::optional<keys::NodeAddress> ParseMasterAddr(const ReplyView& reply) {
   if (!reply.IsArray() || reply.Size() != 2 || !reply[0].IsString()) return std::nullopt;
   const ReplyView port = reply[1];
   if (port.IsInteger()) return AddressOf(reply[0].Str(), std::to_string(port.Integer()));
@@ -30,7 +30,8 @@ bool RoleIsMaster(const ReplyView& role_reply) {
          role_reply[0].Str() == "master";
 }
 
-std::optional<std::pair<std::string, NodeAddress>> ParseSwitchMaster(std::string_view payload) {
+std::optional<std::pair<std::string, keys::NodeAddress>> ParseSwitchMaster(
+    std::string_view payload) {
   std::vector<std::string_view> fields;
   size_t start = 0;
   while (start <= payload.size()) {

@@ -7,20 +7,21 @@
 #include <string_view>
 #include <utility>
 
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/reply.h"
-#include "sidecar/redis/topology/node_address.h"
 
 namespace streamcar::redis {
 
 // SENTINEL GET-MASTER-ADDR-BY-NAME: [ip, port] (the port a bulk string). nullopt for nil (the
 // sentinel does not monitor that name), an error, or anything malformed: ask the next sentinel.
-std::optional<NodeAddress> ParseMasterAddr(const ReplyView& reply);
+std::optional<keys::NodeAddress> ParseMasterAddr(const ReplyView& reply);
 
 // ROLE: whether the node says "master" (a replica says "slave", a sentinel "sentinel").
 bool RoleIsMaster(const ReplyView& role_reply);
 
 // A +switch-master message: "<name> <old-ip> <old-port> <new-ip> <new-port>" -> the name and the
 // new master's address. nullopt when malformed.
-std::optional<std::pair<std::string, NodeAddress>> ParseSwitchMaster(std::string_view payload);
+std::optional<std::pair<std::string, keys::NodeAddress>> ParseSwitchMaster(
+    std::string_view payload);
 
 }  // namespace streamcar::redis

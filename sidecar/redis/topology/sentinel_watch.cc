@@ -52,8 +52,8 @@ StatusOr<std::unique_ptr<SwitchMasterWatch>> SwitchMasterWatch::Open(
   }
 }
 
-StatusOr<std::optional<NodeAddress>> SwitchMasterWatch::Next(std::string_view master_name,
-                                                             SteadyTime deadline) {
+StatusOr<std::optional<keys::NodeAddress>> SwitchMasterWatch::Next(std::string_view master_name,
+                                                                   SteadyTime deadline) {
   while (true) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
@@ -71,7 +71,7 @@ StatusOr<std::optional<NodeAddress>> SwitchMasterWatch::Next(std::string_view ma
     char buffer[4096];
     auto n = transport_->ReadSome(buffer, sizeof(buffer), deadline);
     if (!n.ok()) {
-      if (n.status().code() == StatusCode::kTimeout) return std::optional<NodeAddress>();
+      if (n.status().code() == StatusCode::kTimeout) return std::optional<keys::NodeAddress>();
       return n.status();
     }
     if (redisReaderFeed(reader_.get(), buffer, *n) != REDIS_OK) {

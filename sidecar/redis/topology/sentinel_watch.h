@@ -11,8 +11,8 @@
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/connection.h"
-#include "sidecar/redis/topology/node_address.h"
 
 struct redisReader;
 
@@ -29,7 +29,8 @@ class SwitchMasterWatch {
   // Waits until `deadline` for a switch of `master_name`: its new address, or nullopt when the
   // deadline passed first (the watch stays usable). Messages about other masters are skipped.
   // An error when the connection is lost or garbled: open another watch.
-  StatusOr<std::optional<NodeAddress>> Next(std::string_view master_name, SteadyTime deadline);
+  StatusOr<std::optional<keys::NodeAddress>> Next(std::string_view master_name,
+                                                  SteadyTime deadline);
 
  private:
   explicit SwitchMasterWatch(std::unique_ptr<Transport> transport);

@@ -24,7 +24,7 @@ ReplyView Field(const ReplyView& map, std::string_view key) {
 
 // The host to connect to for an announced endpoint (see FromShards): nullopt when none is usable.
 std::optional<std::string> HostOf(const ReplyView& endpoint, std::string_view ip,
-                                  const NodeAddress& asked) {
+                                  const keys::NodeAddress& asked) {
   if (endpoint.IsNil() || endpoint.Str().empty()) return asked.host;
   if (endpoint.Str() == "?") {
     if (ip.empty() || ip == "?") return std::nullopt;
@@ -56,7 +56,7 @@ StatusOr<std::vector<SlotRange>> ParseRanges(const ReplyView& slots) {
         bounds[j] = value;
       }
     }
-    if (bounds[0] < 0 || bounds[1] < bounds[0] || bounds[1] >= kClusterSlots) {
+    if (bounds[0] < 0 || bounds[1] < bounds[0] || bounds[1] >= keys::kClusterSlots) {
       return Malformed("CLUSTER SHARDS", "slot range " + std::to_string(bounds[0]) + "-" +
                                              std::to_string(bounds[1]) + " is not within 0-16383");
     }
@@ -91,7 +91,8 @@ Status SlotMap::AddShard(Shard shard) {
   return Status::Ok();
 }
 
-StatusOr<SlotMap> SlotMap::FromShards(const ReplyView& reply, const NodeAddress& asked, bool tls) {
+StatusOr<SlotMap> SlotMap::FromShards(const ReplyView& reply, const keys::NodeAddress& asked,
+                                      bool tls) {
   if (!reply.IsArray()) return Malformed("CLUSTER SHARDS", "not a list of shards");
   SlotMap map;
   for (size_t s = 0; s < reply.Size(); ++s) {
@@ -152,7 +153,7 @@ StatusOr<SlotMap> SlotMap::FromShards(const ReplyView& reply, const NodeAddress&
   return map;
 }
 
-StatusOr<SlotMap> SlotMap::FromSlots(const ReplyView& reply, const NodeAddress& asked) {
+StatusOr<SlotMap> SlotMap::FromSlots(const ReplyView& reply, const keys::NodeAddress& asked) {
   if (!reply.IsArray()) return Malformed("CLUSTER SLOTS", "not a list of slot ranges");
   // Ranges grouped by master, in the order masters first appear.
   std::vector<Shard> shards;
@@ -163,7 +164,7 @@ StatusOr<SlotMap> SlotMap::FromSlots(const ReplyView& reply, const NodeAddress& 
     }
     const int64_t first = entry[0].Integer();
     const int64_t last = entry[1].Integer();
-    if (first < 0 || last < first || last >= kClusterSlots) {
+    if (first < 0 || last < first || last >= keys::kClusterSlots) {
       return Malformed("CLUSTER SLOTS", "slot range " + std::to_string(first) + "-" +
                                             std::to_string(last) + " is not within 0-16383");
     }
@@ -203,7 +204,7 @@ StatusOr<SlotMap> SlotMap::FromSlots(const ReplyView& reply, const NodeAddress& 
 }
 
 const Shard* SlotMap::ShardOf(int slot) const {
-  if (slot < 0 || slot >= kClusterSlots || owner_[slot] < 0) return nullptr;
+  if (slot < 0 || slot >= keys::kClusterSlots || owner_[slot] < 0) return nullptr;
   return &shards_[owner_[slot]];
 }
 
@@ -221,8 +222,8 @@ std::optional<int> SlotMap::LiveReplicasOf(int slot) const {
                                         [](const ClusterNode& node) { return !node.failed; }));
 }
 
-void SlotMap::LearnMoved(int slot, const NodeAddress& to) {
-  if (slot < 0 || slot >= kClusterSlots) return;
+void SlotMap::LearnMoved(int slot, const keys::NodeAddress& to) {
+  if (slot < 0 || slot >= keys::kClusterSlots) return;
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (shards_[i].master.address == to) {
       owner_[slot] = static_cast<int16_t>(i);
@@ -239,14 +240,14 @@ void SlotMap::LearnMoved(int slot, const NodeAddress& to) {
   shards_.push_back(std::move(shard));
 }
 
-std::vector<NodeAddress> SlotMap::Masters() const {
+std::vector<keys::NodeAddress> SlotMap::Masters() const {
   std::vector<bool> serving(shards_.size(), false);
   for (int16_t owner : owner_) {
     if (owner >= 0) serving[owner] = true;
   }
-  std::vector<NodeAddress> masters;
+  std::vector<keys::NodeAddress> masters;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    const NodeAddress& address = shards_[i].master.address;
+    const keys::NodeAddress& address = shards_[i].master.address;
     if (serving[i] && std::find(masters.begin(), masters.end(), address) == masters.end()) {
       masters.push_back(address);
     }
@@ -254,14 +255,14 @@ std::vector<NodeAddress> SlotMap::Masters() const {
   return masters;
 }
 
-std::vector<NodeAddress> SlotMap::RefreshCandidates() const {
-  std::vector<NodeAddress> candidates;
-  std::set<NodeAddress> seen;
+std::vector<keys::NodeAddress> SlotMap::RefreshCandidates() const {
+  std::vector<keys::NodeAddress> candidates;
+  std::set<keys::NodeAddress> seen;
   auto add = [&](const ClusterNode& node) {
     if (node.address.host == "?" || node.address.port == 0) return;
     if (seen.insert(node.address).second) candidates.push_back(node.address);
   };
-  const std::vector<NodeAddress> masters = Masters();
+  const std::vector<keys::NodeAddress> masters = Masters();
   for (const Shard& shard : shards_) {
     const bool serving =
         std::find(masters.begin(), masters.end(), shard.master.address) != masters.end();

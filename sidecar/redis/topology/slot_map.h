@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "sidecar/common/status.h"
+#include "sidecar/keys/key_slot.h"
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/reply.h"
-#include "sidecar/redis/topology/key_slot.h"
-#include "sidecar/redis/topology/node_address.h"
 
 namespace streamcar::redis {
 
@@ -24,7 +24,7 @@ struct SlotRange {
 
 struct ClusterNode {
   std::string id;  // the 40-hex node id; empty when learned from a -MOVED
-  NodeAddress address;
+  keys::NodeAddress address;
   // A usable address and, in SHARDS, health "online" (7.0.15 says "fail" for a failed node);
   // SLOTS lists no health.
   bool healthy = true;
@@ -51,11 +51,12 @@ class SlotMap {
   // and without one the node is not healthy. A shard whose master is not "online" is kept but
   // fails Serves(); a shard listed with no slots (a failed master after its failover, or
   // redis/redis#13414 on 7.2) serves nothing. A slot claimed twice is an error.
-  static StatusOr<SlotMap> FromShards(const ReplyView& reply, const NodeAddress& asked, bool tls);
+  static StatusOr<SlotMap> FromShards(const ReplyView& reply, const keys::NodeAddress& asked,
+                                      bool tls);
   // CLUSTER SLOTS, asked of `asked`: ranges with their master first, then replicas; a master
   // with several ranges is one shard. Endpoint nil or "" means `asked`'s host, "?" the "ip" of
   // the node's metadata (7.0+).
-  static StatusOr<SlotMap> FromSlots(const ReplyView& reply, const NodeAddress& asked);
+  static StatusOr<SlotMap> FromSlots(const ReplyView& reply, const keys::NodeAddress& asked);
 
   // The shard serving `slot`; nullptr when unserved or out of range.
   const Shard* ShardOf(int slot) const;
@@ -67,12 +68,12 @@ class SlotMap {
   bool Serves(std::span<const int> used) const;
   // A -MOVED: `slot` is served by `to` from now on (until the next read replaces the map). `to`
   // must be a usable address (the router resolves "" and refreshes on "?").
-  void LearnMoved(int slot, const NodeAddress& to);
+  void LearnMoved(int slot, const keys::NodeAddress& to);
   // The masters serving at least one slot, each once, in shard order.
-  std::vector<NodeAddress> Masters() const;
+  std::vector<keys::NodeAddress> Masters() const;
   // Whom to ask for the next map: healthy masters with slots, then healthy replicas, then every
   // other node listed; each address once.
-  std::vector<NodeAddress> RefreshCandidates() const;
+  std::vector<keys::NodeAddress> RefreshCandidates() const;
   // Whether `slot` changed hands by a failover (its new master was a replica of the old master)
   // rather than by a migration (another master) since `previous`. False when it did not change.
   bool IsFailover(int slot, const SlotMap& previous) const;
@@ -81,7 +82,7 @@ class SlotMap {
 
  private:
   // Index into shards_ of the shard serving each slot, -1 when unserved.
-  std::array<int16_t, kClusterSlots> owner_{};
+  std::array<int16_t, keys::kClusterSlots> owner_{};
   std::vector<Shard> shards_;
 
   Status AddShard(Shard shard);

@@ -44,7 +44,7 @@ TopologyObserver* OrNoObserver(TopologyObserver* observer) {
 
 // Whether two maps name a different master (or none) for some slot.
 bool OwnersDiffer(const SlotMap& a, const SlotMap& b) {
-  for (int slot = 0; slot < kClusterSlots; ++slot) {
+  for (int slot = 0; slot < keys::kClusterSlots; ++slot) {
     const Shard* x = a.ShardOf(slot);
     const Shard* y = b.ShardOf(slot);
     if ((x == nullptr) != (y == nullptr)) return true;
@@ -54,7 +54,7 @@ bool OwnersDiffer(const SlotMap& a, const SlotMap& b) {
 }
 
 // The master a map names for `slot` (-1: the first master), when it is usable.
-std::optional<NodeAddress> MapMasterFor(const SlotMap& map, int slot) {
+std::optional<keys::NodeAddress> MapMasterFor(const SlotMap& map, int slot) {
   if (slot < 0) {
     for (const Shard& shard : map.shards()) {
       if (!shard.slots.empty() && shard.master.healthy) return shard.master.address;
@@ -122,26 +122,26 @@ class Topology::Impl {
     std::lock_guard lock(mu_);
     return mode_;
   }
-  StatusOr<NodeAddress> MasterFor(int slot);
-  std::optional<NodeAddress> KnownMasterFor(int slot) const {
+  StatusOr<keys::NodeAddress> MasterFor(int slot);
+  std::optional<keys::NodeAddress> KnownMasterFor(int slot) const {
     std::lock_guard lock(mu_);
     return KnownLocked(slot);
   }
-  std::optional<int> KnownReplicasFor(int slot, const NodeAddress& master) const {
+  std::optional<int> KnownReplicasFor(int slot, const keys::NodeAddress& master) const {
     std::lock_guard lock(mu_);
     if (mode_ != ResolvedMode::kCluster || !has_map_) return std::nullopt;
     if (MapMasterFor(current_, slot) != master) return std::nullopt;
     return current_.LiveReplicasOf(slot);
   }
-  void OnMoved(const Redirect& redirect, const NodeAddress& answered);
+  void OnMoved(const Redirect& redirect, const keys::NodeAddress& answered);
   void OnAsk() { observer_->OnRedirect(ReplyKind::kAsk); }
-  void OnNodeFailed(const NodeAddress& node, std::string_view why);
+  void OnNodeFailed(const keys::NodeAddress& node, std::string_view why);
   void Start();
   void Stop();
-  ConnectionOptions OptionsFor(const NodeAddress& node) const;
+  ConnectionOptions OptionsFor(const keys::NodeAddress& node) const;
 
  private:
-  std::optional<NodeAddress> KnownLocked(int slot) const;
+  std::optional<keys::NodeAddress> KnownLocked(int slot) const;
   Status ResolveOnce();
   Status ProbeMode(ResolvedMode* mode);
   // Retries `attempt` (100 ms doubling to 1 s) until it succeeds, fails for good, or `deadline`.
@@ -162,7 +162,7 @@ class Topology::Impl {
                                         std::string_view asked);
   Status RefreshCluster(SteadyTime deadline, const std::function<bool()>& still_needed,
                         const Cancelled& cancelled);
-  void AdoptMap(SlotMap map, const NodeAddress& from, uint64_t failures_before);
+  void AdoptMap(SlotMap map, const keys::NodeAddress& from, uint64_t failures_before);
   bool NeedsMapLocked(int slot) const;
   // Drops the suspects that are no longer masters or answer a PING; whether any is left.
   bool SuspectsRemain();
@@ -172,21 +172,21 @@ class Topology::Impl {
   Status DiscoverMaster(SteadyTime deadline, const std::function<bool()>& still_needed,
                         const Cancelled& cancelled);
   // `address` (from +switch-master) when ROLE says it is the master.
-  Status ConfirmAndAdopt(const NodeAddress& address);
-  void AdoptMaster(const NodeAddress& address);
+  Status ConfirmAndAdopt(const keys::NodeAddress& address);
+  void AdoptMaster(const keys::NodeAddress& address);
   // After a discovery that failed while the master was reported failed: no master is known.
   void ForgetStaleMaster();
   void BackgroundResolve();
   void SentinelLoop();
-  std::unique_ptr<SwitchMasterWatch> OpenWatch(std::optional<NodeAddress>* watched);
+  std::unique_ptr<SwitchMasterWatch> OpenWatch(std::optional<keys::NodeAddress>* watched);
 
   Millis Jittered(Millis interval);
 
   const TopologyOptions options_;
   TopologyObserver* const observer_;
   std::atomic<uint64_t>* const version_;
-  const NodeAddress url_node_;
-  std::vector<NodeAddress> seeds_;                  // the url's node first, each once
+  const keys::NodeAddress url_node_;
+  std::vector<keys::NodeAddress> seeds_;            // the url's node first, each once
   std::unique_ptr<SentinelClient> sentinels_;       // sentinel mode only
   std::mt19937_64 random_{std::random_device{}()};  // background thread only
 
@@ -205,16 +205,16 @@ class Topology::Impl {
   // The replicas last listed for each master. A read during a failure may list a dead master
   // without its replicas (CLUSTER SLOTS on 7.0.15 after a kill -9): the promotion that follows
   // is still a failover.
-  std::map<NodeAddress, std::vector<NodeAddress>> replicas_of_;
-  std::map<NodeAddress, uint64_t> failed_;  // node -> failure_seq_ when it was reported
+  std::map<keys::NodeAddress, std::vector<keys::NodeAddress>> replicas_of_;
+  std::map<keys::NodeAddress, uint64_t> failed_;  // node -> failure_seq_ when it was reported
   uint64_t failure_seq_ = 0;
   // Nodes reported failed that the background thread watches: the map is read again (100 ms
   // doubling to 1 s) until each is no longer a master or answers again.
-  std::set<NodeAddress> suspects_;
+  std::set<keys::NodeAddress> suspects_;
   bool failing_ = false;            // read the map again soon, backing off
   bool refresh_requested_ = false;  // by -MOVED
   // Sentinel (and standalone): the master; stale once reported failed, until asked again.
-  std::optional<NodeAddress> master_;
+  std::optional<keys::NodeAddress> master_;
   bool master_stale_ = false;
   bool stop_ = false;
   std::thread thread_;
@@ -227,14 +227,14 @@ Topology::Impl::Impl(TopologyOptions options, TopologyObserver* observer,
       version_(version),
       url_node_(EndpointAddress(options_.data.endpoint)) {
   seeds_.push_back(url_node_);
-  for (const NodeAddress& seed : options_.seeds) {
+  for (const keys::NodeAddress& seed : options_.seeds) {
     if (std::find(seeds_.begin(), seeds_.end(), seed) == seeds_.end()) seeds_.push_back(seed);
   }
   if (options_.mode == config::RedisMode::kSentinel) {
-    std::vector<NodeAddress> sentinels;
+    std::vector<keys::NodeAddress> sentinels;
     for (const std::string& text : options_.sentinel.addresses) {
       std::string error;
-      auto address = ParseNodeAddress(text, &error);
+      auto address = keys::ParseNodeAddress(text, &error);
       if (address) {
         sentinels.push_back(std::move(*address));
       } else {
@@ -256,14 +256,14 @@ Topology::Impl::Impl(TopologyOptions options, TopologyObserver* observer,
   }
 }
 
-ConnectionOptions Topology::Impl::OptionsFor(const NodeAddress& node) const {
+ConnectionOptions Topology::Impl::OptionsFor(const keys::NodeAddress& node) const {
   ConnectionOptions options = PointedAt(options_.data, node);
   std::lock_guard lock(mu_);
   if (decided_ == ResolvedMode::kCluster) options.endpoint.db = 0;
   return options;
 }
 
-std::optional<NodeAddress> Topology::Impl::KnownLocked(int slot) const {
+std::optional<keys::NodeAddress> Topology::Impl::KnownLocked(int slot) const {
   if (!mode_) return std::nullopt;
   switch (*mode_) {
     case ResolvedMode::kStandalone:
@@ -406,7 +406,7 @@ Status Topology::Impl::ResolveOnce() {
 
 // ---- MasterFor and reports --------------------------------------------------------------------
 
-StatusOr<NodeAddress> Topology::Impl::MasterFor(int slot) {
+StatusOr<keys::NodeAddress> Topology::Impl::MasterFor(int slot) {
   {
     // After Stop nothing asks the servers again: a connection opening at shutdown gives up at
     // once instead of holding the process past its grace period.
@@ -445,9 +445,9 @@ StatusOr<NodeAddress> Topology::Impl::MasterFor(int slot) {
                                           : "no Redis master serves slot " + std::to_string(slot));
 }
 
-void Topology::Impl::OnMoved(const Redirect& redirect, const NodeAddress& answered) {
+void Topology::Impl::OnMoved(const Redirect& redirect, const keys::NodeAddress& answered) {
   observer_->OnRedirect(ReplyKind::kMoved);
-  NodeAddress to = redirect.to;
+  keys::NodeAddress to = redirect.to;
   if (to.host.empty()) to.host = answered.host;  // the node's endpoint is unknown: its host
   std::lock_guard lock(mu_);
   if (mode_ != ResolvedMode::kCluster) return;
@@ -462,7 +462,7 @@ void Topology::Impl::OnMoved(const Redirect& redirect, const NodeAddress& answer
   cv_.notify_all();
 }
 
-void Topology::Impl::OnNodeFailed(const NodeAddress& node, std::string_view why) {
+void Topology::Impl::OnNodeFailed(const keys::NodeAddress& node, std::string_view why) {
   LogDebug("redis node failed", {{"node", node.Describe()}, {"why", why}});
   std::lock_guard lock(mu_);
   if (decided_ == ResolvedMode::kCluster) {
@@ -507,7 +507,7 @@ Status Topology::Impl::RefreshCluster(SteadyTime deadline,
     return Status(StatusCode::kTimeout, "the cluster map is being read: no answer in time");
   }
   if (still_needed && !still_needed()) return Status::Ok();
-  std::vector<NodeAddress> candidates;
+  std::vector<keys::NodeAddress> candidates;
   uint64_t failures_before = 0;
   {
     std::lock_guard lock(mu_);
@@ -515,24 +515,26 @@ Status Topology::Impl::RefreshCluster(SteadyTime deadline,
     failures_before = failure_seq_;
     // Nodes reported failed last: each may cost a connect or command timeout, and the deadline
     // is checked between nodes, so silent ones first would use it up on every read.
-    std::stable_partition(candidates.begin(), candidates.end(),
-                          [this](const NodeAddress& node) { return !failed_.contains(node); });
+    std::stable_partition(
+        candidates.begin(), candidates.end(),
+        [this](const keys::NodeAddress& node) { return !failed_.contains(node); });
   }
-  for (const NodeAddress& seed : seeds_) {
+  for (const keys::NodeAddress& seed : seeds_) {
     if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) {
       candidates.push_back(seed);
     }
   }
   auto read = ReadClusterMap(
-      candidates, [this](const NodeAddress& node) { return ForDiscovery(OptionsFor(node)); },
+      candidates, [this](const keys::NodeAddress& node) { return ForDiscovery(OptionsFor(node)); },
       options_.used_slots, PastDeadline(deadline, cancelled));
   if (!read.ok()) return TimedOutUnlessCancelled(read.status(), cancelled, "the cluster map");
   AdoptMap(std::move(read->map), read->from, failures_before);
   return Status::Ok();
 }
 
-void Topology::Impl::AdoptMap(SlotMap map, const NodeAddress& from, uint64_t failures_before) {
-  std::set<NodeAddress> failed_over;  // the old masters of used slots that a replica replaced
+void Topology::Impl::AdoptMap(SlotMap map, const keys::NodeAddress& from,
+                              uint64_t failures_before) {
+  std::set<keys::NodeAddress> failed_over;  // the old masters of used slots that a replica replaced
   bool changed = true;
   size_t masters = 0;
   {
@@ -571,7 +573,7 @@ void Topology::Impl::AdoptMap(SlotMap map, const NodeAddress& from, uint64_t fai
     LogInfo("redis cluster map adopted",
             {{"from", from.Describe()}, {"masters", static_cast<int64_t>(masters)}});
   }
-  for (const NodeAddress& old : failed_over) {
+  for (const keys::NodeAddress& old : failed_over) {
     LogWarn("redis cluster failover", {{"old_master", old.Describe()}});
   }
   observer_->OnMastersKnown(static_cast<int>(masters));
@@ -618,16 +620,16 @@ void Topology::Impl::ClusterLoop() {
 }
 
 bool Topology::Impl::SuspectsRemain() {
-  std::vector<NodeAddress> suspects;
+  std::vector<keys::NodeAddress> suspects;
   {
     std::lock_guard lock(mu_);
-    const std::vector<NodeAddress> masters = current_.Masters();
-    std::erase_if(suspects_, [&](const NodeAddress& node) {
+    const std::vector<keys::NodeAddress> masters = current_.Masters();
+    std::erase_if(suspects_, [&](const keys::NodeAddress& node) {
       return std::find(masters.begin(), masters.end(), node) == masters.end();
     });
     suspects.assign(suspects_.begin(), suspects_.end());
   }
-  for (const NodeAddress& node : suspects) {
+  for (const keys::NodeAddress& node : suspects) {
     if (Stopping()) return true;
     auto connection = Connection::Open(ForDiscovery(OptionsFor(node)));  // PINGs
     if (!connection.ok()) continue;
@@ -655,16 +657,16 @@ Status Topology::Impl::DiscoverMaster(SteadyTime deadline,
   return Status::Ok();
 }
 
-Status Topology::Impl::ConfirmAndAdopt(const NodeAddress& address) {
+Status Topology::Impl::ConfirmAndAdopt(const keys::NodeAddress& address) {
   DiscoveryTurn::Held discovering(discover_turn_, std::nullopt);
   if (Status s = ConfirmMaster(ForDiscovery(OptionsFor(address)), address); !s.ok()) return s;
   AdoptMaster(address);
   return Status::Ok();
 }
 
-void Topology::Impl::AdoptMaster(const NodeAddress& address) {
+void Topology::Impl::AdoptMaster(const keys::NodeAddress& address) {
   bool changed = false;
-  std::optional<NodeAddress> before;
+  std::optional<keys::NodeAddress> before;
   {
     std::lock_guard lock(mu_);
     before = master_;
@@ -702,14 +704,15 @@ void Topology::Impl::BackgroundResolve() {
   ForgetStaleMaster();
 }
 
-std::unique_ptr<SwitchMasterWatch> Topology::Impl::OpenWatch(std::optional<NodeAddress>* watched) {
-  std::vector<NodeAddress> order = sentinels_->Order();
+std::unique_ptr<SwitchMasterWatch> Topology::Impl::OpenWatch(
+    std::optional<keys::NodeAddress>* watched) {
+  std::vector<keys::NodeAddress> order = sentinels_->Order();
   if (*watched) {
     // Lost: start with the sentinel after the one that was watched.
     auto it = std::find(order.begin(), order.end(), **watched);
     if (it != order.end()) std::rotate(order.begin(), it + 1, order.end());
   }
-  for (const NodeAddress& sentinel : order) {
+  for (const keys::NodeAddress& sentinel : order) {
     if (Stopping()) return nullptr;
     auto watch = SwitchMasterWatch::Open(sentinels_->OptionsFor(sentinel));
     if (watch.ok()) {
@@ -724,7 +727,7 @@ std::unique_ptr<SwitchMasterWatch> Topology::Impl::OpenWatch(std::optional<NodeA
 
 void Topology::Impl::SentinelLoop() {
   SteadyTime next_check = options_.clock->Now() + Jittered(options_.refresh_interval);
-  std::optional<NodeAddress> watched;
+  std::optional<keys::NodeAddress> watched;
   Millis backoff = kRetryFirst;
   bool first = true;
   while (!Stopping()) {
@@ -797,23 +800,23 @@ Topology::~Topology() { impl_->Stop(); }
 
 Status Topology::Resolve(SteadyTime deadline) { return impl_->Resolve(deadline); }
 std::optional<ResolvedMode> Topology::mode() const { return impl_->mode(); }
-StatusOr<NodeAddress> Topology::MasterFor(int slot) { return impl_->MasterFor(slot); }
-std::optional<NodeAddress> Topology::KnownMasterFor(int slot) const {
+StatusOr<keys::NodeAddress> Topology::MasterFor(int slot) { return impl_->MasterFor(slot); }
+std::optional<keys::NodeAddress> Topology::KnownMasterFor(int slot) const {
   return impl_->KnownMasterFor(slot);
 }
-std::optional<int> Topology::KnownReplicasFor(int slot, const NodeAddress& master) const {
+std::optional<int> Topology::KnownReplicasFor(int slot, const keys::NodeAddress& master) const {
   return impl_->KnownReplicasFor(slot, master);
 }
-void Topology::OnMoved(const Redirect& redirect, const NodeAddress& answered) {
+void Topology::OnMoved(const Redirect& redirect, const keys::NodeAddress& answered) {
   impl_->OnMoved(redirect, answered);
 }
 void Topology::OnAsk() { impl_->OnAsk(); }
-void Topology::OnNodeFailed(const NodeAddress& node, std::string_view why) {
+void Topology::OnNodeFailed(const keys::NodeAddress& node, std::string_view why) {
   impl_->OnNodeFailed(node, why);
 }
 void Topology::Start() { impl_->Start(); }
 void Topology::Stop() { impl_->Stop(); }
-ConnectionOptions Topology::OptionsFor(const NodeAddress& node) const {
+ConnectionOptions Topology::OptionsFor(const keys::NodeAddress& node) const {
   return impl_->OptionsFor(node);
 }
 

@@ -26,8 +26,8 @@
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
+#include "sidecar/keys/node_address.h"
 #include "sidecar/redis/connection.h"
-#include "sidecar/redis/topology/node_address.h"
 #include "sidecar/redis/topology/reply_kind.h"
 #include "sidecar/redis/topology/slot_map.h"
 
@@ -53,7 +53,7 @@ struct TopologyOptions {
   // and the first cluster seed; its scheme (TLS), database, credentials and timeouts apply to
   // every node. `data.topology` must be empty here.
   ConnectionOptions data;
-  std::vector<NodeAddress> seeds;  // cluster: redis.nodes (the url's host:port comes first)
+  std::vector<keys::NodeAddress> seeds;  // cluster: redis.nodes (the url's host:port comes first)
   config::SentinelConfig sentinel;
   // The slots this process uses (its streams and dead-letter streams): a freshly read map is
   // adopted only when it serves all of them, and a change of their masters is a failover.
@@ -84,14 +84,14 @@ class Topology {
 
   // The master for `slot` (-1: any master, for a command without a key). Uses what is known;
   // asks the servers (blocking) when nothing is known, or when the node was reported failed.
-  StatusOr<NodeAddress> MasterFor(int slot);
+  StatusOr<keys::NodeAddress> MasterFor(int slot);
   // What is known now, never blocking; nullopt when no master is known (readiness: SPEC 8).
-  std::optional<NodeAddress> KnownMasterFor(int slot) const;
+  std::optional<keys::NodeAddress> KnownMasterFor(int slot) const;
   // Cluster: the live replicas of `slot`'s master in the map now (not marked failed:
   // SlotMap::LiveReplicasOf), never blocking; nullopt in the other modes, while the map does not
   // know them, or when `master` does not serve `slot` in it (the count would be another node's: a
   // caller connected to `master` asks about the node it is connected to).
-  std::optional<int> KnownReplicasFor(int slot, const NodeAddress& master) const;
+  std::optional<int> KnownReplicasFor(int slot, const keys::NodeAddress& master) const;
   // Bumps whenever the answer of MasterFor may have changed for some slot: a connection that
   // connected at an older version checks KnownMasterFor against its node before its next
   // command. Cheap: one atomic load.
@@ -99,13 +99,13 @@ class Topology {
 
   // A -MOVED was followed: learned at once (version bumps when it changes the owner), the whole
   // map read again soon (coalesced: at most every 250 ms).
-  void OnMoved(const Redirect& redirect, const NodeAddress& answered);
+  void OnMoved(const Redirect& redirect, const keys::NodeAddress& answered);
   // A -ASK was followed (counted; the map does not change).
   void OnAsk();
   // `node` failed us: a refused connect, a lost connection, -READONLY, -CLUSTERDOWN, a ROLE that
   // is not master, -UNBLOCKED by a role change. Cluster: read the map again soon; sentinel: ask
   // the sentinels again before the next MasterFor answers.
-  void OnNodeFailed(const NodeAddress& node, std::string_view why);
+  void OnNodeFailed(const keys::NodeAddress& node, std::string_view why);
 
   // Starts the background thread (cluster: the periodic and requested map reads; sentinel: the
   // +switch-master subscription and the periodic check). Standalone: nothing to do. Call after
@@ -116,7 +116,7 @@ class Topology {
   void Stop();
 
   // The data nodes' connection options for `node` (no topology inside, database 0 in a cluster).
-  ConnectionOptions OptionsFor(const NodeAddress& node) const;
+  ConnectionOptions OptionsFor(const keys::NodeAddress& node) const;
 
  private:
   class Impl;

@@ -28,7 +28,7 @@ TopologyOptions TopologyOptionsOf(const config::Config& config) {
   }
   for (const std::string& text : config.redis.nodes) {
     std::string error;
-    auto node = ParseNodeAddress(text, &error);
+    auto node = keys::ParseNodeAddress(text, &error);
     if (!node) {
       // The loader validated redis.nodes; a bad one here is skipped, not fatal.
       LogWarn("ignoring a redis.nodes entry", {{"node", text}, {"error", error}});

@@ -13,15 +13,15 @@ class TopologyRoutes : public NodeRoutes {
   explicit TopologyRoutes(std::shared_ptr<Topology> topology) : topology_(std::move(topology)) {}
 
   bool ByKeySlot() const override;
-  StatusOr<NodeAddress> MasterFor(int slot) override { return topology_->MasterFor(slot); }
-  void OnMoved(const Redirect& redirect, const NodeAddress& answered) override {
+  StatusOr<keys::NodeAddress> MasterFor(int slot) override { return topology_->MasterFor(slot); }
+  void OnMoved(const Redirect& redirect, const keys::NodeAddress& answered) override {
     topology_->OnMoved(redirect, answered);
   }
   void OnAsk() override { topology_->OnAsk(); }
-  void OnNodeFailed(const NodeAddress& node, std::string_view why) override {
+  void OnNodeFailed(const keys::NodeAddress& node, std::string_view why) override {
     topology_->OnNodeFailed(node, why);
   }
-  ConnectionOptions OptionsFor(const NodeAddress& node) const override {
+  ConnectionOptions OptionsFor(const keys::NodeAddress& node) const override {
     return topology_->OptionsFor(node);
   }
 

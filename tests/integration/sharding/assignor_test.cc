@@ -40,7 +40,7 @@ class AssignorTest : public CoordinatorTest, public ::testing::WithParamInterfac
   // Plays `history` on the group `stream`; returns the target after each step.
   std::vector<std::map<std::string, std::set<int>>> Play(const std::vector<Step>& history,
                                                          const std::string& stream) {
-    keys_ = CoordinatorKeysFor(stream, "billing");
+    keys_ = keys::CoordinatorKeysFor(stream, "billing");
     std::map<std::string, Member> members;
     std::vector<std::map<std::string, std::set<int>>> targets;
     for (const Step& step : history) {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/heartbeat_script.h"
-#include "sidecar/sharding/sharding_keys.h"
 #include "tests/support/redis_server.h"
 
 namespace streamcar::sharding::testing {
@@ -129,7 +129,7 @@ class Member {
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  CoordinatorTest() : keys_(CoordinatorKeysFor("orders", "billing")) {}
+  CoordinatorTest() : keys_(keys::CoordinatorKeysFor("orders", "billing")) {}
 
   void SetUp() override {
     connection_ = server_.Connect();
@@ -212,7 +212,7 @@ class CoordinatorTest : public ::testing::Test {
 
   ::streamcar::testing::RedisServer server_;
   std::unique_ptr<redis::Connection> connection_;
-  CoordinatorKeys keys_;
+  keys::CoordinatorKeys keys_;
   GroupTiming timing_;
 };
 

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/sharding/fenced_ops.h"
-#include "sidecar/sharding/sharding_keys.h"
 #include "tests/support/redis_server.h"
 
 namespace streamcar::sharding {
@@ -84,7 +84,7 @@ class FencedScriptTest : public ::testing::Test {
 
   RedisServer server_;
   std::unique_ptr<redis::Connection> connection_;
-  const std::string key_ = ShardKey(DefaultKeyPattern("orders"), 3);
+  const std::string key_ = keys::ShardKey(keys::DefaultKeyPattern("orders"), 3);
 };
 
 TEST_F(FencedScriptTest, TheKeysOfAShardShareItsHashTag) {
@@ -92,7 +92,7 @@ TEST_F(FencedScriptTest, TheKeysOfAShardShareItsHashTag) {
   EXPECT_EQ(key_, "orders:{3}");
   EXPECT_EQ(ops.fence_key(), "orders:{3}:sc:billing:fence");
   EXPECT_EQ(ops.dead_letter_key(), "orders:{3}:dlq");
-  EXPECT_EQ(CoordinatorKeysFor("orders", "billing").meta, "sc:{orders:billing}:meta");
+  EXPECT_EQ(keys::CoordinatorKeysFor("orders", "billing").meta, "sc:{orders:billing}:meta");
 }
 
 TEST_F(FencedScriptTest, AnOldTokenActsUntilTheNewOneIsInstalledAndNeverAfter) {

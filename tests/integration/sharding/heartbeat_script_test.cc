@@ -277,7 +277,7 @@ TEST_F(CoordinatorTest, ConfigurationMismatchesAreInvalidRequestsThatWriteNothin
   EXPECT_EQ(BeatWith(a, bad_shard).status, Status::kInvalidRequest);
   EXPECT_EQ(Hash(keys_.meta), meta_before) << "a refused request writes nothing";
   HeartbeatRequest too_many = other.Request(timing_);
-  too_many.shard_count = kMaxShards + 1;
+  too_many.shard_count = keys::kMaxShards + 1;
   EXPECT_EQ(BeatWith(other, too_many).status, Status::kInvalidRequest);
   server_.Run({"HSET", keys_.meta, "schema", "2"});
   HeartbeatReply newer = Beat(a);
@@ -297,8 +297,8 @@ TEST_F(CoordinatorTest, AWipedCoordinatorIssuesTokensAboveTheInstalledOnesAfterA
   auto install_all = [&]() {
     std::set<int> refused;
     for (const auto& [shard, token] : std::map<int, int64_t>(a.running())) {
-      FencedShardOps ops(ShardKey(DefaultKeyPattern("orders"), shard), "billing", "pod-a", token,
-                         a.id(), a.epoch());
+      FencedShardOps ops(keys::ShardKey(keys::DefaultKeyPattern("orders"), shard), "billing",
+                         "pod-a", token, a.id(), a.epoch());
       auto reply = connection_->Run(ops.EnsureGroup("0"));
       if (reply.ok()) continue;
       auto installed = FencedShardOps::FencedBy(reply.status());
@@ -474,12 +474,12 @@ TEST_F(CoordinatorTest, AFlipHistorySurvivesTheHoldersRejoin) {
 }
 
 TEST_F(CoordinatorTest, TheLargestShardCountStartsAGroup) {
-  timing_.shards = kMaxShards;
+  timing_.shards = keys::kMaxShards;
   Member a("a");
   HeartbeatReply first = Beat(a);
   ASSERT_EQ(first.status, Status::kOk) << first.detail;
-  EXPECT_EQ(first.assigned.size(), static_cast<size_t>(kMaxShards));
-  EXPECT_EQ(Hash(keys_.target).size(), static_cast<size_t>(kMaxShards));
+  EXPECT_EQ(first.assigned.size(), static_cast<size_t>(keys::kMaxShards));
+  EXPECT_EQ(Hash(keys_.target).size(), static_cast<size_t>(keys::kMaxShards));
 }
 
 // B10.4 at the script level: ten members joining within the initial delay cause one target

@@ -34,7 +34,7 @@ class SimulatedMember {
   bool crashed = false;
 
   // One heartbeat and everything it leads to, heartbeats asked for "at once" included.
-  void Beat(redis::Connection& redis, const CoordinatorKeys& keys) {
+  void Beat(redis::Connection& redis, const keys::CoordinatorKeys& keys) {
     for (int round = 0; round < 5 && !crashed; ++round) {
       if (membership_.state() == MemberState::kLeft) return;
       auto reply = redis.Run(HeartbeatCommand(keys, membership_.NextRequest()));
@@ -50,8 +50,8 @@ class SimulatedMember {
   bool Handle(redis::Connection& redis, const MemberActions& actions) {
     bool again = actions.heartbeat_now;
     for (const ShardGrant& grant : actions.start) {
-      FencedShardOps ops(ShardKey(DefaultKeyPattern("orders"), grant.shard), "billing", id_,
-                         grant.token, id_, membership_.member_epoch());
+      FencedShardOps ops(keys::ShardKey(keys::DefaultKeyPattern("orders"), grant.shard), "billing",
+                         id_, grant.token, id_, membership_.member_epoch());
       auto reply = redis.Run(ops.EnsureGroup("0"));
       if (reply.ok()) {
         membership_.ShardStarted(grant.shard);
@@ -81,7 +81,9 @@ class MembershipScriptTest : public CoordinatorTest {
 
   int64_t InstalledToken(int shard) {
     auto reply = server_.Run(
-        {"HGET", FenceKey(ShardKey(DefaultKeyPattern("orders"), shard), "billing"), "token"});
+        {"HGET",
+         keys::FenceKey(keys::ShardKey(keys::DefaultKeyPattern("orders"), shard), "billing"),
+         "token"});
     return reply.view().IsNil() ? 0 : std::stoll(std::string(reply.view().Str()));
   }
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace streamcar::redis {
+namespace streamcar {
 
 // The oldest error on this thread's OpenSSL queue, as text (its reason when OpenSSL has one);
 // the queue is cleared.
@@ -13,4 +13,4 @@ std::string TakeOpenSslError();
 // Whether `host` is a literal IPv4 or IPv6 address (checked as an IP SAN, not a DNS name).
 bool IsIpAddress(const std::string& host);
 
-}  // namespace streamcar::redis
+}  // namespace streamcar

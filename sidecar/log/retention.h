@@ -22,7 +22,7 @@
 #include "sidecar/log/archive_store.h"
 #include "sidecar/redis/session.h"
 
-namespace streamcar::runtime {
+namespace streamcar::log {
 
 // One stream to trim and how.
 struct TrimRule {
@@ -43,7 +43,7 @@ std::vector<TrimRule> TrimRulesOf(const config::Config& config);
 // Where archived rules fold: the store is borrowed (null: an archived rule never trims, and
 // says so), the holder names this replica in the folder's lease.
 struct ArchiveDeps {
-  log::ArchiveStore* store = nullptr;
+  ArchiveStore* store = nullptr;
   std::string holder;  // the consumer name
   int batch = 1000;
 };
@@ -70,7 +70,7 @@ class RetentionBeat {
 
   std::vector<TrimRule> rules_;
   ArchiveDeps archive_;
-  std::vector<std::unique_ptr<log::ArchiveFolder>> folders_;  // by rule; null: not archived
+  std::vector<std::unique_ptr<ArchiveFolder>> folders_;  // by rule; null: not archived
   struct FoldError {
     std::string message;
     SteadyTime logged{};
@@ -83,4 +83,4 @@ class RetentionBeat {
   std::thread thread_;
 };
 
-}  // namespace streamcar::runtime
+}  // namespace streamcar::log

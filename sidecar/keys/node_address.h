@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace streamcar::redis {
+namespace streamcar::keys {
 
 struct NodeAddress {
   std::string host;  // a name, an IPv4 or an IPv6 address (without brackets)
@@ -31,4 +31,4 @@ std::optional<NodeAddress> ParseNodeAddress(std::string_view text, std::string* 
 // port is missing or not 1-65535.
 std::optional<NodeAddress> ParseRedirectEndpoint(std::string_view text);
 
-}  // namespace streamcar::redis
+}  // namespace streamcar::keys

@@ -1,4 +1,4 @@
-#include "sidecar/runtime/retention.h"
+#include "sidecar/log/retention.h"
 
 #include <prometheus/counter.h>
 
@@ -6,9 +6,9 @@
 #include <optional>
 
 #include "sidecar/common/log.h"
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 
-namespace streamcar::runtime {
+namespace streamcar::log {
 
 namespace {
 
@@ -29,8 +29,8 @@ std::vector<TrimRule> TrimRulesOf(const config::Config& config) {
     std::vector<std::pair<std::string, std::string>> streams;  // stream, its dead-letter stream
     if (sub.sharding.enabled()) {
       for (int shard = 0; shard < sub.sharding.shards; ++shard) {
-        std::string key = sharding::ShardKey(sub.ShardKeyPattern(), shard);
-        std::string dlq = sharding::ShardDeadLetterKey(key);
+        std::string key = keys::ShardKey(sub.ShardKeyPattern(), shard);
+        std::string dlq = keys::ShardDeadLetterKey(key);
         streams.emplace_back(std::move(key), std::move(dlq));
       }
     } else {
@@ -101,7 +101,7 @@ RetentionBeat::RetentionBeat(std::vector<TrimRule> rules, std::unique_ptr<redis:
     // Long enough to survive a step and a late beat; a holder that died is replaced after it.
     options.lease_ttl = std::max(Millis(10000), rule.interval * 3);
     options.on_batch = [this] { loop_->Beat(); };
-    folders_.push_back(std::make_unique<log::ArchiveFolder>(options, archive_.store, metrics_));
+    folders_.push_back(std::make_unique<ArchiveFolder>(options, archive_.store, metrics_));
     fold_errors_.emplace_back();
   }
 }
@@ -225,4 +225,4 @@ void RetentionBeat::Run() {
   loop_->Retire();
 }
 
-}  // namespace streamcar::runtime
+}  // namespace streamcar::log

@@ -1,6 +1,6 @@
-#include "sidecar/redis/topology/node_address.h"
+#include "sidecar/keys/node_address.h"
 
-namespace streamcar::redis {
+namespace streamcar::keys {
 namespace {
 
 // A decimal port 1-65535, digits only (no sign, no spaces).
@@ -93,4 +93,4 @@ std::optional<NodeAddress> ParseRedirectEndpoint(std::string_view text) {
   return NodeAddress{std::string(host), *port};
 }
 
-}  // namespace streamcar::redis
+}  // namespace streamcar::keys

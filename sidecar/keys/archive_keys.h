@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace streamcar::log {
+namespace streamcar::keys {
 
 struct ArchiveKeys {
   std::string lease;      // the folder's lease: holder name, with a TTL
@@ -13,8 +13,8 @@ struct ArchiveKeys {
   std::string watermark;  // W as last recorded, "<ms>-<seq>" (only ever raised)
 };
 
-// The keys of `stream`'s folder, named by redis::SameSlotKey (redis/topology/key_slot.h: the one
+// The keys of `stream`'s folder, named by keys::SameSlotKey (keys/key_slot.h: the one
 // rule for keys in a stream's slot): "{orders}:archive:lease", "app:{feed}:archive:lease", ...
 ArchiveKeys ArchiveKeysOf(std::string_view stream);
 
-}  // namespace streamcar::log
+}  // namespace streamcar::keys

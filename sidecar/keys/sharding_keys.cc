@@ -1,10 +1,12 @@
-#include "sidecar/sharding/sharding_keys.h"
+#include "sidecar/keys/sharding_keys.h"
 
 #include <zlib.h>
 
 #include <algorithm>
 
-namespace streamcar::sharding {
+#include "sidecar/keys/stream_keys.h"
+
+namespace streamcar::keys {
 
 std::vector<std::string_view> CoordinatorKeys::InOrder() const {
   return {meta, members, sessions, target, owner, tokens, instances, progress, free, events};
@@ -49,7 +51,7 @@ std::string FenceKey(std::string_view shard_key, std::string_view group) {
 }
 
 std::string ShardDeadLetterKey(std::string_view shard_key) {
-  return std::string(shard_key) + ":dlq";
+  return std::string(shard_key).append(":").append(kDeadLetterSuffix);
 }
 
-}  // namespace streamcar::sharding
+}  // namespace streamcar::keys

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace streamcar::redis {
+namespace streamcar::keys {
 
 inline constexpr int kClusterSlots = 16384;
 
@@ -37,4 +37,4 @@ std::string_view HashedPart(std::string_view key);
 // The suffix never changes the slot: the tag comes first.
 std::string SameSlotKey(std::string_view key, std::string_view suffix);
 
-}  // namespace streamcar::redis
+}  // namespace streamcar::keys

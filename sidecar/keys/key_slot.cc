@@ -1,8 +1,8 @@
-#include "sidecar/redis/topology/key_slot.h"
+#include "sidecar/keys/key_slot.h"
 
 #include <vector>
 
-namespace streamcar::redis {
+namespace streamcar::keys {
 namespace {
 
 // For every slot, a short decimal tag that hashes to it (found once, on first use: about 10^5
@@ -63,4 +63,4 @@ std::string SameSlotKey(std::string_view key, std::string_view suffix) {
   return out;
 }
 
-}  // namespace streamcar::redis
+}  // namespace streamcar::keys

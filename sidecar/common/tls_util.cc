@@ -1,9 +1,9 @@
-#include "sidecar/redis/tls_util.h"
+#include "sidecar/common/tls_util.h"
 
 #include <arpa/inet.h>
 #include <openssl/err.h>
 
-namespace streamcar::redis {
+namespace streamcar {
 
 std::string TakeOpenSslError() {
   const unsigned long code = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
@@ -28,4 +28,4 @@ bool IsIpAddress(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
 }
 
-}  // namespace streamcar::redis
+}  // namespace streamcar

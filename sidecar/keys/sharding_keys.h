@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace streamcar::sharding {
+namespace streamcar::keys {
 
 struct CoordinatorKeys {
   std::string meta;       // HASH: schema, shard count, epochs, fence_seq, timing of targets
@@ -51,4 +51,4 @@ std::string FenceKey(std::string_view shard_key, std::string_view group);
 // The shard's own dead-letter stream, in the shard's slot (DLQ write and ack are one step).
 std::string ShardDeadLetterKey(std::string_view shard_key);
 
-}  // namespace streamcar::sharding
+}  // namespace streamcar::keys

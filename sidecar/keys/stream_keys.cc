@@ -1,0 +1,18 @@
+#include "sidecar/keys/stream_keys.h"
+
+#include "sidecar/keys/key_slot.h"
+
+namespace streamcar::keys {
+
+std::string DefaultDeadLetterStream(std::string_view stream, bool cluster) {
+  if (cluster) return SameSlotKey(stream, kDeadLetterSuffix);
+  return std::string(stream).append(":").append(kDeadLetterSuffix);
+}
+
+std::string IdempotencyKey(std::string_view stream, std::string_view key) {
+  return SameSlotKey(stream, std::string("idem:").append(key));
+}
+
+std::string NotifyChannel(std::string_view stream) { return std::string(stream) + ":events"; }
+
+}  // namespace streamcar::keys

@@ -1,0 +1,28 @@
+#pragma once
+// The keys a stream's name gives (SPEC 3.3, 8 and 10), each beside its stream in the stream's
+// Redis Cluster slot where one step touches both. The slot rules themselves live in one place:
+// keys/key_slot.h (SameSlotKey, KeySlot).
+
+#include <string>
+#include <string_view>
+
+namespace streamcar::keys {
+
+// The suffix of every dead-letter stream named after its source: "<stream>:dlq", a shard's
+// "orders:{3}:dlq" (sharding_keys.h) and a cluster's "{orders}:dlq".
+inline constexpr std::string_view kDeadLetterSuffix = "dlq";
+
+// The dead-letter stream of a subscription that does not name one (SPEC 2 and 8). Outside a
+// cluster it is "<stream>:dlq". In a cluster it must share the stream's slot, so that
+// dead-lettering (XADD to the DLQ and XACK of the stream in one script) stays atomic:
+// "{orders}:dlq", or "<stream>:dlq" when the name has a hash tag already (SameSlotKey).
+std::string DefaultDeadLetterStream(std::string_view stream, bool cluster);
+
+// The idempotency key of an append to `stream` with Idempotency-Key `key`:
+// SameSlotKey(stream, "idem:" + key).
+std::string IdempotencyKey(std::string_view stream, std::string_view key);
+
+// The channel a stream with `notify: true` publishes each append's id on: "<stream>:events".
+std::string NotifyChannel(std::string_view stream);
+
+}  // namespace streamcar::keys
