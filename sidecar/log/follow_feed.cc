@@ -1,0 +1,43 @@
+#include "sidecar/log/follow_feed.h"
+
+#include <algorithm>
+
+namespace streamcar::log {
+namespace {
+
+size_t EntryBytes(const StreamEntry& entry) {
+  size_t bytes = entry.id.size();
+  for (const auto& [name, value] : entry.fields) bytes += name.size() + value.size();
+  return bytes;
+}
+
+}  // namespace
+
+void Feed::Append(StreamEntry entry) {
+  auto id = ParseId(entry.id);
+  if (!id || *id <= last) return;
+  last = *id;
+  const size_t entry_bytes = EntryBytes(entry);
+  bytes += entry_bytes;
+  buffer.push_back({*id, std::move(entry), entry_bytes});
+}
+
+void Feed::Trim(size_t max_entries, size_t max_bytes) {
+  while (!buffer.empty() && (buffer.size() > max_entries || bytes > max_bytes)) {
+    floor = buffer.front().id;
+    bytes -= buffer.front().bytes;
+    buffer.pop_front();
+  }
+}
+
+void Feed::TakeAfter(EntryId* position, std::vector<StreamEntry>* out) const {
+  auto first = std::upper_bound(buffer.begin(), buffer.end(), *position,
+                                [](const EntryId& id, const Buffered& b) { return id < b.id; });
+  for (auto it = first; it != buffer.end() && out->size() < static_cast<size_t>(kFollowBatch);
+       ++it) {
+    out->push_back(it->entry);
+    *position = it->id;
+  }
+}
+
+}  // namespace streamcar::log
