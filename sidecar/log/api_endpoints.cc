@@ -338,14 +338,15 @@ ApiResponse ApiEndpoints::Read(const ApiRequest& request, const Stream& stream) 
   return response;
 }
 
-std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const Stream& stream,
-                                                int fd) {
+namespace {
+
+// Where a follow starts, in *start: just after Last-Event-ID (a reconnecting EventSource sends
+// it, and it is later than the `since` of the URL it reconnects to), else after `after`, else from
+// `since` inclusive, else from now on ("$"). An answer when the request cannot be followed.
+std::optional<ApiResponse> FollowStart(const ApiRequest& request, std::string* start) {
   auto query = ParseQuery(request.query);
   if (!query.ok()) return ApiResponse::Error(400, "malformed query: " + query.status().message());
-  // Where to start: just after Last-Event-ID (a reconnecting EventSource sends it, and it is
-  // later than the `since` of the URL it reconnects to), else after `after`, else from `since`
-  // inclusive, else from now on.
-  std::string start = "$";
+  *start = "$";
   std::optional<std::string> since;
   std::optional<std::string> after;
   for (const auto& [name, value] : *query) {
@@ -360,19 +361,30 @@ std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const
   }
   if (const std::string* last = request.Header("last-event-id")) {
     if (!ParseId(*last)) return ApiResponse::Error(400, "Last-Event-ID must be an entry id");
-    start = *last;
+    *start = *last;
   } else if (after) {
-    start = *after;
+    *start = *after;
   } else if (since) {
     auto id = ParseId(*since);
     auto before = id ? Predecessor(*id) : std::nullopt;
-    start = before ? FormatId(*before) : "0-0";
+    *start = before ? FormatId(*before) : "0-0";
   }
-  if (stopping_) {
-    ApiResponse response = ApiResponse::Error(503, "the API is shutting down");
-    response.headers.emplace_back("Retry-After", "1");
-    return response;
-  }
+  return std::nullopt;
+}
+
+ApiResponse ShuttingDown() {
+  ApiResponse response = ApiResponse::Error(503, "the API is shutting down");
+  response.headers.emplace_back("Retry-After", "1");
+  return response;
+}
+
+}  // namespace
+
+std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const Stream& stream,
+                                                int fd) {
+  std::string start;
+  if (auto refused = FollowStart(request, &start)) return refused;
+  if (stopping_) return ShuttingDown();
   if (followers_.fetch_add(1) >= ApiServer::kMaxFollowers) {
     followers_.fetch_sub(1);
     ApiResponse response = ApiResponse::Error(503, "too many followers");
@@ -394,11 +406,7 @@ std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const
   auto follower = hub_.Follow(stream.config.name, start, ArchiveOf(stream));
   std::vector<StreamEntry> entries;
   const Status first = follower->Next(&entries, Millis(0));
-  if (first.code() == StatusCode::kCancelled) {
-    ApiResponse response = ApiResponse::Error(503, "the API is shutting down");
-    response.headers.emplace_back("Retry-After", "1");
-    return response;
-  }
+  if (first.code() == StatusCode::kCancelled) return ShuttingDown();
   if (!first.ok()) return ReadFailure(first);
   Count(ApiRoute::kFollow, 200);
 
@@ -406,13 +414,18 @@ std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
       "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n";
   if (!SendAll(fd, head, SteadyClock::now() + ApiServer::kWriteTimeout)) return std::nullopt;
+  StreamEvents(*follower, std::move(entries), fd);
+  return std::nullopt;
+}
+
+void ApiEndpoints::StreamEvents(Follower& follower, std::vector<StreamEntry> entries, int fd) {
   SteadyTime last_write = SteadyClock::now();
   std::string out;
   bool have = true;  // `entries` holds the first page already
   while (!stopping_) {
     if (!have) {
       entries.clear();
-      const Status status = follower->Next(&entries, kFollowPoll);
+      const Status status = follower.Next(&entries, kFollowPoll);
       if (status.code() == StatusCode::kIo || status.code() == StatusCode::kTimeout) {
         // Redis unreachable: the follower resumes where it was; keep the client, pace the retry.
         std::this_thread::sleep_for(Millis(200));
@@ -435,7 +448,6 @@ std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const
     }
     if (PeerGone(fd)) break;
   }
-  return std::nullopt;
 }
 
 }  // namespace streamcar::log

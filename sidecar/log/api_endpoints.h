@@ -60,6 +60,9 @@ class ApiEndpoints {
   ApiResponse Produce(const ApiRequest& request, const Stream& stream);
   ApiResponse Read(const ApiRequest& request, const Stream& stream);
   std::optional<ApiResponse> Follow(const ApiRequest& request, const Stream& stream, int fd);
+  // The SSE loop of a follow whose 200 head is sent: `entries` (the first page), then each page
+  // the follower gives, until the API stops, the peer leaves or the follower ends.
+  void StreamEvents(Follower& follower, std::vector<StreamEntry> entries, int fd);
   ApiResponse Unavailable(const Status& status, int retry_after) const;
   // The answer to a failed read or follow: 400, 503 (an outage, with Retry-After) or 500.
   ApiResponse ReadFailure(const Status& status) const;

@@ -46,10 +46,12 @@ size_t FindHeadEnd(std::string_view in) {
   return end == std::string_view::npos ? end : end + 4;
 }
 
-std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* request) {
-  size_t line_end = head.find("\r\n");
-  if (line_end == std::string_view::npos) return Bad("malformed request line");
-  const std::string_view line = head.substr(0, line_end);
+namespace {
+
+// The request line "METHOD TARGET VERSION" into *request (method, path, query, keep_alive as
+// the version implies); *version is the line's.
+std::optional<HeadProblem> ParseRequestLine(std::string_view line, ApiRequest* request,
+                                            std::string_view* version) {
   if (line.find('\n') != std::string_view::npos) return Bad("bare LF in the request line");
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
@@ -59,10 +61,10 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
   }
   const std::string_view method = line.substr(0, sp1);
   const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  const std::string_view version = line.substr(sp2 + 1);
+  *version = line.substr(sp2 + 1);
   if (!IsToken(method)) return Bad("malformed request method");
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
-    return HeadProblem{version.starts_with("HTTP/") ? 505 : 400, "HTTP/1.1 or HTTP/1.0 only"};
+  if (*version != "HTTP/1.1" && *version != "HTTP/1.0") {
+    return HeadProblem{version->starts_with("HTTP/") ? 505 : 400, "HTTP/1.1 or HTTP/1.0 only"};
   }
   // Origin form only: no absolute-form, authority-form or asterisk-form targets.
   if (target.empty() || target.front() != '/') return Bad("the request target must be a path");
@@ -76,13 +78,79 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
   request->path = std::string(target.substr(0, question));
   request->query =
       question == std::string_view::npos ? "" : std::string(target.substr(question + 1));
-  request->keep_alive = version == "HTTP/1.1";
-  request->headers.clear();
+  request->keep_alive = *version == "HTTP/1.1";
+  return std::nullopt;
+}
 
-  bool saw_connection_close = false;
-  bool saw_connection_keep_alive = false;
+// What the header fields said so far about the body's framing and the connection.
+struct FramingFields {
+  bool connection_close = false;
+  bool connection_keep_alive = false;
   int content_lengths = 0;
   int transfer_encodings = 0;
+};
+
+// The framing header fields: Content-Length, Transfer-Encoding and Connection.
+std::optional<HeadProblem> NoteFraming(const std::string& lower, std::string_view value,
+                                       ApiRequest* request, FramingFields* framing) {
+  if (lower == "content-length") {
+    if (++framing->content_lengths > 1) return Bad("more than one Content-Length");
+    uint64_t length = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+    if (value.empty() || ec != std::errc() || ptr != value.data() + value.size()) {
+      return Bad("malformed Content-Length");
+    }
+    request->content_length = length;
+  } else if (lower == "transfer-encoding") {
+    if (++framing->transfer_encodings > 1) return Bad("more than one Transfer-Encoding");
+    if (LowerAscii(value) != "chunked") return Bad("only Transfer-Encoding: chunked is accepted");
+    request->chunked = true;
+  } else if (lower == "connection") {
+    framing->connection_close = framing->connection_close || ListHas(value, "close");
+    framing->connection_keep_alive = framing->connection_keep_alive || ListHas(value, "keep-alive");
+  }
+  return std::nullopt;
+}
+
+// One header field line (without its CRLF), added to request->headers by its lower-case name.
+std::optional<HeadProblem> ParseHeaderField(std::string_view field, ApiRequest* request,
+                                            FramingFields* framing) {
+  if (field.find('\n') != std::string_view::npos || field.find('\r') != std::string_view::npos) {
+    return Bad("bare CR or LF in a header field");
+  }
+  if (field.front() == ' ' || field.front() == '\t') {
+    return Bad("obsolete line folding is not accepted");
+  }
+  const size_t colon = field.find(':');
+  if (colon == std::string_view::npos) return Bad("malformed header field");
+  const std::string_view name = field.substr(0, colon);
+  if (!IsToken(name)) return Bad("malformed header field name");
+  const std::string_view value = TrimBlanks(field.substr(colon + 1));
+  // RFC 9110 5.5: visible characters, obs-text, spaces and tabs; any other control character
+  // (NUL, BEL, ESC, DEL, ...) is refused rather than passed on to a log or into an entry.
+  for (char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
+      return Bad("control character in a header field value");
+    }
+  }
+  std::string lower = LowerAscii(name);
+  if (auto problem = NoteFraming(lower, value, request, framing)) return problem;
+  request->headers.emplace_back(std::move(lower), std::string(value));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* request) {
+  size_t line_end = head.find("\r\n");
+  if (line_end == std::string_view::npos) return Bad("malformed request line");
+  std::string_view version;
+  if (auto problem = ParseRequestLine(head.substr(0, line_end), request, &version)) {
+    return problem;
+  }
+  request->headers.clear();
+  FramingFields framing;
   size_t at = line_end + 2;
   while (at < head.size()) {
     const size_t end = head.find("\r\n", at);
@@ -90,53 +158,17 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
     const std::string_view field = head.substr(at, end - at);
     at = end + 2;
     if (field.empty()) break;  // the blank line
-    if (field.find('\n') != std::string_view::npos || field.find('\r') != std::string_view::npos) {
-      return Bad("bare CR or LF in a header field");
-    }
-    if (field.front() == ' ' || field.front() == '\t') {
-      return Bad("obsolete line folding is not accepted");
-    }
-    const size_t colon = field.find(':');
-    if (colon == std::string_view::npos) return Bad("malformed header field");
-    const std::string_view name = field.substr(0, colon);
-    if (!IsToken(name)) return Bad("malformed header field name");
-    const std::string_view value = TrimBlanks(field.substr(colon + 1));
-    // RFC 9110 5.5: visible characters, obs-text, spaces and tabs; any other control character
-    // (NUL, BEL, ESC, DEL, ...) is refused rather than passed on to a log or into an entry.
-    for (char c : value) {
-      const auto byte = static_cast<unsigned char>(c);
-      if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
-        return Bad("control character in a header field value");
-      }
-    }
-    std::string lower = LowerAscii(name);
-    if (lower == "content-length") {
-      if (++content_lengths > 1) return Bad("more than one Content-Length");
-      uint64_t length = 0;
-      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-      if (value.empty() || ec != std::errc() || ptr != value.data() + value.size()) {
-        return Bad("malformed Content-Length");
-      }
-      request->content_length = length;
-    } else if (lower == "transfer-encoding") {
-      if (++transfer_encodings > 1) return Bad("more than one Transfer-Encoding");
-      if (LowerAscii(value) != "chunked") return Bad("only Transfer-Encoding: chunked is accepted");
-      request->chunked = true;
-    } else if (lower == "connection") {
-      saw_connection_close = saw_connection_close || ListHas(value, "close");
-      saw_connection_keep_alive = saw_connection_keep_alive || ListHas(value, "keep-alive");
-    }
-    request->headers.emplace_back(std::move(lower), std::string(value));
+    if (auto problem = ParseHeaderField(field, request, &framing)) return problem;
   }
-  if (content_lengths > 0 && transfer_encodings > 0) {
+  if (framing.content_lengths > 0 && framing.transfer_encodings > 0) {
     return Bad("Content-Length together with Transfer-Encoding");
   }
   if (request->chunked && version == "HTTP/1.0") {
     return Bad("Transfer-Encoding in an HTTP/1.0 request");
   }
-  if (saw_connection_close) {
+  if (framing.connection_close) {
     request->keep_alive = false;
-  } else if (saw_connection_keep_alive) {
+  } else if (framing.connection_keep_alive) {
     request->keep_alive = true;
   }
   return std::nullopt;

@@ -241,27 +241,9 @@ class ApiServer::Impl {
   // client left, idled out or the server stops.
   ReadOutcome ReadRequest(int fd, Millis idle, std::string* in, ApiRequest* request,
                           ApiRoute* route, std::optional<ApiResponse>* refusal) {
-    const SteadyTime idle_deadline = SteadyClock::now() + idle;
     std::optional<SteadyTime> deadline;
-    if (!in->empty()) deadline = SteadyClock::now() + kRequestTimeout;
-    size_t head_end = FindHeadEnd(*in);
-    while (head_end == std::string::npos) {
-      if (in->size() > kMaxHeadBytes) {
-        *refusal = ApiResponse::Error(
-            431, "request head over " + std::to_string(kMaxHeadBytes) + " bytes");
-        return ReadOutcome::kRefused;
-      }
-      const ReadResult result =
-          ReadSome(fd, in, kMaxHeadBytes + 1 - in->size(), deadline.value_or(idle_deadline));
-      if (result == ReadResult::kClosed || stopping_) return ReadOutcome::kGone;
-      if (result == ReadResult::kTimeout) {
-        if (in->empty()) return ReadOutcome::kGone;  // an idle keep-alive connection
-        *refusal = ApiResponse::Error(408, "the request did not arrive in time");
-        return ReadOutcome::kRefused;
-      }
-      if (!deadline) deadline = SteadyClock::now() + kRequestTimeout;
-      head_end = FindHeadEnd(*in);
-    }
+    size_t head_end = 0;
+    if (auto outcome = ReadHead(fd, idle, in, &head_end, &deadline, refusal)) return *outcome;
     if (head_end > kMaxHeadBytes) {
       *refusal =
           ApiResponse::Error(431, "request head over " + std::to_string(kMaxHeadBytes) + " bytes");
@@ -289,6 +271,41 @@ class ApiServer::Impl {
         }
       }
     }
+    return ReadBody(fd, in, request, body_deadline, refusal);
+  }
+
+  // Reads until *in holds a whole request head, whose length goes to *head_end; nullopt then,
+  // else how the request ended. The request's deadline (*deadline) starts at its first byte.
+  std::optional<ReadOutcome> ReadHead(int fd, Millis idle, std::string* in, size_t* head_end,
+                                      std::optional<SteadyTime>* deadline,
+                                      std::optional<ApiResponse>* refusal) {
+    const SteadyTime idle_deadline = SteadyClock::now() + idle;
+    if (!in->empty()) *deadline = SteadyClock::now() + kRequestTimeout;
+    *head_end = FindHeadEnd(*in);
+    while (*head_end == std::string::npos) {
+      if (in->size() > kMaxHeadBytes) {
+        *refusal = ApiResponse::Error(
+            431, "request head over " + std::to_string(kMaxHeadBytes) + " bytes");
+        return ReadOutcome::kRefused;
+      }
+      const ReadResult result =
+          ReadSome(fd, in, kMaxHeadBytes + 1 - in->size(), deadline->value_or(idle_deadline));
+      if (result == ReadResult::kClosed || stopping_) return ReadOutcome::kGone;
+      if (result == ReadResult::kTimeout) {
+        if (in->empty()) return ReadOutcome::kGone;  // an idle keep-alive connection
+        *refusal = ApiResponse::Error(408, "the request did not arrive in time");
+        return ReadOutcome::kRefused;
+      }
+      if (!*deadline) *deadline = SteadyClock::now() + kRequestTimeout;
+      *head_end = FindHeadEnd(*in);
+    }
+    return std::nullopt;
+  }
+
+  // Reads the body the head announced (chunked or Content-Length) into request->body, leaving
+  // pipelined bytes in *in.
+  ReadOutcome ReadBody(int fd, std::string* in, ApiRequest* request, SteadyTime body_deadline,
+                       std::optional<ApiResponse>* refusal) {
     if (request->chunked) {
       const size_t limit = api_.max_body + kChunkedOverhead;
       ChunkedState chunked;  // each read decodes only what it added

@@ -141,97 +141,153 @@ StatusOr<std::vector<StreamEntry>> LogReader::ReadArchive(const std::string& str
   return entries;
 }
 
-StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& query) {
+namespace {
+
+// The ids a query's window covers: [start, until), until open when nullopt; `empty` when nothing
+// can be in it.
+struct Window {
+  EntryId start;  // the first id the page may hold (inclusive)
+  std::optional<EntryId> until;
+  bool empty = false;
+};
+
+StatusOr<Window> WindowOf(const WindowQuery& query) {
   if (query.count < 1 || query.count > kMaxCount) {
     return Status(StatusCode::kInvalid, "count must be between 1 and " + std::to_string(kMaxCount) +
                                             " (got " + std::to_string(query.count) + ")");
   }
   auto since = ValidId(query.since, "since");
   if (!since.ok()) return since.status();
-  // The first id the page may hold (inclusive).
-  EntryId start = *since;
+  Window window{*since};
   if (!query.after.empty()) {
     auto after = ValidId(query.after, "after");
     if (!after.ok()) return after.status();
     auto next = Successor(*after);
-    if (!next) return LogPage{};  // nothing is above the largest id
-    start = std::max(start, *next);
+    if (!next) return Window{.empty = true};  // nothing is above the largest id
+    window.start = std::max(window.start, *next);
   }
-  std::optional<EntryId> until;
   if (!query.until.empty()) {
     auto parsed = ValidId(query.until, "until");
     if (!parsed.ok()) return parsed.status();
-    until = *parsed;
-    if (start >= *until) return LogPage{};
+    window.until = *parsed;
+    if (window.start >= *window.until) return Window{.empty = true};
   }
+  return window;
+}
+
+// Cuts the merged page at `count` entries or at the byte budget, whichever comes first (at least
+// one entry), and sets `next` where the window may hold more: after the cut, or above the part
+// of the archive (archive_cut) or of Redis (redis_cut) that was read.
+void CutPage(LogPage& page, int count, size_t budget, const std::optional<EntryId>& archive_cut,
+             const std::optional<EntryId>& redis_cut, const EntryId& w2) {
+  size_t keep = 0;
+  size_t bytes = 0;
+  while (keep < page.entries.size() && keep < static_cast<size_t>(count)) {
+    const size_t entry_bytes = FieldBytes(page.entries[keep]);
+    if (keep > 0 && bytes + entry_bytes > budget) break;
+    bytes += entry_bytes;
+    ++keep;
+  }
+  if (keep < page.entries.size()) {
+    page.entries.resize(keep);
+    page.next = page.entries.back().id;
+  } else if (archive_cut) {
+    page.next = page.entries.back().id;
+  } else if (redis_cut) {
+    // The window may hold more above what Redis was read for. With no entry kept (every entry
+    // Redis gave was folded before step 3), continue above both parts read.
+    page.next = page.entries.empty() ? FormatId(std::max(*redis_cut, w2)) : page.entries.back().id;
+  }
+}
+
+}  // namespace
+
+StatusOr<EntryId> LogReader::ArchiveWatermark(const std::string& stream) {
+  if (archive_ == nullptr) return kMinId;
+  auto w = archive_->Watermark(stream);
+  if (!w.ok()) return FromArchive(w.status());
+  auto parsed = ParseId(*w);
+  if (!parsed) return FromArchive(Status(StatusCode::kProtocol, "it holds a bad watermark " + *w));
+  return *parsed;
+}
+
+// Step 2 of Read: Redis from `from` up to `until`, `want` entries, in chunks until they hold the
+// byte budget (then *cut is the last id read).
+StatusOr<std::vector<StreamEntry>> LogReader::ReadRedis(const std::string& stream, EntryId from,
+                                                        std::optional<EntryId> until, int want,
+                                                        std::optional<EntryId>* cut) {
+  if (!session_->connected()) {
+    Millis retry_in{0};
+    if (Status status = session_->ConnectOnce(&retry_in); !status.ok()) return status;
+  }
+  std::vector<StreamEntry> live;
+  size_t live_bytes = 0;
+  int chunk = kFirstChunk;
+  while (static_cast<int>(live.size()) < want) {
+    const int ask = std::min(chunk, want - static_cast<int>(live.size()));
+    redis::Command xrange("XRANGE");
+    xrange.Arg(stream).Arg(FormatId(from));
+    if (until) {
+      xrange.Arg("(" + FormatId(*until));
+    } else {
+      xrange.Arg("+");
+    }
+    xrange.Arg("COUNT").Arg(int64_t{ask});
+    auto reply = session_->Run(xrange);
+    if (!reply.ok()) {
+      if (reply.status().IsServerError("WRONGTYPE")) {
+        return Status(StatusCode::kServerError, "WRONGTYPE the Redis key \"" +
+                                                    PrintableOneLine(stream) +
+                                                    "\" holds another type, not a stream");
+      }
+      return reply.status();
+    }
+    auto got = redis::SubscriptionOps::ParseEntries(reply->view());
+    const int got_count = static_cast<int>(got.size());
+    for (auto& entry : got) {
+      live_bytes += FieldBytes(entry);
+      live.push_back(std::move(entry));
+    }
+    if (got_count < ask || static_cast<int>(live.size()) >= want) break;  // all of the window
+    auto last = ParseId(live.back().id);
+    auto above = last ? Successor(*last) : std::nullopt;
+    if (!above) break;
+    if (live_bytes >= budget_) {
+      *cut = *last;
+      break;
+    }
+    from = *above;
+    chunk = NextChunk(budget_, live_bytes, live.size(), kMaxChunk);
+  }
+  return live;
+}
+
+StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& query) {
+  auto window = WindowOf(query);
+  if (!window.ok()) return window.status();
+  if (window->empty) return LogPage{};
+  const EntryId start = window->start;
+  const std::optional<EntryId> until = window->until;
   const int want = query.count + 1;  // one more than a page: whether `next` is set
 
   // Step 1.
-  EntryId w1 = kMinId;
-  if (archive_ != nullptr) {
-    auto w = archive_->Watermark(stream);
-    if (!w.ok()) return FromArchive(w.status());
-    auto parsed = ParseId(*w);
-    if (!parsed) {
-      return FromArchive(Status(StatusCode::kProtocol, "it holds a bad watermark " + *w));
-    }
-    w1 = *parsed;
-  }
+  auto w1 = ArchiveWatermark(stream);
+  if (!w1.ok()) return w1.status();
 
   // Step 2.
   std::vector<StreamEntry> live;
   std::optional<EntryId> redis_cut;  // Redis was read only up to here (the byte budget)
   EntryId redis_from = start;
-  if (archive_ != nullptr && w1 >= start) {
-    auto above = Successor(w1);
+  if (archive_ != nullptr && *w1 >= start) {
+    auto above = Successor(*w1);
     redis_from = above ? *above : kMaxId;
   }
   const bool redis_needed =
-      (!until || redis_from < *until) && !(archive_ != nullptr && w1 == kMaxId);
+      (!until || redis_from < *until) && !(archive_ != nullptr && *w1 == kMaxId);
   if (redis_needed) {
-    if (!session_->connected()) {
-      Millis retry_in{0};
-      if (Status status = session_->ConnectOnce(&retry_in); !status.ok()) return status;
-    }
-    EntryId from = redis_from;
-    size_t live_bytes = 0;
-    int chunk = kFirstChunk;
-    while (static_cast<int>(live.size()) < want) {
-      const int ask = std::min(chunk, want - static_cast<int>(live.size()));
-      redis::Command xrange("XRANGE");
-      xrange.Arg(stream).Arg(FormatId(from));
-      if (until) {
-        xrange.Arg("(" + FormatId(*until));
-      } else {
-        xrange.Arg("+");
-      }
-      xrange.Arg("COUNT").Arg(int64_t{ask});
-      auto reply = session_->Run(xrange);
-      if (!reply.ok()) {
-        if (reply.status().IsServerError("WRONGTYPE")) {
-          return Status(StatusCode::kServerError, "WRONGTYPE the Redis key \"" +
-                                                      PrintableOneLine(stream) +
-                                                      "\" holds another type, not a stream");
-        }
-        return reply.status();
-      }
-      auto got = redis::SubscriptionOps::ParseEntries(reply->view());
-      const int got_count = static_cast<int>(got.size());
-      for (auto& entry : got) {
-        live_bytes += FieldBytes(entry);
-        live.push_back(std::move(entry));
-      }
-      if (got_count < ask || static_cast<int>(live.size()) >= want) break;  // all of the window
-      auto last = ParseId(live.back().id);
-      auto above = last ? Successor(*last) : std::nullopt;
-      if (!above) break;
-      if (live_bytes >= budget_) {
-        redis_cut = *last;
-        break;
-      }
-      from = *above;
-      chunk = NextChunk(budget_, live_bytes, live.size(), kMaxChunk);
-    }
+    auto read = ReadRedis(stream, redis_from, until, want, &redis_cut);
+    if (!read.ok()) return read.status();
+    live = std::move(*read);
   }
 
   LogPage page;
@@ -249,25 +305,7 @@ StatusOr<LogPage> LogReader::Read(const std::string& stream, const WindowQuery& 
     if (!id || (archive_ != nullptr && *id <= w2)) continue;
     page.entries.push_back(std::move(entry));
   }
-  // Cut at count entries or at the byte budget, whichever comes first (at least one entry).
-  size_t keep = 0;
-  size_t bytes = 0;
-  while (keep < page.entries.size() && keep < static_cast<size_t>(query.count)) {
-    const size_t entry_bytes = FieldBytes(page.entries[keep]);
-    if (keep > 0 && bytes + entry_bytes > budget_) break;
-    bytes += entry_bytes;
-    ++keep;
-  }
-  if (keep < page.entries.size()) {
-    page.entries.resize(keep);
-    page.next = page.entries.back().id;
-  } else if (archive_cut) {
-    page.next = page.entries.back().id;
-  } else if (redis_cut) {
-    // The window may hold more above what Redis was read for. With no entry kept (every entry
-    // Redis gave was folded before step 3), continue above both parts read.
-    page.next = page.entries.empty() ? FormatId(std::max(*redis_cut, w2)) : page.entries.back().id;
-  }
+  CutPage(page, query.count, budget_, archive_cut, redis_cut, w2);
   return page;
 }
 

@@ -62,6 +62,11 @@ class LogReader {
   StatusOr<LogPage> Read(const std::string& stream, const WindowQuery& query);
 
  private:
+  // Step 1 of Read: the archive's watermark W (0-0 without an archive).
+  StatusOr<EntryId> ArchiveWatermark(const std::string& stream);
+  StatusOr<std::vector<StreamEntry>> ReadRedis(const std::string& stream, EntryId from,
+                                               std::optional<EntryId> until, int want,
+                                               std::optional<EntryId>* cut);
   StatusOr<std::vector<StreamEntry>> ReadArchive(const std::string& stream, EntryId start,
                                                  std::optional<EntryId> until, int want,
                                                  EntryId* w2, std::optional<EntryId>* cut);
