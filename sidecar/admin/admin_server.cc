@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cstring>
 #include <list>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +56,47 @@ Answer Error(int status, std::string body) {
   answer.body = std::move(body);
   answer.keep_alive = false;
   return answer;
+}
+
+// The header fields from `at` on: only those that frame the request or the connection matter
+// here. An answer when they are refused.
+std::optional<Answer> ReadHeaderFields(std::string_view head, size_t at, bool* keep_alive,
+                                       bool* has_body) {
+  while (at < head.size()) {
+    size_t end = head.find('\n', at);
+    if (end == std::string_view::npos) end = head.size();
+    std::string_view field = head.substr(at, end - at);
+    at = end + 1;
+    if (!field.empty() && field.back() == '\r') field.remove_suffix(1);
+    if (field.empty()) break;
+    const size_t colon = field.find(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return Error(400, "malformed header field\n");
+    }
+    const std::string_view name = field.substr(0, colon);
+    std::string_view value = field.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
+      value.remove_suffix(1);
+    }
+    if (EqualsIgnoreCase(name, "content-length")) {
+      uint64_t length = 0;
+      auto [end_ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+      if (ec != std::errc() || end_ptr != value.data() + value.size()) {
+        return Error(400, "malformed Content-Length\n");
+      }
+      if (length > AdminServer::kMaxRequestBytes) return Error(413, "request body too large\n");
+      *has_body = *has_body || length > 0;
+    } else if (EqualsIgnoreCase(name, "transfer-encoding")) {
+      *has_body = true;
+    } else if (EqualsIgnoreCase(name, "connection")) {
+      if (ContainsTokenIgnoreCase(value, "close")) *keep_alive = false;
+      if (ContainsTokenIgnoreCase(value, "keep-alive")) *keep_alive = true;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -246,41 +288,8 @@ class AdminServer::Loop {
     }
     bool keep_alive = version == "HTTP/1.1";
     bool has_body = false;
-    // Header fields: only those that frame the request or the connection matter here.
-    size_t at = line_end + 1;
-    while (at < head.size()) {
-      size_t end = head.find('\n', at);
-      if (end == std::string_view::npos) end = head.size();
-      std::string_view field = head.substr(at, end - at);
-      at = end + 1;
-      if (!field.empty() && field.back() == '\r') field.remove_suffix(1);
-      if (field.empty()) break;
-      const size_t colon = field.find(':');
-      if (colon == std::string_view::npos || colon == 0) {
-        return Error(400, "malformed header field\n");
-      }
-      const std::string_view name = field.substr(0, colon);
-      std::string_view value = field.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-        value.remove_prefix(1);
-      }
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
-        value.remove_suffix(1);
-      }
-      if (EqualsIgnoreCase(name, "content-length")) {
-        uint64_t length = 0;
-        auto [end_ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-        if (ec != std::errc() || end_ptr != value.data() + value.size()) {
-          return Error(400, "malformed Content-Length\n");
-        }
-        if (length > kMaxRequestBytes) return Error(413, "request body too large\n");
-        has_body = has_body || length > 0;
-      } else if (EqualsIgnoreCase(name, "transfer-encoding")) {
-        has_body = true;
-      } else if (EqualsIgnoreCase(name, "connection")) {
-        if (ContainsTokenIgnoreCase(value, "close")) keep_alive = false;
-        if (ContainsTokenIgnoreCase(value, "keep-alive")) keep_alive = true;
-      }
+    if (auto refused = ReadHeaderFields(head, line_end + 1, &keep_alive, &has_body)) {
+      return *refused;
     }
     // A body is never read (GET needs none): answer, then close the connection.
     if (has_body) keep_alive = false;

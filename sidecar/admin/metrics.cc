@@ -47,6 +47,17 @@ Metrics::Metrics()
       .Register(r)
       .Add({{"version", kVersion}, {"revision", kRevision}})
       .Set(1);
+  // Registered in this order (the text exposition lists each kind of family in it).
+  RegisterDeliveryFamilies(r);
+  RegisterLogFamilies(r);
+  RegisterProgressFamilies(r);
+  RegisterArchiveFamilies(r);
+  RegisterHealthFamilies(r);
+  member_families_ = RegisterMemberFamilies(r);
+}
+
+// What became of the entries: delivered, acknowledged, dead-lettered, claimed, settled.
+void Metrics::RegisterDeliveryFamilies(prometheus::Registry& r) {
   deliveries_ = &prometheus::BuildCounter()
                      .Name("streamcar_deliveries_total")
                      .Help("Deliveries to the handler by outcome")
@@ -84,6 +95,10 @@ Metrics::Metrics()
            .Name("streamcar_settle_failures_total")
            .Help("Settlements that failed after the handler's answer, by class (SPEC 4.3)")
            .Register(r);
+}
+
+// The log (SPEC 10): retention, the API and its followers.
+void Metrics::RegisterLogFamilies(prometheus::Registry& r) {
   trimmed_ = &prometheus::BuildCounter()
                   .Name("streamcar_trimmed_total")
                   .Help("Entries removed by the retention beat")
@@ -101,6 +116,10 @@ Metrics::Metrics()
                     .Name("streamcar_followers")
                     .Help("Server-Sent Events followers of the stream now")
                     .Register(r);
+}
+
+// How long deliveries take, and how far behind each group is.
+void Metrics::RegisterProgressFamilies(prometheus::Registry& r) {
   duration_ = &prometheus::BuildHistogram()
                    .Name("streamcar_delivery_duration_seconds")
                    .Help("Time of one POST to the handler")
@@ -126,6 +145,10 @@ Metrics::Metrics()
            .Name("streamcar_oldest_pending_seconds")
            .Help("Age of the group's oldest pending entry, all consumers (0: none pending)")
            .Register(r);
+}
+
+// The archive folder (SPEC 10).
+void Metrics::RegisterArchiveFamilies(prometheus::Registry& r) {
   archive_folded_ = &prometheus::BuildCounter()
                          .Name("streamcar_archive_folded_total")
                          .Help("Entries written to the archive by the folder (a refold counts 0)")
@@ -135,6 +158,10 @@ Metrics::Metrics()
            .Name("streamcar_archive_watermark_seconds")
            .Help("Time of the archive watermark W: the ms part of the highest folded id / 1000")
            .Register(r);
+}
+
+// The handler's and Redis's health, and the cluster's redirects and failovers (SPEC 8).
+void Metrics::RegisterHealthFamilies(prometheus::Registry& r) {
   handler_up_ = &prometheus::BuildGauge()
                      .Name("streamcar_handler_up")
                      .Help("1 while the handler accepts connections (and health_url answers 2xx)")
@@ -161,7 +188,6 @@ Metrics::Metrics()
                       .Help("Redis masters known (cluster: in the slot map; else 1 once known)")
                       .Register(r)
                       .Add({});
-  member_families_ = RegisterMemberFamilies(r);
 }
 
 void Metrics::OnRedirect(redis::ReplyKind kind) {

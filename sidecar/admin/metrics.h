@@ -113,6 +113,13 @@ class Metrics : public redis::TopologyObserver {
   std::string Serialize() const;
 
  private:
+  // The constructor's registrations, by topic.
+  void RegisterDeliveryFamilies(prometheus::Registry& r);
+  void RegisterLogFamilies(prometheus::Registry& r);
+  void RegisterProgressFamilies(prometheus::Registry& r);
+  void RegisterArchiveFamilies(prometheus::Registry& r);
+  void RegisterHealthFamilies(prometheus::Registry& r);
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<SubscriptionMetrics>> subscriptions_;
