@@ -43,10 +43,10 @@ StatusOr<std::vector<DeadLetterRecord>> ReadDeadLetters(redis::Session& redis,
       }
       DeadLetterRecord letter(std::move(entries.front()));
       if (!letter.BelongsTo(sub.stream, sub.group)) {
-        return Status(StatusCode::kInvalid,
-                      "dead letter " + id + " belongs to stream \"" +
-                          std::string(letter.Meta("streamcar.stream")) + "\" group \"" +
-                          std::string(letter.Meta("streamcar.group")) + "\", not to " + sub.name);
+        const redis::DecodedDeadLetter decoded = letter.Decode();
+        return Status(StatusCode::kInvalid, "dead letter " + id + " belongs to stream \"" +
+                                                decoded.stream + "\" group \"" + decoded.group +
+                                                "\", not to " + sub.name);
       }
       found.push_back(std::move(letter));
     }
@@ -208,6 +208,80 @@ std::optional<DlqSession> OpenDlqSession(const Arguments& args, int* exit_code) 
   return session;
 }
 
+// `dlq list --json`: one document, the dead letters' original fields as text (binary values
+// described, not written).
+void WriteLettersJson(const config::Subscription& sub, const std::string& dlq_name,
+                      const std::vector<Letter>& letters) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  auto str = [&](std::string_view s) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  };
+  w.StartObject();
+  w.Key("subscription");
+  str(sub.name);
+  w.Key("dead_letter_stream");
+  str(dlq_name);
+  w.Key("dead_letters");
+  w.StartArray();
+  for (const auto& [letter, from] : letters) {
+    const redis::DecodedDeadLetter decoded = letter.Decode();
+    w.StartObject();
+    if (sub.sharding.enabled()) {  // which shard's stream holds it
+      w.Key("dead_letter_stream");
+      str(from->dead_letter.stream);
+    }
+    for (const auto& [key, value] : {std::pair<const char*, std::string_view>{"id", letter.id()},
+                                     {"original_id", decoded.original_id},
+                                     {"reason", decoded.reason},
+                                     {"status", decoded.status},
+                                     {"error", decoded.error}}) {
+      w.Key(key);
+      str(value);
+    }
+    w.Key("attempts");
+    w.Int64(decoded.attempt_count);
+    w.Key("time_ms");
+    w.Int64(decoded.time_ms);
+    w.Key("fields");
+    w.StartObject();
+    for (const auto& [field, value] : letter.Original()) {
+      str(field);
+      str(IsValidUtf8(value) ? value : "(binary, " + std::to_string(value.size()) + " bytes)");
+    }
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  std::cout << buffer.GetString() << "\n";
+}
+
+// `dlq list` for people: a table, a sharded subscription's letters under their shard's stream.
+void WriteLettersTable(const config::Subscription& sub, const std::string& dlq_name,
+                       const std::vector<Letter>& letters) {
+  if (letters.empty()) {
+    std::cout << "no dead letters for " << sub.name << " in " << dlq_name << "\n";
+    return;
+  }
+  std::cout << std::left << std::setw(22) << "ID" << std::setw(22) << "ORIGINAL ID" << std::setw(14)
+            << "REASON" << std::setw(9) << "STATUS" << std::setw(9) << "ATTEMPTS" << std::setw(26)
+            << "TIME"
+            << "ERROR\n";
+  const config::Subscription* shown = nullptr;
+  for (const auto& [letter, from] : letters) {
+    if (sub.sharding.enabled() && from != shown) {
+      std::cout << "in " << from->dead_letter.stream << "\n";
+      shown = from;
+    }
+    const redis::DecodedDeadLetter decoded = letter.Decode();
+    std::cout << std::setw(22) << letter.id() << std::setw(22) << decoded.original_id
+              << std::setw(14) << decoded.reason << std::setw(9) << decoded.status << std::setw(9)
+              << decoded.attempts << std::setw(26) << Rfc3339Millis(decoded.time_ms)
+              << OneLine(decoded.error, 80) << "\n";
+  }
+}
+
 }  // namespace
 
 int DlqListCommand(const Arguments& args) {
@@ -228,72 +302,9 @@ int DlqListCommand(const Arguments& args) {
     return 1;
   }
   if (args.json) {
-    rapidjson::StringBuffer buffer;
-    rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-    auto str = [&](std::string_view s) {
-      w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-    };
-    w.StartObject();
-    w.Key("subscription");
-    str(sub->name);
-    w.Key("dead_letter_stream");
-    str(dlq_name);
-    w.Key("dead_letters");
-    w.StartArray();
-    for (const auto& [letter, from] : *letters) {
-      w.StartObject();
-      if (sub->sharding.enabled()) {  // which shard's stream holds it
-        w.Key("dead_letter_stream");
-        str(from->dead_letter.stream);
-      }
-      w.Key("id");
-      str(letter.id());
-      w.Key("original_id");
-      str(letter.Meta("streamcar.id"));
-      w.Key("reason");
-      str(letter.Meta("streamcar.reason"));
-      w.Key("status");
-      str(letter.Meta("streamcar.status"));
-      w.Key("error");
-      str(letter.Meta("streamcar.error"));
-      w.Key("attempts");
-      w.Int64(letter.MetaInteger("streamcar.attempts"));
-      w.Key("time_ms");
-      w.Int64(letter.MetaInteger("streamcar.time"));
-      w.Key("fields");
-      w.StartObject();
-      for (const auto& [field, value] : letter.Original()) {
-        str(field);
-        str(IsValidUtf8(value) ? value : "(binary, " + std::to_string(value.size()) + " bytes)");
-      }
-      w.EndObject();
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-    std::cout << buffer.GetString() << "\n";
-    return 0;
-  }
-  if (letters->empty()) {
-    std::cout << "no dead letters for " << sub->name << " in " << dlq_name << "\n";
-    return 0;
-  }
-  std::cout << std::left << std::setw(22) << "ID" << std::setw(22) << "ORIGINAL ID" << std::setw(14)
-            << "REASON" << std::setw(9) << "STATUS" << std::setw(9) << "ATTEMPTS" << std::setw(26)
-            << "TIME"
-            << "ERROR\n";
-  const config::Subscription* shown = nullptr;
-  for (const auto& [letter, from] : *letters) {
-    if (sub->sharding.enabled() && from != shown) {
-      std::cout << "in " << from->dead_letter.stream << "\n";
-      shown = from;
-    }
-    std::cout << std::setw(22) << letter.id() << std::setw(22) << letter.Meta("streamcar.id")
-              << std::setw(14) << letter.Meta("streamcar.reason") << std::setw(9)
-              << letter.Meta("streamcar.status") << std::setw(9)
-              << letter.Meta("streamcar.attempts") << std::setw(26)
-              << Rfc3339Millis(letter.MetaInteger("streamcar.time"))
-              << OneLine(std::string(letter.Meta("streamcar.error")), 80) << "\n";
+    WriteLettersJson(*sub, dlq_name, *letters);
+  } else {
+    WriteLettersTable(*sub, dlq_name, *letters);
   }
   return 0;
 }
@@ -320,8 +331,9 @@ int DlqReplayCommand(const Arguments& args) {
     const bool two_step = session->connected->mode == redis::ResolvedMode::kCluster &&
                           keys::KeySlot(from->stream) != keys::KeySlot(from->dead_letter.stream);
     if (args.dry_run) {
-      std::cout << "would replay " << letter.id() << " (original " << letter.Meta("streamcar.id")
-                << ", " << letter.Meta("streamcar.reason") << ") onto " << from->stream << "\n";
+      const redis::DecodedDeadLetter decoded = letter.Decode();
+      std::cout << "would replay " << letter.id() << " (original " << decoded.original_id << ", "
+                << decoded.reason << ") onto " << from->stream << "\n";
       continue;
     }
     auto reply =
@@ -340,7 +352,7 @@ int DlqReplayCommand(const Arguments& args) {
                 << ": no longer in the dead-letter stream (replayed or deleted meanwhile)\n";
       continue;
     }
-    std::cout << "replayed " << letter.id() << " (original " << letter.Meta("streamcar.id")
+    std::cout << "replayed " << letter.id() << " (original " << letter.Decode().original_id
               << ") as " << **reply << " on " << from->stream << "\n";
     ++replayed;
   }

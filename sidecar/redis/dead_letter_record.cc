@@ -73,6 +73,20 @@ std::vector<std::pair<std::string, std::string>> DeadLetterRecord::Original() co
   return {entry_.fields.begin(), entry_.fields.begin() + static_cast<std::ptrdiff_t>(meta_begin_)};
 }
 
+DecodedDeadLetter DeadLetterRecord::Decode() const {
+  DecodedDeadLetter decoded;
+  decoded.stream = Meta("streamcar.stream");
+  decoded.original_id = Meta("streamcar.id");
+  decoded.group = Meta("streamcar.group");
+  decoded.attempts = Meta("streamcar.attempts");
+  decoded.reason = Meta("streamcar.reason");
+  decoded.status = Meta("streamcar.status");
+  decoded.error = Meta("streamcar.error");
+  decoded.attempt_count = MetaInteger("streamcar.attempts");
+  decoded.time_ms = MetaInteger("streamcar.time");
+  return decoded;
+}
+
 bool DeadLetterRecord::BelongsTo(std::string_view stream, std::string_view group) const {
   return Meta("streamcar.stream") == stream && Meta("streamcar.group") == group;
 }

@@ -55,6 +55,21 @@ void AppendDeadLetterFields(std::string_view stream, std::string_view group,
 Command DeadLetterAdd(const DeadLetterTarget& dlq, std::string_view stream, std::string_view group,
                       const StreamEntry& entry, const DeadLetterMeta& meta);
 
+// A dead letter's metadata decoded by the names AppendDeadLetterFields writes it with (the one
+// reader of those names, for `streamcar dlq`). A field the record lacks reads as "" (a number:
+// 0); a value is kept byte for byte, binary included.
+struct DecodedDeadLetter {
+  std::string stream;       // the stream the entry was read from
+  std::string original_id;  // the entry's id there
+  std::string group;        // the group that read it
+  std::string attempts;     // as written: a decimal number
+  std::string reason;
+  std::string status;
+  std::string error;
+  int64_t attempt_count = 0;  // `attempts` as a number; 0 when absent or not a number
+  int64_t time_ms = 0;        // when it was dead-lettered; 0 when absent or not a number
+};
+
 // A dead letter read back from the dead-letter stream.
 class DeadLetterRecord {
  public:
@@ -69,6 +84,8 @@ class DeadLetterRecord {
   int64_t MetaInteger(std::string_view key) const;
   // The original fields, without the trailing metadata.
   std::vector<std::pair<std::string, std::string>> Original() const;
+  // The metadata, decoded.
+  DecodedDeadLetter Decode() const;
   // Whether it records an entry of `stream` read by `group` (a dead-letter stream may be shared).
   bool BelongsTo(std::string_view stream, std::string_view group) const;
 

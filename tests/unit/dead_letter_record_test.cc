@@ -92,6 +92,54 @@ TEST(DeadLetterRecordTest, ARecordWithoutMetadataIsAllOriginal) {
   EXPECT_FALSE(record.BelongsTo("s", "g"));
 }
 
+// Decode reads back every field the encoder writes, byte for byte: binary values, a binary
+// error cut at 1 KiB, and a field named like the metadata among the original ones.
+TEST(DeadLetterRecordTest, EncodeThenDecodeRoundTripsEveryField) {
+  StreamEntry entry;
+  entry.id = "5-3";
+  entry.fields = {{"streamcar.reason", "forged"}, {"blob", std::string("\x00\xFF\n", 3)}};
+  std::string error(1500, '\0');
+  for (size_t i = 0; i < error.size(); ++i) error[i] = static_cast<char>(i % 256);
+  const DeadLetterMeta meta{"max_attempts", "timeout", error, 7, 1700000000123};
+  const DeadLetterRecord record = WriteThenRead(entry, meta);
+  const DecodedDeadLetter decoded = record.Decode();
+  EXPECT_EQ(decoded.stream, "s");
+  EXPECT_EQ(decoded.original_id, "5-3");
+  EXPECT_EQ(decoded.group, "g");
+  EXPECT_EQ(decoded.attempts, "7");
+  EXPECT_EQ(decoded.attempt_count, 7);
+  EXPECT_EQ(decoded.reason, "max_attempts");
+  EXPECT_EQ(decoded.status, "timeout");
+  EXPECT_EQ(decoded.error, error.substr(0, kDeadLetterErrorBytes));
+  EXPECT_EQ(decoded.time_ms, 1700000000123);
+  EXPECT_EQ(record.Original(), entry.fields);
+}
+
+// A record some fields are missing from (an older or foreign writer) decodes them as "" and 0,
+// and keeps what it has.
+TEST(DeadLetterRecordTest, DecodeReadsMissingFieldsAsEmpty) {
+  StreamEntry entry;
+  entry.id = "1-1";
+  entry.fields = {{"n", "1"},
+                  {"streamcar.stream", "s"},
+                  {"streamcar.attempts", "not a number"},
+                  {"streamcar.reason", "rejected"}};
+  const DecodedDeadLetter decoded = DeadLetterRecord(entry).Decode();
+  EXPECT_EQ(decoded.stream, "s");
+  EXPECT_EQ(decoded.original_id, "");
+  EXPECT_EQ(decoded.group, "");
+  EXPECT_EQ(decoded.attempts, "not a number");
+  EXPECT_EQ(decoded.attempt_count, 0);
+  EXPECT_EQ(decoded.reason, "rejected");
+  EXPECT_EQ(decoded.status, "");
+  EXPECT_EQ(decoded.error, "");
+  EXPECT_EQ(decoded.time_ms, 0);
+  const DecodedDeadLetter none = DeadLetterRecord(StreamEntry{"2-1", {{"n", "1"}}}).Decode();
+  EXPECT_EQ(none.stream, "");
+  EXPECT_EQ(none.reason, "");
+  EXPECT_EQ(none.attempt_count, 0);
+}
+
 TEST(DeadLetterRecordTest, ReplaySendsTheOriginalFieldsOnly) {
   StreamEntry entry;
   entry.id = "5-3";
