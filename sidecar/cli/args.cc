@@ -181,6 +181,266 @@ std::string HelpText(CommandKind command) {
   return GeneralHelp();
 }
 
+namespace {
+
+// The grammar of ParseArguments: one pass over argv, one method per kind of argument (the
+// command word, a positional, an option that takes its value or not), then the checks of what
+// must have been given. A method answers kNext to go on, kDone when parsing ends early with a
+// result (--help), kFailed with error_ set; an option method answers kNotMine for an option it
+// does not know, so the next one may try it.
+class ArgumentParser {
+ public:
+  explicit ArgumentParser(const std::vector<std::string>& args) : args_(args) {}
+
+  std::optional<Arguments> Parse(std::string* error) {
+    Step step = ParseCommand();
+    if (step == Step::kNext) {
+      accepts_ = AcceptsOf(parsed_.command);
+      while (step == Step::kNext && next_ < args_.size()) step = ParseArgument(args_[next_++]);
+      if (step == Step::kNext) step = CheckRequired();
+    }
+    if (step == Step::kFailed) {
+      *error = std::move(error_);
+      return std::nullopt;
+    }
+    if (step == Step::kNext) ResolveConfigPath();
+    return parsed_;
+  }
+
+ private:
+  enum class Step { kNext, kDone, kFailed, kNotMine };
+
+  Step Fail(std::string message) {
+    error_ = std::move(message);
+    return Step::kFailed;
+  }
+
+  // The command word, when the first argument is not an option (SPEC 1: `--version` is
+  // `version`).
+  Step ParseCommand() {
+    const bool version_flag = !args_.empty() && args_[0] == "--version";
+    if (next_ >= args_.size() || (args_[next_].starts_with("-") && !version_flag)) {
+      return Step::kNext;
+    }
+    const std::string word = version_flag ? std::string("version") : args_[next_];
+    ++next_;
+    parsed_.command_given = true;
+    static const std::vector<std::pair<std::string, CommandKind>> kWords = {
+        {"run", CommandKind::kRun},         {"check", CommandKind::kCheck},
+        {"status", CommandKind::kStatus},   {"version", CommandKind::kVersion},
+        {"produce", CommandKind::kProduce}, {"read", CommandKind::kRead},
+        {"tail", CommandKind::kTail},       {"route", CommandKind::kRoute},
+    };
+    for (const auto& [name, kind] : kWords) {
+      if (word != name) continue;
+      parsed_.command = kind;
+      return Step::kNext;
+    }
+    if (word == "dlq") return ParseDlqSubcommand();
+    std::string message = "unknown command \"" + word + "\"";
+    if (auto meant = ClosestMatch(word, {"run", "check", "status", "dlq", "produce", "read", "tail",
+                                         "route", "version"})) {
+      message += " (did you mean " + *meant + "?)";
+    } else {
+      message += " (commands: run, check, status, dlq, produce, read, tail, route, version)";
+    }
+    return Fail(message);
+  }
+
+  Step ParseDlqSubcommand() {
+    if (next_ >= args_.size() || args_[next_].starts_with("-")) {
+      if (next_ < args_.size() && (args_[next_] == "--help" || args_[next_] == "-h")) {
+        parsed_.help = true;
+        parsed_.command = CommandKind::kDlqList;
+        return Step::kDone;
+      }
+      return Fail("dlq needs a subcommand: list or replay");
+    }
+    const std::string& sub = args_[next_++];
+    if (sub == "list") {
+      parsed_.command = CommandKind::kDlqList;
+    } else if (sub == "replay") {
+      parsed_.command = CommandKind::kDlqReplay;
+    } else {
+      return Fail("unknown dlq subcommand \"" + sub + "\" (use list or replay)");
+    }
+    return Step::kNext;
+  }
+
+  Step ParseArgument(std::string arg) {
+    if (only_positionals_ || !arg.starts_with("-") || arg == "-") return ParsePositional(arg);
+    if (arg == "--" && (accepts_.fields || accepts_.key)) {  // then a KEY may start with "-"
+      only_positionals_ = true;
+      return Step::kNext;
+    }
+    inline_value_.reset();
+    if (arg.starts_with("--")) {
+      if (auto eq = arg.find('='); eq != std::string::npos) {
+        inline_value_ = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+      }
+    }
+    if (arg == "-h" || arg == "--help") {
+      parsed_.help = true;
+      return Step::kDone;
+    }
+    if (Step step = ParseSelectionOption(arg); step != Step::kNotMine) return step;
+    if (Step step = ParseEntryOption(arg); step != Step::kNotMine) return step;
+    if (arg.starts_with("-")) {
+      return Fail("unknown option " + arg + " for \"" + Command() + "\" (see streamcar " +
+                  Command() + " --help)");
+    }
+    return Fail("unexpected argument \"" + arg + "\" for \"" + Command() + "\"");
+  }
+
+  // KEY (route), STREAM, then (produce) FIELD=VALUE ...
+  Step ParsePositional(const std::string& arg) {
+    if (accepts_.key && !parsed_.key_given) {
+      parsed_.key = arg;
+      parsed_.key_given = true;
+      return Step::kNext;
+    }
+    if (accepts_.stream && parsed_.stream.empty()) {
+      if (arg.empty()) return Fail(Command() + " needs a stream name, not \"\"");
+      parsed_.stream = arg;
+      return Step::kNext;
+    }
+    if (accepts_.fields) {
+      const auto eq = arg.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Fail("\"" + PrintableOneLine(arg) + "\" is not FIELD=VALUE");
+      }
+      parsed_.fields.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
+      return Step::kNext;
+    }
+    return Fail("unexpected argument \"" + arg + "\" for \"" + Command() + "\"");
+  }
+
+  // The options that choose the configuration, the subscription and the output.
+  Step ParseSelectionOption(const std::string& arg) {
+    if (arg == "-c" || arg == "--config") {
+      if (!accepts_.config) return NotHere(arg);
+      auto v = Value();
+      if (!v || v->empty()) return Fail(arg + " needs a file path");
+      config_flag_ = *v;
+    } else if (arg == "--json") {
+      if (!accepts_.json) return NotHere(arg);
+      parsed_.json = true;
+    } else if (arg == "--subscription") {
+      if (!accepts_.subscription) return NotHere(arg);
+      auto v = Value();
+      if (!v || v->empty()) return Fail("--subscription needs a subscription name");
+      parsed_.subscription = *v;
+    } else if (arg == "--count") {
+      if (!accepts_.count) return NotHere(arg);
+      auto v = Value();
+      long count = 0;
+      if (!v) return Fail("--count needs a number");
+      auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), count);
+      if (ec != std::errc() || end != v->data() + v->size() || count < 1) {
+        return Fail("--count must be a whole number of at least 1 (got \"" + *v + "\")");
+      }
+      parsed_.count = count;
+    } else if (arg == "--dry-run") {
+      if (!accepts_.dry_run) return NotHere(arg);
+      parsed_.dry_run = true;
+    } else {
+      return Step::kNotMine;
+    }
+    return Step::kNext;
+  }
+
+  // The options that name entries: ids, keys and time bounds.
+  Step ParseEntryOption(const std::string& arg) {
+    if (arg == "--id" && accepts_.produce_options) {
+      auto v = Value();
+      if (!v || !log::ParseId(*v)) return Fail("--id needs an entry id like 1700000000000-0");
+      if (!parsed_.entry_id.empty()) return Fail("produce takes one --id");
+      parsed_.entry_id = *v;
+    } else if (arg == "--key") {
+      if (!accepts_.produce_options) return NotHere(arg);
+      auto v = Value();
+      if (!v || v->empty()) return Fail("--key needs the entry's key");
+      parsed_.key = *v;
+      parsed_.key_given = true;
+    } else if (arg == "--idempotency-key") {
+      if (!accepts_.produce_options) return NotHere(arg);
+      auto v = Value();
+      if (!v || v->empty()) return Fail("--idempotency-key needs a key");
+      parsed_.idempotency_key = *v;
+    } else if (arg == "--since" || arg == "--until") {
+      if (arg == "--since" ? !accepts_.since : !accepts_.until) return NotHere(arg);
+      auto v = Value();
+      if (!v) return Fail(arg + " needs a time or an entry id");
+      auto bound = log::ParseBound(*v);
+      if (!bound.ok()) return Fail(arg + ": " + bound.status().message());
+      (arg == "--since" ? parsed_.since : parsed_.until) = *bound;
+    } else if (arg == "--id") {
+      if (!accepts_.id) return NotHere(arg);
+      auto v = Value();
+      if (!v || !ParseEntryId(*v)) return Fail("--id needs an entry id like 1700000000000-0");
+      // An id given twice is replayed once (SPEC 3.3).
+      if (std::find(parsed_.ids.begin(), parsed_.ids.end(), *v) == parsed_.ids.end()) {
+        parsed_.ids.push_back(*v);
+      }
+    } else {
+      return Step::kNotMine;
+    }
+    return Step::kNext;
+  }
+
+  // What the command needs once every argument is read.
+  Step CheckRequired() {
+    if (accepts_.stream && parsed_.stream.empty()) {
+      return Fail(Command() + " needs a STREAM argument");
+    }
+    if (parsed_.command == CommandKind::kProduce && parsed_.fields.empty()) {
+      return Fail("produce needs at least one FIELD=VALUE");
+    }
+    if (accepts_.key && !parsed_.key_given) return Fail("route needs a KEY argument");
+    if ((parsed_.command == CommandKind::kDlqList || parsed_.command == CommandKind::kDlqReplay ||
+         parsed_.command == CommandKind::kRoute) &&
+        parsed_.subscription.empty()) {
+      return Fail(Command() + " needs --subscription NAME");
+    }
+    return Step::kNext;
+  }
+
+  void ResolveConfigPath() {
+    if (config_flag_) {
+      parsed_.config_path = *config_flag_;
+    } else if (const char* env = std::getenv("STREAMCAR_CONFIG"); env != nullptr && *env != '\0') {
+      parsed_.config_path = env;
+    } else {
+      parsed_.config_path = kDefaultConfigPath;
+    }
+  }
+
+  // The option's value: after its '=' (--name=value), else the next argument.
+  std::optional<std::string> Value() {
+    if (inline_value_) return inline_value_;
+    if (next_ >= args_.size()) return std::nullopt;
+    return args_[next_++];
+  }
+
+  Step NotHere(const std::string& option) {
+    return Fail("option " + option + " does not apply to \"" + Command() + "\"");
+  }
+
+  std::string Command() const { return CommandName(parsed_.command); }
+
+  const std::vector<std::string>& args_;
+  size_t next_ = 0;  // the next argument to read
+  Arguments parsed_;
+  Accepts accepts_;
+  std::optional<std::string> config_flag_;
+  std::optional<std::string> inline_value_;  // the current option's "=value"
+  bool only_positionals_ = false;            // after "--"
+  std::string error_;
+};
+
+}  // namespace
+
 std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, std::string* error) {
   // SPEC 1: `help COMMAND ...` is `COMMAND ... --help`; `help` alone is the general help.
   if (!args.empty() && args[0] == "help") {
@@ -188,197 +448,7 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
     asked.emplace_back("--help");
     return ParseArguments(asked, error);
   }
-  Arguments parsed;
-  size_t i = 0;
-  auto fail = [&](std::string message) -> std::optional<Arguments> {
-    *error = std::move(message);
-    return std::nullopt;
-  };
-  // SPEC 1: `--version` is `version`.
-  const bool version_flag = !args.empty() && args[0] == "--version";
-  if (i < args.size() && (!args[i].starts_with("-") || version_flag)) {
-    const std::string word = version_flag ? std::string("version") : args[i];
-    ++i;
-    parsed.command_given = true;
-    if (word == "run") {
-      parsed.command = CommandKind::kRun;
-    } else if (word == "check") {
-      parsed.command = CommandKind::kCheck;
-    } else if (word == "status") {
-      parsed.command = CommandKind::kStatus;
-    } else if (word == "version") {
-      parsed.command = CommandKind::kVersion;
-    } else if (word == "produce") {
-      parsed.command = CommandKind::kProduce;
-    } else if (word == "read") {
-      parsed.command = CommandKind::kRead;
-    } else if (word == "tail") {
-      parsed.command = CommandKind::kTail;
-    } else if (word == "route") {
-      parsed.command = CommandKind::kRoute;
-    } else if (word == "dlq") {
-      if (i >= args.size() || args[i].starts_with("-")) {
-        if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) {
-          parsed.help = true;
-          parsed.command = CommandKind::kDlqList;
-          return parsed;
-        }
-        return fail("dlq needs a subcommand: list or replay");
-      }
-      const std::string& sub = args[i++];
-      if (sub == "list") {
-        parsed.command = CommandKind::kDlqList;
-      } else if (sub == "replay") {
-        parsed.command = CommandKind::kDlqReplay;
-      } else {
-        return fail("unknown dlq subcommand \"" + sub + "\" (use list or replay)");
-      }
-    } else {
-      std::string message = "unknown command \"" + word + "\"";
-      if (auto meant = ClosestMatch(word, {"run", "check", "status", "dlq", "produce", "read",
-                                           "tail", "route", "version"})) {
-        message += " (did you mean " + *meant + "?)";
-      } else {
-        message += " (commands: run, check, status, dlq, produce, read, tail, route, version)";
-      }
-      return fail(message);
-    }
-  }
-  const Accepts accepts = AcceptsOf(parsed.command);
-  std::optional<std::string> config_flag;
-  bool only_positionals = false;  // after "--"
-  while (i < args.size()) {
-    std::string arg = args[i++];
-    const std::string command = CommandName(parsed.command);
-    if (only_positionals || !arg.starts_with("-") || arg == "-") {
-      // STREAM, then (produce) FIELD=VALUE ...
-      if (accepts.key && !parsed.key_given) {
-        parsed.key = arg;
-        parsed.key_given = true;
-        continue;
-      }
-      if (accepts.stream && parsed.stream.empty()) {
-        if (arg.empty()) return fail(command + " needs a stream name, not \"\"");
-        parsed.stream = arg;
-        continue;
-      }
-      if (accepts.fields) {
-        const auto eq = arg.find('=');
-        if (eq == std::string::npos || eq == 0) {
-          return fail("\"" + PrintableOneLine(arg) + "\" is not FIELD=VALUE");
-        }
-        parsed.fields.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
-        continue;
-      }
-      return fail("unexpected argument \"" + arg + "\" for \"" + command + "\"");
-    }
-    if (arg == "--" && (accepts.fields || accepts.key)) {  // then a KEY may start with "-"
-      only_positionals = true;
-      continue;
-    }
-    std::optional<std::string> inline_value;
-    if (arg.starts_with("--")) {
-      if (auto eq = arg.find('='); eq != std::string::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      }
-    }
-    auto value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i >= args.size()) return std::nullopt;
-      return args[i++];
-    };
-    auto not_here = [&]() {
-      return fail("option " + arg + " does not apply to \"" + command + "\"");
-    };
-    if (arg == "-h" || arg == "--help") {
-      parsed.help = true;
-      return parsed;
-    }
-    if (arg == "-c" || arg == "--config") {
-      if (!accepts.config) return not_here();
-      auto v = value();
-      if (!v || v->empty()) return fail(arg + " needs a file path");
-      config_flag = *v;
-    } else if (arg == "--json") {
-      if (!accepts.json) return not_here();
-      parsed.json = true;
-    } else if (arg == "--subscription") {
-      if (!accepts.subscription) return not_here();
-      auto v = value();
-      if (!v || v->empty()) return fail("--subscription needs a subscription name");
-      parsed.subscription = *v;
-    } else if (arg == "--count") {
-      if (!accepts.count) return not_here();
-      auto v = value();
-      long count = 0;
-      if (!v) return fail("--count needs a number");
-      auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), count);
-      if (ec != std::errc() || end != v->data() + v->size() || count < 1) {
-        return fail("--count must be a whole number of at least 1 (got \"" + *v + "\")");
-      }
-      parsed.count = count;
-    } else if (arg == "--id" && accepts.produce_options) {
-      auto v = value();
-      if (!v || !log::ParseId(*v)) return fail("--id needs an entry id like 1700000000000-0");
-      if (!parsed.entry_id.empty()) return fail("produce takes one --id");
-      parsed.entry_id = *v;
-    } else if (arg == "--key") {
-      if (!accepts.produce_options) return not_here();
-      auto v = value();
-      if (!v || v->empty()) return fail("--key needs the entry's key");
-      parsed.key = *v;
-      parsed.key_given = true;
-    } else if (arg == "--idempotency-key") {
-      if (!accepts.produce_options) return not_here();
-      auto v = value();
-      if (!v || v->empty()) return fail("--idempotency-key needs a key");
-      parsed.idempotency_key = *v;
-    } else if (arg == "--since" || arg == "--until") {
-      if (arg == "--since" ? !accepts.since : !accepts.until) return not_here();
-      auto v = value();
-      if (!v) return fail(arg + " needs a time or an entry id");
-      auto bound = log::ParseBound(*v);
-      if (!bound.ok()) return fail(arg + ": " + bound.status().message());
-      (arg == "--since" ? parsed.since : parsed.until) = *bound;
-    } else if (arg == "--id") {
-      if (!accepts.id) return not_here();
-      auto v = value();
-      if (!v || !ParseEntryId(*v)) return fail("--id needs an entry id like 1700000000000-0");
-      // An id given twice is replayed once (SPEC 3.3).
-      if (std::find(parsed.ids.begin(), parsed.ids.end(), *v) == parsed.ids.end()) {
-        parsed.ids.push_back(*v);
-      }
-    } else if (arg == "--dry-run") {
-      if (!accepts.dry_run) return not_here();
-      parsed.dry_run = true;
-    } else if (arg.starts_with("-")) {
-      return fail("unknown option " + arg + " for \"" + command + "\" (see streamcar " + command +
-                  " --help)");
-    } else {
-      return fail("unexpected argument \"" + arg + "\" for \"" + command + "\"");
-    }
-  }
-  if (accepts.stream && parsed.stream.empty()) {
-    return fail(CommandName(parsed.command) + " needs a STREAM argument");
-  }
-  if (parsed.command == CommandKind::kProduce && parsed.fields.empty()) {
-    return fail("produce needs at least one FIELD=VALUE");
-  }
-  if (accepts.key && !parsed.key_given) return fail("route needs a KEY argument");
-  if ((parsed.command == CommandKind::kDlqList || parsed.command == CommandKind::kDlqReplay ||
-       parsed.command == CommandKind::kRoute) &&
-      parsed.subscription.empty()) {
-    return fail(CommandName(parsed.command) + " needs --subscription NAME");
-  }
-  if (config_flag) {
-    parsed.config_path = *config_flag;
-  } else if (const char* env = std::getenv("STREAMCAR_CONFIG"); env != nullptr && *env != '\0') {
-    parsed.config_path = env;
-  } else {
-    parsed.config_path = kDefaultConfigPath;
-  }
-  return parsed;
+  return ArgumentParser(args).Parse(error);
 }
 
 }  // namespace streamcar::cli

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "sidecar/cli/cli_support.h"
+#include "sidecar/cli/status_json.h"
 #include "sidecar/common/text.h"
 #include "sidecar/keys/sharding_keys.h"
 #include "sidecar/redis/group_info.h"
@@ -99,29 +100,11 @@ bool ShardedStatus::Stable() const {
   return group_epoch == assignment_epoch;
 }
 
-ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& sub) {
-  ShardedStatus status;
-  status.name = sub.name;
-  status.stream = sub.stream;
-  status.group = sub.group;
-  status.shard_count = sub.sharding.shards;
-  const keys::CoordinatorKeys keys = keys::CoordinatorKeysFor(sub.stream, sub.group);
-  // The coordinator's clock is Redis TIME (its deadlines are in it; in a cluster, any master's:
-  // their clocks agree to well within the second this view shows).
-  int64_t now_ms = 0;
-  auto time = redis.Run(redis::Command("TIME"));
-  if (!time.ok()) {
-    status.error = time.status().message();
-    return status;
-  }
-  now_ms = ToInt(time->view()[0].Str()) * 1000 + ToInt(time->view()[1].Str()) / 1000;
+namespace {
 
-  const auto meta = HashOf(redis, keys.meta, &status.error);
-  if (!status.error.empty()) return status;
-  status.coordinator_exists = !meta.empty();
-  status.group_epoch = ToInt(Get(meta, "group_epoch"));
-  status.assignment_epoch = ToInt(Get(meta, "assignment_epoch"));
-
+// The coordinator's members (SHARDING.md B2 records), as of `now_ms` in Redis TIME.
+void ReadMembers(redis::Session& redis, const keys::CoordinatorKeys& keys, int64_t now_ms,
+                 ShardedStatus& status) {
   std::map<std::string, int64_t> deadlines;
   if (auto sessions = redis.Run(redis::Command("ZRANGE")
                                     .Arg(keys.sessions)
@@ -157,7 +140,31 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
     member.host = StringField(record, "host");
     status.members.push_back(std::move(member));
   }
+}
 
+// What Redis says of one shard besides the coordinator: its fence, its group and dead letters.
+void ReadShardKeys(redis::Session& redis, const config::Subscription& sub,
+                   ShardStatusShard& shard) {
+  const auto fence = HashOf(redis, keys::FenceKey(shard.key, sub.group));
+  shard.fence = ToInt(Get(fence, "token"));
+  shard.fence_member = Get(fence, "member");
+  if (auto groups = redis.Run(redis::GroupsOf(shard.key)); groups.ok()) {
+    if (auto group = redis::ParseGroupInfo(groups->view(), sub.group); group.ok() && group->found) {
+      shard.group_exists = true;
+      shard.pending = group->pending;
+      shard.lag = redis::LagOf(*group, std::nullopt).value;
+    }
+  }
+  if (auto dlq = redis.Run(redis::Command("XLEN").Arg(keys::ShardDeadLetterKey(shard.key)));
+      dlq.ok()) {
+    shard.dead_letters = dlq->view().Integer();
+  }
+}
+
+// Each shard: the coordinator's grant, target and the owner's progress, then its own keys. Also
+// each member's target shards still held by others, and the shards nobody owns.
+void ReadShards(redis::Session& redis, const config::Subscription& sub,
+                const keys::CoordinatorKeys& keys, int64_t now_ms, ShardedStatus& status) {
   const auto owners = HashOf(redis, keys.owner);
   const auto targets = HashOf(redis, keys.target);
   const auto tokens = HashOf(redis, keys.tokens);
@@ -195,72 +202,94 @@ ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& 
       shard.reported_ago_ms = now_ms - row->reported_ms;
       if (row->acked_ms) shard.acked_ago_ms = now_ms - *row->acked_ms;
     }
-    const auto fence = HashOf(redis, keys::FenceKey(shard.key, sub.group));
-    shard.fence = ToInt(Get(fence, "token"));
-    shard.fence_member = Get(fence, "member");
-    if (auto groups = redis.Run(redis::GroupsOf(shard.key)); groups.ok()) {
-      if (auto group = redis::ParseGroupInfo(groups->view(), sub.group);
-          group.ok() && group->found) {
-        shard.group_exists = true;
-        shard.pending = group->pending;
-        shard.lag = redis::LagOf(*group, std::nullopt).value;
-      }
-    }
-    if (auto dlq = redis.Run(redis::Command("XLEN").Arg(keys::ShardDeadLetterKey(shard.key)));
-        dlq.ok()) {
-      shard.dead_letters = dlq->view().Integer();
-    }
+    ReadShardKeys(redis, sub, shard);
     status.shards.push_back(std::move(shard));
   }
+}
 
-  // Churn: the grants and revokes of the last hour (the stream keeps about 1,000 events).
-  if (auto hour = redis.Run(redis::Command("XREVRANGE")
-                                .Arg(keys.events)
-                                .Arg("+")
-                                .Arg(std::to_string(now_ms - int64_t{3600} * 1000))
-                                .Arg("COUNT")
-                                .Arg(int64_t{1000}));
-      hour.ok() && hour->view().IsArray()) {
-    for (size_t i = 0; i < hour->view().Size(); ++i) {
-      const bool last_10m = ToInt(hour->view()[i][0].Str()) >= now_ms - kFencedOpsWindowMs;
-      const auto fields = hour->view()[i][1];
-      std::string_view type;
-      int64_t count = 0;
-      for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
-        if (fields[f].Str() == "type") type = fields[f + 1].Str();
-        if (fields[f].Str() == "count") count = ToInt(fields[f + 1].Str());
-      }
-      if (type == "grant" || type == "revoke") ++status.rebalances_last_hour;
-      // The members' reports of steps their fences refused (heartbeat_script.cc).
-      if (type == "fenced_ops" && last_10m) status.fenced_ops_last_10m += count;
+// Churn: the grants and revokes of the last hour (the stream keeps about 1,000 events), and the
+// steps the members' fences refused in the last 10 minutes.
+void ReadChurn(redis::Session& redis, const keys::CoordinatorKeys& keys, int64_t now_ms,
+               ShardedStatus& status) {
+  auto hour = redis.Run(redis::Command("XREVRANGE")
+                            .Arg(keys.events)
+                            .Arg("+")
+                            .Arg(std::to_string(now_ms - int64_t{3600} * 1000))
+                            .Arg("COUNT")
+                            .Arg(int64_t{1000}));
+  if (!hour.ok() || !hour->view().IsArray()) return;
+  for (size_t i = 0; i < hour->view().Size(); ++i) {
+    const bool last_10m = ToInt(hour->view()[i][0].Str()) >= now_ms - kFencedOpsWindowMs;
+    const auto fields = hour->view()[i][1];
+    std::string_view type;
+    int64_t count = 0;
+    for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
+      if (fields[f].Str() == "type") type = fields[f + 1].Str();
+      if (fields[f].Str() == "count") count = ToInt(fields[f + 1].Str());
     }
+    if (type == "grant" || type == "revoke") ++status.rebalances_last_hour;
+    // The members' reports of steps their fences refused (heartbeat_script.cc).
+    if (type == "fenced_ops" && last_10m) status.fenced_ops_last_10m += count;
   }
-  if (auto events = redis.Run(redis::Command("XREVRANGE")
-                                  .Arg(keys.events)
-                                  .Arg("+")
-                                  .Arg("-")
-                                  .Arg("COUNT")
-                                  .Arg(int64_t{kRecentEvents}));
-      events.ok() && events->view().IsArray()) {
-    const auto view = events->view();
-    for (size_t i = 0; i < view.Size(); ++i) {
-      ShardStatusEvent event;
-      event.time_ms = ToInt(view[i][0].Str());  // the id's milliseconds
-      const auto fields = view[i][1];
-      for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
-        if (fields[f].Str() == "type") {
-          event.type = fields[f + 1].Str();
-          continue;
-        }
-        std::string value(fields[f + 1].Str());
-        event.values[std::string(fields[f].Str())] = value;
-        if (fields[f].Str() == "member") value = Shorten(value);
-        event.fields +=
-            (event.fields.empty() ? "" : " ") + std::string(fields[f].Str()) + " " + value;
+}
+
+// The last kRecentEvents events, newest first.
+void ReadRecentEvents(redis::Session& redis, const keys::CoordinatorKeys& keys,
+                      ShardedStatus& status) {
+  auto events = redis.Run(redis::Command("XREVRANGE")
+                              .Arg(keys.events)
+                              .Arg("+")
+                              .Arg("-")
+                              .Arg("COUNT")
+                              .Arg(int64_t{kRecentEvents}));
+  if (!events.ok() || !events->view().IsArray()) return;
+  const auto view = events->view();
+  for (size_t i = 0; i < view.Size(); ++i) {
+    ShardStatusEvent event;
+    event.time_ms = ToInt(view[i][0].Str());  // the id's milliseconds
+    const auto fields = view[i][1];
+    for (size_t f = 0; f + 1 < fields.Size(); f += 2) {
+      if (fields[f].Str() == "type") {
+        event.type = fields[f + 1].Str();
+        continue;
       }
-      status.events.push_back(std::move(event));
+      std::string value(fields[f + 1].Str());
+      event.values[std::string(fields[f].Str())] = value;
+      if (fields[f].Str() == "member") value = Shorten(value);
+      event.fields +=
+          (event.fields.empty() ? "" : " ") + std::string(fields[f].Str()) + " " + value;
     }
+    status.events.push_back(std::move(event));
   }
+}
+
+}  // namespace
+
+ShardedStatus InspectSharded(redis::Session& redis, const config::Subscription& sub) {
+  ShardedStatus status;
+  status.name = sub.name;
+  status.stream = sub.stream;
+  status.group = sub.group;
+  status.shard_count = sub.sharding.shards;
+  const keys::CoordinatorKeys keys = keys::CoordinatorKeysFor(sub.stream, sub.group);
+  // The coordinator's clock is Redis TIME (its deadlines are in it; in a cluster, any master's:
+  // their clocks agree to well within the second this view shows).
+  auto time = redis.Run(redis::Command("TIME"));
+  if (!time.ok()) {
+    status.error = time.status().message();
+    return status;
+  }
+  const int64_t now_ms = ToInt(time->view()[0].Str()) * 1000 + ToInt(time->view()[1].Str()) / 1000;
+
+  const auto meta = HashOf(redis, keys.meta, &status.error);
+  if (!status.error.empty()) return status;
+  status.coordinator_exists = !meta.empty();
+  status.group_epoch = ToInt(Get(meta, "group_epoch"));
+  status.assignment_epoch = ToInt(Get(meta, "assignment_epoch"));
+  ReadMembers(redis, keys, now_ms, status);
+  ReadShards(redis, sub, keys, now_ms, status);
+  ReadChurn(redis, keys, now_ms, status);
+  ReadRecentEvents(redis, keys, status);
   return status;
 }
 
@@ -410,128 +439,89 @@ void WriteStatusHead(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const 
   }
 }
 
-void WriteShardedJson(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const ShardedStatus& s) {
-  auto str = [&](const std::string& text) {
-    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+namespace {
+
+const JsonFields<ShardStatusMember>& MemberFields() {
+  using M = ShardStatusMember;
+  static const JsonFields<M> fields = {
+      {"id", StringOf(&M::id)},
+      {"instance", StringOf(&M::instance)},
+      {"epoch", IntOf(&M::epoch)},
+      {"state", StringOf(&M::state)},
+      {"assigned", IntsOf(&M::assigned)},
+      {"revoking", IntsOf(&M::revoking)},
+      {"waiting", IntsOf(&M::waiting)},
+      {"revoking_for_ms", IntOf(&M::revoking_for_ms)},
+      {"rebalance_limit_ms", IntOf(&M::rebalance_limit_ms)},
+      {"session_left_ms", IntOf(&M::session_left_ms)},
+      {"last_heartbeat_ago_ms", IntOf(&M::last_heartbeat_ago_ms)},
+      {"pod", StringOf(&M::pod)},
+      {"host", StringOf(&M::host)},
   };
-  auto ints = [&](const std::vector<int>& values) {
-    w.StartArray();
-    for (int value : values) w.Int(value);
-    w.EndArray();
+  return fields;
+}
+
+const JsonFields<ShardStatusShard>& ShardFields() {
+  using S = ShardStatusShard;
+  static const JsonFields<S> fields = {
+      {"shard", IntOf(&S::index)},
+      {"key", StringOf(&S::key)},
+      {"owner", StringOf(&S::owner)},
+      {"target", StringOf(&S::target)},
+      {"grant_token", IntOf(&S::grant_token)},
+      {"fence", IntOf(&S::fence)},
+      {"fence_member", StringOf(&S::fence_member)},
+      {"state", StringOf(&S::state)},
+      {"group_exists", BoolOf(&S::group_exists)},
+      {"pending", IntOf(&S::pending)},
+      {"lag", IntOrNullOf(&S::lag)},
+      {"dead_letters", IntOf(&S::dead_letters)},
+      {"last_acked_id", StringOf(&S::last_acked_id)},
+      {"acked_ago_ms", IntOrNullOf(&S::acked_ago_ms)},
+      {"reported_ago_ms", IntOrNullOf(&S::reported_ago_ms)},
   };
-  auto int_or_null = [&](const char* key, const std::optional<int64_t>& value) {
-    w.Key(key);
-    if (value) {
-      w.Int64(*value);
-    } else {
-      w.Null();
-    }
+  return fields;
+}
+
+const JsonFields<ShardStatusEvent>& EventFields() {
+  using E = ShardStatusEvent;
+  static const JsonFields<E> fields = {
+      {"time_ms", IntOf(&E::time_ms)},
+      {"type", StringOf(&E::type)},
+      {"fields", StringOf(&E::fields)},
+      // As the table's "recent events" line says it.
+      {"text", [](JsonWriter& w, const E& event) { WriteString(w, Describe(event)); }},
   };
+  return fields;
+}
+
+// The "sharded" object of a sharded subscription.
+const JsonFields<ShardedStatus>& ShardedFields() {
+  using S = ShardedStatus;
+  static const JsonFields<S> fields = {
+      {"shards", IntOf(&S::shard_count)},
+      {"coordinator_exists", BoolOf(&S::coordinator_exists)},
+      {"group_epoch", IntOf(&S::group_epoch)},
+      {"assignment_epoch", IntOf(&S::assignment_epoch)},
+      {"stable", [](JsonWriter& w, const S& s) { w.Bool(s.Stable()); }},
+      {"members", [](JsonWriter& w, const S& s) { WriteArray(w, s.members, MemberFields()); }},
+      {"shard_list", [](JsonWriter& w, const S& s) { WriteArray(w, s.shards, ShardFields()); }},
+      {"unowned", IntOf(&S::unowned)},
+      {"unowned_oldest_ms", IntOf(&S::unowned_oldest_ms)},
+      {"fenced_ops_last_10m", IntOf(&S::fenced_ops_last_10m)},
+      {"rebalances_last_hour", IntOf(&S::rebalances_last_hour)},
+      {"events", [](JsonWriter& w, const S& s) { WriteArray(w, s.events, EventFields()); }},
+  };
+  return fields;
+}
+
+}  // namespace
+
+void WriteShardedJson(JsonWriter& w, const ShardedStatus& s) {
   w.StartObject();
   WriteStatusHead(w, s.name, s.stream, s.group, s.error);
   w.Key("sharded");
-  w.StartObject();
-  w.Key("shards");
-  w.Int(s.shard_count);
-  w.Key("coordinator_exists");
-  w.Bool(s.coordinator_exists);
-  w.Key("group_epoch");
-  w.Int64(s.group_epoch);
-  w.Key("assignment_epoch");
-  w.Int64(s.assignment_epoch);
-  w.Key("stable");
-  w.Bool(s.Stable());
-  w.Key("members");
-  w.StartArray();
-  for (const auto& m : s.members) {
-    w.StartObject();
-    w.Key("id");
-    str(m.id);
-    w.Key("instance");
-    str(m.instance);
-    w.Key("epoch");
-    w.Int64(m.epoch);
-    w.Key("state");
-    str(m.state);
-    w.Key("assigned");
-    ints(m.assigned);
-    w.Key("revoking");
-    ints(m.revoking);
-    w.Key("waiting");
-    ints(m.waiting);
-    w.Key("revoking_for_ms");
-    w.Int64(m.revoking_for_ms);
-    w.Key("rebalance_limit_ms");
-    w.Int64(m.rebalance_limit_ms);
-    w.Key("session_left_ms");
-    w.Int64(m.session_left_ms);
-    w.Key("last_heartbeat_ago_ms");
-    w.Int64(m.last_heartbeat_ago_ms);
-    w.Key("pod");
-    str(m.pod);
-    w.Key("host");
-    str(m.host);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("shard_list");
-  w.StartArray();
-  for (const auto& shard : s.shards) {
-    w.StartObject();
-    w.Key("shard");
-    w.Int(shard.index);
-    w.Key("key");
-    str(shard.key);
-    w.Key("owner");
-    str(shard.owner);
-    w.Key("target");
-    str(shard.target);
-    w.Key("grant_token");
-    w.Int64(shard.grant_token);
-    w.Key("fence");
-    w.Int64(shard.fence);
-    w.Key("fence_member");
-    str(shard.fence_member);
-    w.Key("state");
-    str(shard.state);
-    w.Key("group_exists");
-    w.Bool(shard.group_exists);
-    w.Key("pending");
-    w.Int64(shard.pending);
-    int_or_null("lag", shard.lag);
-    w.Key("dead_letters");
-    w.Int64(shard.dead_letters);
-    w.Key("last_acked_id");
-    str(shard.last_acked_id);
-    int_or_null("acked_ago_ms", shard.acked_ago_ms);
-    int_or_null("reported_ago_ms", shard.reported_ago_ms);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("unowned");
-  w.Int64(s.unowned);
-  w.Key("unowned_oldest_ms");
-  w.Int64(s.unowned_oldest_ms);
-  w.Key("fenced_ops_last_10m");
-  w.Int64(s.fenced_ops_last_10m);
-  w.Key("rebalances_last_hour");
-  w.Int64(s.rebalances_last_hour);
-  w.Key("events");
-  w.StartArray();
-  for (const auto& event : s.events) {
-    w.StartObject();
-    w.Key("time_ms");
-    w.Int64(event.time_ms);
-    w.Key("type");
-    str(event.type);
-    w.Key("fields");
-    str(event.fields);
-    w.Key("text");  // as the table's "recent events" line says it
-    str(Describe(event));
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
+  WriteObject(w, s, ShardedFields());
   w.EndObject();
 }
 

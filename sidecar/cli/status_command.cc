@@ -10,6 +10,7 @@
 #include "sidecar/cli/cli_support.h"
 #include "sidecar/cli/commands.h"
 #include "sidecar/cli/shard_status.h"
+#include "sidecar/cli/status_json.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/common/text.h"
 #include "sidecar/redis/group_info.h"
@@ -113,27 +114,60 @@ SubscriptionStatus Inspect(redis::Session& redis, const config::Subscription& su
   return status;
 }
 
+// A plain subscription's object of `status --json`'s "subscriptions" array: the ages are as of
+// `now_ms`, the document's time.
+JsonFields<SubscriptionStatus> SubscriptionFields(int64_t now_ms) {
+  using S = SubscriptionStatus;
+  const auto id_or_null = [](std::string S::*member) {
+    return [member](JsonWriter& w, const S& s) { WriteStringOrNull(w, s.*member); };
+  };
+  const auto age_or_null = [now_ms](std::string S::*member) {
+    return [member, now_ms](JsonWriter& w, const S& s) {
+      const std::string& id = s.*member;
+      WriteIntOrNull(w, id.empty() ? std::nullopt : std::optional(IdAgeMs(id, now_ms)));
+    };
+  };
+  static const JsonFields<ConsumerStatus> consumer_fields = {
+      {"name", StringOf(&ConsumerStatus::name)},
+      {"pending", IntOf(&ConsumerStatus::pending)},
+      {"idle_ms", IntOf(&ConsumerStatus::idle_ms)},
+  };
+  return {
+      {"stream_exists", BoolOf(&S::stream_exists)},
+      {"length", IntOf(&S::length)},
+      {"first_id", id_or_null(&S::first_id)},
+      {"first_age_ms", age_or_null(&S::first_id)},
+      {"last_id", id_or_null(&S::last_id)},
+      {"last_age_ms", age_or_null(&S::last_id)},
+      {"group_exists", BoolOf(&S::group_exists)},
+      {"pending", IntOf(&S::pending)},
+      {"oldest_pending_id", id_or_null(&S::oldest_pending_id)},
+      {"oldest_pending_age_ms", age_or_null(&S::oldest_pending_id)},
+      {"oldest_pending_idle_ms",
+       [](JsonWriter& w, const S& s) {
+         WriteIntOrNull(w, s.oldest_pending_id.empty() ? std::nullopt
+                                                       : std::optional(s.oldest_pending_idle_ms));
+       }},
+      {"lag", IntOrNullOf(&S::lag)},
+      {"lag_exact", BoolOf(&S::lag_exact)},
+      {"last_delivered_id", id_or_null(&S::last_delivered_id)},
+      {"consumers", [](JsonWriter& w, const S& s) { WriteArray(w, s.consumers, consumer_fields); }},
+      {"dead_letter",
+       [](JsonWriter& w, const S& s) {
+         w.StartObject();
+         w.Key("stream");
+         WriteString(w, s.dlq_stream);
+         w.Key("length");
+         w.Int64(s.dlq_length);
+         w.EndObject();
+       }},
+  };
+}
+
 void WriteJson(const CliRedis& redis, const std::vector<SubscriptionStatus>& all,
                const std::vector<ShardedStatus>& sharded, int64_t now_ms) {
   rapidjson::StringBuffer buffer;
-  rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buffer);
-  auto str = [&](const std::string& s) {
-    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  };
-  auto id_or_null = [&](const std::string& id) {
-    if (id.empty()) {
-      w.Null();
-    } else {
-      str(id);
-    }
-  };
-  auto age_or_null = [&](const std::string& id) {
-    if (id.empty()) {
-      w.Null();
-    } else {
-      w.Int64(IdAgeMs(id, now_ms));
-    }
-  };
+  JsonWriter w(buffer);
   w.StartObject();
   w.Key("time_ms");
   w.Int64(now_ms);
@@ -147,65 +181,11 @@ void WriteJson(const CliRedis& redis, const std::vector<SubscriptionStatus>& all
   w.EndObject();
   w.Key("subscriptions");
   w.StartArray();
+  const JsonFields<SubscriptionStatus> fields = SubscriptionFields(now_ms);
   for (const auto& s : all) {
     w.StartObject();
     WriteStatusHead(w, s.name, s.stream, s.group, s.error);
-    w.Key("stream_exists");
-    w.Bool(s.stream_exists);
-    w.Key("length");
-    w.Int64(s.length);
-    w.Key("first_id");
-    id_or_null(s.first_id);
-    w.Key("first_age_ms");
-    age_or_null(s.first_id);
-    w.Key("last_id");
-    id_or_null(s.last_id);
-    w.Key("last_age_ms");
-    age_or_null(s.last_id);
-    w.Key("group_exists");
-    w.Bool(s.group_exists);
-    w.Key("pending");
-    w.Int64(s.pending);
-    w.Key("oldest_pending_id");
-    id_or_null(s.oldest_pending_id);
-    w.Key("oldest_pending_age_ms");
-    age_or_null(s.oldest_pending_id);
-    w.Key("oldest_pending_idle_ms");
-    if (s.oldest_pending_id.empty()) {
-      w.Null();
-    } else {
-      w.Int64(s.oldest_pending_idle_ms);
-    }
-    w.Key("lag");
-    if (s.lag) {
-      w.Int64(*s.lag);
-    } else {
-      w.Null();
-    }
-    w.Key("lag_exact");
-    w.Bool(s.lag_exact);
-    w.Key("last_delivered_id");
-    id_or_null(s.last_delivered_id);
-    w.Key("consumers");
-    w.StartArray();
-    for (const auto& c : s.consumers) {
-      w.StartObject();
-      w.Key("name");
-      str(c.name);
-      w.Key("pending");
-      w.Int64(c.pending);
-      w.Key("idle_ms");
-      w.Int64(c.idle_ms);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("dead_letter");
-    w.StartObject();
-    w.Key("stream");
-    str(s.dlq_stream);
-    w.Key("length");
-    w.Int64(s.dlq_length);
-    w.EndObject();
+    WriteFields(w, s, fields);
     w.EndObject();
   }
   for (const auto& s : sharded) WriteShardedJson(w, s);
