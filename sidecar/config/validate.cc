@@ -207,6 +207,135 @@ bool ValidateSharding(const Config& config, const Subscription& sub, const std::
   return true;
 }
 
+// What the subscriptions before this one took: each (stream, group), name and sharded
+// coordinator may be taken once.
+struct Taken {
+  std::set<std::pair<std::string, std::string>> stream_groups;
+  std::set<std::string> names;
+  std::map<std::string, std::string> coordinators;  // coordinator key -> subscription
+};
+
+bool ValidateDistinct(const Subscription& sub, const std::string& path, Taken* taken,
+                      const ProblemSink& problem) {
+  if (!taken->stream_groups.insert({sub.stream, sub.group}).second) {
+    problem(path, "stream \"" + sub.stream + "\" with group \"" + sub.group +
+                      "\" is already subscribed by an earlier subscription");
+    return false;
+  }
+  if (!taken->names.insert(sub.name).second) {
+    problem(path + ".name", "name \"" + sub.name + "\" is used by an earlier subscription");
+    return false;
+  }
+  return true;
+}
+
+bool ValidateHandler(const Subscription& sub, const std::string& path, const ProblemSink& problem) {
+  if (sub.handler.url.empty()) {
+    problem(path + ".handler.url", "required (set it here or in defaults.handler.url)");
+    return false;
+  }
+  if (sub.handler.batch_size > 1 && sub.handler.format != Format::kJson) {
+    problem(path + ".handler.batch_size",
+            "batch delivery (batch_size > 1) needs format: json (format is " +
+                std::string(FormatName(sub.handler.format)) + ")");
+    return false;
+  }
+  if (sub.handler.format == Format::kRaw && sub.handler.raw_field.empty()) {
+    problem(path + ".handler.raw_field", "required with format: raw");
+    return false;
+  }
+  return true;
+}
+
+// What becomes of an entry after a delivery: the retry delays, the acknowledgement and the
+// dead-letter stream.
+bool ValidateSettling(const Config& config, const Subscription& sub, const std::string& path,
+                      const ProblemSink& problem) {
+  if (sub.retry.max_backoff < sub.retry.initial_backoff) {
+    problem(path + ".retry.max_backoff", "must not be below retry.initial_backoff");
+    return false;
+  }
+  if (sub.ack.delete_entries) {
+    bool archived = false;
+    for (const auto& stream : config.streams)
+      archived |= stream.archive && stream.name == sub.stream;
+    if (archived) {
+      // XDEL on ack would remove entries before the archive folder has folded them.
+      problem(path + ".ack.delete",
+              "subscription \"" + sub.name + "\" deletes acknowledged entries of stream \"" +
+                  sub.stream +
+                  "\", which is archived (streams: archive: true): entries would be lost "
+                  "before they are folded; drop ack.delete (retention trims after folding)");
+      return false;
+    }
+  }
+  if (sub.dead_letter.stream == sub.stream) {
+    problem(path + ".dead_letter.stream", "must differ from the subscription's stream");
+    return false;
+  }
+  return true;
+}
+
+// consumer.reap_idle against this subscription (SPEC 4.6, docs/reaping.md).
+bool ValidateReaping(const Config& config, const Subscription& sub, const std::string& path,
+                     const ProblemSink& problem) {
+  if (sub.sharding.enabled() && config.consumer_reap_idle.count() > 0) {
+    // SPEC 4.6 in sharded mode is not built: the shard streams' groups would have to be reaped
+    // by each shard's owner under its fence (SHARDING.md B13). Refused rather than silently
+    // reaping only the plain subscriptions (docs/reaping.md).
+    problem("consumer.reap_idle",
+            "consumer reaping does not apply to sharded subscriptions, and " + path + " (\"" +
+                sub.name +
+                "\") has a sharding block: set consumer.reap_idle: 0s, or run the sharded "
+                "subscription in a process of its own");
+    return false;
+  }
+  if (config.consumer_reap_idle.count() > 0 && sub.claim.interval * 2 > config.consumer_reap_idle) {
+    // A reaping sidecar refreshes its own consumer on the claim beat (docs/reaping.md): beats
+    // as far apart as reap_idle would let its peers take it for idle.
+    problem(path + ".claim.interval", "must be at most half of consumer.reap_idle (" +
+                                          FormatDuration(config.consumer_reap_idle) + ")");
+    return false;
+  }
+  return true;
+}
+
+bool ValidateShardedSubscription(const Config& config, const Subscription& sub,
+                                 const std::string& path, Taken* taken,
+                                 const ProblemSink& problem) {
+  if (!ValidateSharding(config, sub, path, problem)) return false;
+  // Two sharded subscriptions must not share the coordinator's keys: ("orders:eu",
+  // "billing") and ("orders", "eu:billing") would both be sc:{orders:eu:billing}.
+  const std::string coordinator = keys::CoordinatorKeysFor(sub.stream, sub.group).meta;
+  if (!taken->coordinators.emplace(coordinator, sub.name).second) {
+    problem(path, "its coordinator keys (" + coordinator + ") are those of subscription \"" +
+                      taken->coordinators[coordinator] +
+                      "\": rename the stream or the group so that \"<stream>:<group>\" "
+                      "differs");
+    return false;
+  }
+  return true;
+}
+
+// The checks of one subscription, in the order their problems are reported (the first wins).
+bool ValidateSubscription(const Config& config, const Subscription& sub, const std::string& path,
+                          Taken* taken, const ProblemSink& problem) {
+  return ValidateDistinct(sub, path, taken, problem) && ValidateHandler(sub, path, problem) &&
+         ValidateSettling(config, sub, path, problem) &&
+         ValidateReaping(config, sub, path, problem) &&
+         (!sub.sharding.enabled() ||
+          ValidateShardedSubscription(config, sub, path, taken, problem));
+}
+
+bool ValidateTls(const TlsConfig& tls, const ProblemSink& problem) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    problem(tls.cert_file.empty() ? "redis.tls.cert_file" : "redis.tls.key_file",
+            "cert_file and key_file go together (mutual TLS needs both)");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string ClusterKeyPatternProblem(const Subscription& sub) {
@@ -226,96 +355,12 @@ void ValidateConfig(const Config& config, const ProblemSink& problem) {
     return;
   }
   if (!ValidateLogApi(config, problem)) return;
-  std::set<std::pair<std::string, std::string>> stream_groups;
-  std::set<std::string> names;
-  std::map<std::string, std::string> coordinators;  // sharded: coordinator key -> subscription
+  Taken taken;
   for (size_t i = 0; i < config.subscriptions.size(); ++i) {
-    const auto& sub = config.subscriptions[i];
     const std::string path = "subscriptions[" + std::to_string(i) + "]";
-    if (!stream_groups.insert({sub.stream, sub.group}).second) {
-      problem(path, "stream \"" + sub.stream + "\" with group \"" + sub.group +
-                        "\" is already subscribed by an earlier subscription");
-      return;
-    }
-    if (!names.insert(sub.name).second) {
-      problem(path + ".name", "name \"" + sub.name + "\" is used by an earlier subscription");
-      return;
-    }
-    if (sub.handler.url.empty()) {
-      problem(path + ".handler.url", "required (set it here or in defaults.handler.url)");
-      return;
-    }
-    if (sub.handler.batch_size > 1 && sub.handler.format != Format::kJson) {
-      problem(path + ".handler.batch_size",
-              "batch delivery (batch_size > 1) needs format: json (format is " +
-                  std::string(FormatName(sub.handler.format)) + ")");
-      return;
-    }
-    if (sub.handler.format == Format::kRaw && sub.handler.raw_field.empty()) {
-      problem(path + ".handler.raw_field", "required with format: raw");
-      return;
-    }
-    if (sub.retry.max_backoff < sub.retry.initial_backoff) {
-      problem(path + ".retry.max_backoff", "must not be below retry.initial_backoff");
-      return;
-    }
-    if (sub.ack.delete_entries) {
-      bool archived = false;
-      for (const auto& stream : config.streams)
-        archived |= stream.archive && stream.name == sub.stream;
-      if (archived) {
-        // XDEL on ack would remove entries before the archive folder has folded them.
-        problem(path + ".ack.delete",
-                "subscription \"" + sub.name + "\" deletes acknowledged entries of stream \"" +
-                    sub.stream +
-                    "\", which is archived (streams: archive: true): entries would be lost "
-                    "before they are folded; drop ack.delete (retention trims after folding)");
-        return;
-      }
-    }
-    if (sub.dead_letter.stream == sub.stream) {
-      problem(path + ".dead_letter.stream", "must differ from the subscription's stream");
-      return;
-    }
-    if (sub.sharding.enabled() && config.consumer_reap_idle.count() > 0) {
-      // SPEC 4.6 in sharded mode is not built: the shard streams' groups would have to be reaped
-      // by each shard's owner under its fence (SHARDING.md B13). Refused rather than silently
-      // reaping only the plain subscriptions (docs/reaping.md).
-      problem("consumer.reap_idle",
-              "consumer reaping does not apply to sharded subscriptions, and " + path + " (\"" +
-                  sub.name +
-                  "\") has a sharding block: set consumer.reap_idle: 0s, or run the sharded "
-                  "subscription in a process of its own");
-      return;
-    }
-    if (config.consumer_reap_idle.count() > 0 &&
-        sub.claim.interval * 2 > config.consumer_reap_idle) {
-      // A reaping sidecar refreshes its own consumer on the claim beat (docs/reaping.md): beats
-      // as far apart as reap_idle would let its peers take it for idle.
-      problem(path + ".claim.interval", "must be at most half of consumer.reap_idle (" +
-                                            FormatDuration(config.consumer_reap_idle) + ")");
-      return;
-    }
-    if (sub.sharding.enabled()) {
-      if (!ValidateSharding(config, sub, path, problem)) return;
-      // Two sharded subscriptions must not share the coordinator's keys: ("orders:eu",
-      // "billing") and ("orders", "eu:billing") would both be sc:{orders:eu:billing}.
-      const std::string coordinator = keys::CoordinatorKeysFor(sub.stream, sub.group).meta;
-      if (!coordinators.emplace(coordinator, sub.name).second) {
-        problem(path, "its coordinator keys (" + coordinator + ") are those of subscription \"" +
-                          coordinators[coordinator] +
-                          "\": rename the stream or the group so that \"<stream>:<group>\" "
-                          "differs");
-        return;
-      }
-    }
+    if (!ValidateSubscription(config, config.subscriptions[i], path, &taken, problem)) return;
   }
-  const auto& tls = config.redis.tls;
-  if (tls.cert_file.empty() != tls.key_file.empty()) {
-    problem(tls.cert_file.empty() ? "redis.tls.cert_file" : "redis.tls.key_file",
-            "cert_file and key_file go together (mutual TLS needs both)");
-    return;
-  }
+  if (!ValidateTls(config.redis.tls, problem)) return;
   if (!ValidateTopology(config.redis, problem)) return;
 }
 

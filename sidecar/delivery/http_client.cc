@@ -1,25 +1,13 @@
 #include "sidecar/delivery/http_client.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-#include <sys/socket.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <utility>
 
 #include "sidecar/common/log.h"
 #include "sidecar/common/tls_util.h"
-#include "sidecar/common/unique_fd.h"
 #include "sidecar/common/version.h"
+#include "sidecar/delivery/http_client_parts.h"
 
 namespace streamcar::delivery {
 namespace {
@@ -30,109 +18,6 @@ constexpr Millis kMaxConnect{2000};
 constexpr size_t kReadChunk = size_t{16} * 1024;
 // A request buffer larger than this is freed once written rather than kept for the next one.
 constexpr size_t kKeepBufferBytes = size_t{64} * 1024;
-
-// What a connection with no answer outstanding holds (the blocking client's CheckIdle).
-enum class Idle { kClean, kUnread, kClosed };
-
-Idle PeekIdle(int fd) {
-  char byte;
-  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n > 0) return Idle::kUnread;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Idle::kClean;
-  return Idle::kClosed;  // the peer's EOF, or an error
-}
-
-// One read or write that does not wait, on a plain socket or a TLS session over it.
-struct Io {
-  enum class Kind { kData, kWait, kEnd, kFailed };
-  Kind kind = Kind::kWait;
-  size_t bytes = 0;
-  std::string error;
-};
-
-Io Failed(std::string error) { return Io{Io::Kind::kFailed, 0, std::move(error)}; }
-
-Io WriteSomeBytes(int fd, SSL* ssl, const char* data, size_t size) {
-  if (ssl != nullptr) {
-    ERR_clear_error();
-    const int n = SSL_write(ssl, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
-    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
-    const int error = SSL_get_error(ssl, n);
-    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return Io{};
-    if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) {
-      ERR_clear_error();
-      return Failed("TLS write failed: connection lost");
-    }
-    return Failed("TLS write refused: " + TakeOpenSslError());
-  }
-  while (true) {
-    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io{};
-    return Failed(std::string("send failed: ") +
-                  (n < 0 ? std::strerror(errno) : "nothing written"));
-  }
-}
-
-Io ReadSomeBytes(int fd, SSL* ssl, char* buffer, size_t size) {
-  if (ssl != nullptr) {
-    ERR_clear_error();
-    const int n = SSL_read(ssl, buffer, static_cast<int>(std::min<size_t>(size, 1 << 30)));
-    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
-    const int error = SSL_get_error(ssl, n);
-    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return Io{};
-    // The end of the TLS session, clean or not: the parser decides whether an answer that runs
-    // to the end of the connection was complete (as the blocking client does).
-    if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) {
-      ERR_clear_error();
-      return Io{Io::Kind::kEnd, 0, {}};
-    }
-    return Failed("TLS read refused: " + TakeOpenSslError());
-  }
-  while (true) {
-    const ssize_t n = ::recv(fd, buffer, size, 0);
-    if (n > 0) return Io{Io::Kind::kData, static_cast<size_t>(n), {}};
-    if (n == 0) return Io{Io::Kind::kEnd, 0, {}};
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return Io{};
-    return Failed(std::string("connection lost: ") + std::strerror(errno));
-  }
-}
-
-// CheckIdle over TLS: a read that must not wait. TLS 1.3 session tickets are consumed without
-// surfacing (not "unsolicited"); any application byte, the end of the session or an error makes
-// the connection unusable.
-Idle CheckIdle(int fd, SSL* ssl) {
-  if (ssl == nullptr) return PeekIdle(fd);
-  char byte;
-  const Io io = ReadSomeBytes(fd, ssl, &byte, 1);
-  if (io.kind == Io::Kind::kData) return Idle::kUnread;
-  return io.kind == Io::Kind::kWait ? Idle::kClean : Idle::kClosed;
-}
-
-struct SslCtxFree {
-  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
-};
-struct SslFree {
-  void operator()(SSL* ssl) const { SSL_free(ssl); }
-};
-
-// For an https:// target: verified against the system trust store (SSL_CERT_FILE / SSL_CERT_DIR
-// are honoured), TLS 1.2 at least; the name is checked per connection.
-StatusOr<std::shared_ptr<SSL_CTX>> MakeTlsContext(const HttpTarget& target) {
-  ERR_clear_error();
-  std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()), SslCtxFree());
-  if (ctx == nullptr) return Status(StatusCode::kInvalid, "TLS: " + TakeOpenSslError());
-  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
-  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
-  if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
-    return Status(StatusCode::kInvalid, "TLS: cannot load the system trust store for " +
-                                            target.origin + ": " + TakeOpenSslError());
-  }
-  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  return ctx;
-}
 
 HandlerResponse Failure(Kind kind, std::string error) {
   HandlerResponse response;
@@ -147,48 +32,6 @@ const std::string& UserAgent() {
 }
 
 }  // namespace
-
-struct Http1Client::ResolverLink {
-  std::mutex mutex;
-  EventLoop* loop = nullptr;  // null once the client is gone: the result is dropped
-};
-
-struct Http1Client::Pool {
-  Pool(HttpTarget target, size_t limit) : target(std::move(target)), limit(limit) {}
-  HttpTarget target;
-  size_t limit;
-  size_t busy = 0;  // requests outstanding (each holds one connection)
-  bool resolved = false;
-  bool resolving = false;  // a resolution thread runs for this pool
-  std::vector<ResolvedAddress> addresses;
-  std::vector<std::unique_ptr<Connection>> connections;
-  std::vector<Connection*> idle;  // most recently used last
-  std::shared_ptr<SSL_CTX> tls;   // https:// only
-};
-
-struct Http1Client::Connection {
-  // [kResolving] → kConnecting → [kHandshaking, https] → kWriting → kAwaiting → kIdle → kWriting
-  // …; any failure closes it.
-  enum class State { kResolving, kConnecting, kHandshaking, kIdle, kWriting, kAwaiting };
-
-  explicit Connection(Pool* pool) : pool(pool) {}
-
-  Pool* pool;
-  State state = State::kConnecting;
-  // Declared before `watch`, so the watch is removed before the socket is closed.
-  UniqueFd fd;
-  std::unique_ptr<EventLoop::FdWatch> watch;
-  std::unique_ptr<SSL, SslFree> ssl;  // https:// only; freed before the socket closes
-  std::unique_ptr<EventLoop::Timer> timer;
-  size_t next_address = 0;
-  // The request being carried.
-  std::string out;
-  size_t written = 0;
-  http1::ResponseParser parser;
-  Done done;
-  Millis timeout{0};
-  SteadyTime deadline;
-};
 
 StatusOr<std::unique_ptr<Http1Client>> Http1Client::Create(EventLoop& loop, HttpTarget handler,
                                                            std::optional<HttpTarget> health,
@@ -351,97 +194,6 @@ Http1Client::Connection* Http1Client::TakeIdle(Pool& pool) {
   return nullptr;
 }
 
-void Http1Client::StartResolving(Pool& pool) {
-  pool.resolving = true;
-  // Runs `result` on the loop unless the client was abandoned or destroyed meanwhile.
-  auto post_result = [this, pool = &pool, epoch = std::weak_ptr<uint64_t>(epoch_), at = *epoch_](
-                         EventLoop& loop, StatusOr<std::vector<ResolvedAddress>> result) {
-    loop.Post([this, pool, epoch, at, result = std::move(result)]() mutable {
-      const std::shared_ptr<uint64_t> alive = epoch.lock();
-      if (alive == nullptr || *alive != at) return;
-      OnResolved(*pool, std::move(result));
-    });
-  };
-  try {
-    std::thread([resolver = resolver_, link = link_, host = pool.target.host,
-                 port = pool.target.port, origin = pool.target.origin, post_result] {
-      auto addresses = resolver(host, port, origin);
-      std::lock_guard lock(link->mutex);
-      if (link->loop == nullptr) return;  // the client is gone
-      post_result(*link->loop, std::move(addresses));
-    }).detach();
-  } catch (const std::system_error& error) {
-    // No thread to be had (a container's pids limit): the requests waiting are refused, and the
-    // next one tries again.
-    post_result(loop_, ResolveFailure(pool.target.host, pool.target.origin, error.what()));
-  }
-}
-
-void Http1Client::OnResolved(Pool& pool, StatusOr<std::vector<ResolvedAddress>> addresses) {
-  pool.resolving = false;
-  if (addresses.ok()) {
-    pool.addresses = std::move(*addresses);
-    pool.resolved = true;
-  }
-  // The requests that waited, as they are now: a callback run by one may send another.
-  std::vector<Connection*> waiting;
-  for (const auto& connection : pool.connections) {
-    if (connection->state == Connection::State::kResolving) waiting.push_back(connection.get());
-  }
-  for (Connection* connection : waiting) {
-    const bool present =
-        std::any_of(pool.connections.begin(), pool.connections.end(),
-                    [connection](const auto& owned) { return owned.get() == connection; });
-    if (!present || connection->state != Connection::State::kResolving) continue;
-    if (!addresses.ok()) {
-      Fail(connection, Kind::kRefused, addresses.status().message());
-      continue;
-    }
-    ConnectResolved(connection);
-  }
-}
-
-void Http1Client::ConnectResolved(Connection* connection) {
-  std::string why;
-  if (ConnectNext(connection, &why)) return;  // kConnecting; its timer is armed already
-  connection->pool->resolved = false;
-  Fail(connection, Kind::kRefused, std::move(why));
-}
-
-bool Http1Client::ConnectNext(Connection* connection, std::string* why) {
-  const Pool& pool = *connection->pool;
-  const std::string prefix = "cannot connect to " + pool.target.origin + ": ";
-  if (pool.addresses.empty()) *why = prefix + "no address";
-  while (connection->next_address < pool.addresses.size()) {
-    const ResolvedAddress& address = pool.addresses[connection->next_address++];
-    connection->ssl.reset();
-    connection->watch.reset();
-    connection->fd = UniqueFd();
-    UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) {
-      *why = prefix + "socket: " + std::strerror(errno);
-      continue;
-    }
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) !=
-            0 &&
-        errno != EINPROGRESS) {
-      *why = prefix + std::strerror(errno);
-      continue;
-    }
-    auto watch = loop_.Watch(fd.get(), EventLoop::kWritable,
-                             [this, connection](uint32_t ready) { OnEvent(connection, ready); });
-    if (!watch.ok()) {
-      *why = prefix + watch.status().message();
-      continue;
-    }
-    connection->fd = std::move(fd);
-    connection->watch = std::move(*watch);
-    connection->state = Connection::State::kConnecting;
-    return true;
-  }
-  return false;
-}
-
 void Http1Client::OnEvent(Connection* connection, uint32_t ready) {
   switch (connection->state) {
     case Connection::State::kResolving:
@@ -476,87 +228,6 @@ void Http1Client::OnEvent(Connection* connection, uint32_t ready) {
       ReadAnswer(connection);
       return;
   }
-}
-
-void Http1Client::OnConnectEvent(Connection* connection) {
-  int error = 0;
-  socklen_t length = sizeof(error);
-  if (::getsockopt(connection->fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
-    error = errno;
-  }
-  if (error != 0) {
-    std::string why =
-        "cannot connect to " + connection->pool->target.origin + ": " + std::strerror(error);
-    if (ConnectNext(connection, &why)) return;
-    connection->pool->resolved = false;  // resolved again for the next attempt
-    Fail(connection, Kind::kRefused, std::move(why));
-    return;
-  }
-  const int one = 1;
-  ::setsockopt(connection->fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  ::setsockopt(connection->fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  if (connection->pool->tls != nullptr) {
-    StartTls(connection);
-    return;
-  }
-  ++connections_opened_;
-  connection->state = Connection::State::kWriting;
-  connection->timer->ArmAt(connection->deadline);
-  connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kWritable);
-  WriteSome(connection);
-}
-
-void Http1Client::StartTls(Connection* connection) {
-  const HttpTarget& target = connection->pool->target;
-  ERR_clear_error();
-  connection->ssl.reset(SSL_new(connection->pool->tls.get()));
-  if (connection->ssl == nullptr || SSL_set_fd(connection->ssl.get(), connection->fd.get()) != 1) {
-    Fail(connection, Kind::kRefused, "TLS with " + target.origin + ": " + TakeOpenSslError());
-    return;
-  }
-  SSL* ssl = connection->ssl.get();
-  if (IsIpAddress(target.host)) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), target.host.c_str());
-  } else {
-    SSL_set_tlsext_host_name(ssl, target.host.c_str());  // SNI
-    SSL_set1_host(ssl, target.host.c_str());
-  }
-  connection->state = Connection::State::kHandshaking;
-  Handshake(connection);
-}
-
-void Http1Client::Handshake(Connection* connection) {
-  SSL* ssl = connection->ssl.get();
-  ERR_clear_error();
-  const int rc = SSL_connect(ssl);
-  if (rc == 1) {
-    ++connections_opened_;
-    connection->state = Connection::State::kWriting;
-    connection->timer->ArmAt(connection->deadline);
-    connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kWritable);
-    WriteSome(connection);
-    return;
-  }
-  const int error = SSL_get_error(ssl, rc);
-  if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
-    connection->watch->SetInterest(error == SSL_ERROR_WANT_READ ? EventLoop::kReadable
-                                                                : EventLoop::kWritable);
-    return;
-  }
-  const HttpTarget& target = connection->pool->target;
-  std::string why;
-  const long verify = SSL_get_verify_result(ssl);  // NOLINT(google-runtime-int): OpenSSL's type
-  if (verify != X509_V_OK) {
-    why = "TLS: the certificate of " + target.origin + " is not trusted for \"" + target.host +
-          "\": " + X509_verify_cert_error_string(verify);
-    ERR_clear_error();
-  } else if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) {
-    ERR_clear_error();
-    why = "TLS handshake with " + target.origin + ": connection closed (is it a TLS port?)";
-  } else {
-    why = "TLS handshake with " + target.origin + " failed: " + TakeOpenSslError();
-  }
-  Fail(connection, Kind::kRefused, std::move(why));
 }
 
 void Http1Client::OnIdleEvent(Connection* connection) {

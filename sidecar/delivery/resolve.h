@@ -1,7 +1,7 @@
 #pragma once
 // Name resolution of a handler URL's host. getaddrinfo blocks (DNS, /etc/hosts, nsswitch), so the
 // handler client never calls it on its event loop: it runs a Resolver on a transient thread
-// (http_client.cc) unless the host is an IP literal, which resolves without any I/O.
+// (http_client_connect.cc) unless the host is an IP literal, which resolves without any I/O.
 
 #include <sys/socket.h>
 

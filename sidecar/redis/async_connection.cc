@@ -7,6 +7,7 @@
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
 #include "sidecar/redis/topology/reply_kind.h"
+#include "sidecar/redis/topology/route_reaction.h"
 #include "sidecar/redis/topology/topology.h"
 
 namespace streamcar::redis {
@@ -14,6 +15,8 @@ namespace {
 
 constexpr size_t kReadChunk = 16384;
 
+// With a topology, a refused connect is usually a master that died: its replica takes over
+// within seconds, and a shorter cap bounds the stall after it does (SPEC 8).
 constexpr Millis kTopologyRetryCap{1000};
 // How long a connection keeps following an -ASK before it asks the slot's owner again.
 constexpr Millis kAskingFor{1000};
@@ -37,7 +40,9 @@ AsyncConnection::AsyncConnection(EventLoop& loop, Connector& connector, Connecti
       role_(std::move(role)),
       health_(health),
       scripts_(scripts.begin(), scripts.end()),
-      reader_(redisReaderCreate(), &redisReaderFree) {
+      reader_(redisReaderCreate(), &redisReaderFree),
+      reconnect_(kReconnectInitial,
+                 options_.topology != nullptr ? kTopologyRetryCap : kReconnectCap) {
   deadline_timer_ = loop_.CreateTimer(
       [this] { Break(Status(StatusCode::kTimeout, "no answer from Redis in time"), true); });
   retry_timer_ = loop_.CreateTimer([this] { Connect(); });
@@ -107,16 +112,12 @@ void AsyncConnection::OnOpened(StatusOr<OpenedConnection> opened) {
     state_ = State::kWaitingToRetry;
     MarkDown();         // a planned move that could not connect is an outage after all
     ask_node_.reset();  // the next attempt asks the topology for the slot's master
-    // With a topology, a refused connect is usually a master that died: its replica takes over
-    // within seconds, and a shorter cap bounds the stall after it does (SPEC 8).
-    const Millis cap = options_.topology != nullptr ? kTopologyRetryCap : Millis(5000);
-    const Millis retry_in = ReconnectDelay(failures_, Millis(100), cap, UnitRandom());
+    const Millis retry_in = reconnect_.Failed();  // capped at kTopologyRetryCap with a topology
     // One line per backoff step: the steps double up to the cap, so a long outage stays quiet.
     LogWarn("redis unreachable, retrying",
             {{"role", role_},
              {"error", opened.status().message()},
              {"retry_in_ms", static_cast<int64_t>(retry_in.count())}});
-    ++failures_;
     retry_timer_->ArmIn(retry_in);
     return;
   }
@@ -124,12 +125,12 @@ void AsyncConnection::OnOpened(StatusOr<OpenedConnection> opened) {
   client_id_ = opened->client_id;
   node_ = ask_node_ ? ask_node_ : opened->node;
   ++generation_;
-  if (failures_ > 0) {
-    LogInfo(
-        "redis connection restored",
-        {{"role", role_}, {"redis", options_.endpoint.Describe()}, {"after_failures", failures_}});
+  if (reconnect_.failures() > 0) {
+    LogInfo("redis connection restored", {{"role", role_},
+                                          {"redis", options_.endpoint.Describe()},
+                                          {"after_failures", reconnect_.failures()}});
   }
-  failures_ = 0;
+  reconnect_.Succeeded();
   MarkUp();
   LoadScripts();
 }
@@ -385,9 +386,12 @@ void AsyncConnection::CheckTopology() {
 }
 
 void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
-  Redirect redirect;
-  switch (Classify(reply, &redirect)) {
-    case ReplyKind::kMoved:
+  // What the reply means is route_reaction.h's; this connection serves one slot, so it moves
+  // itself, and the command that got the reply fails as an error reply for its caller to retry.
+  const RouteVerdict verdict = ReactTo(reply, node_.value_or(keys::NodeAddress()));
+  const Redirect& redirect = verdict.redirect;
+  switch (verdict.reaction) {
+    case RouteReaction::kFollowMoved:
       if (node_) options_.topology->OnMoved(redirect, *node_);
       // A command for another slot was misrouted; this connection's own slot did not move.
       if (redirect.slot == options_.slot) {
@@ -395,11 +399,10 @@ void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
         RequestRetarget(redirect.to.Describe());
       }
       break;
-    case ReplyKind::kAsk:
+    case RouteReaction::kFollowAsk:
       // The slot is migrating and the key has gone: follow it there with ASKING (SPEC 8). The
       // command that got -ASK fails as an error reply; the caller's retry goes to the new node.
-      if (redirect.slot != options_.slot || !node_ || redirect.to.host == "?") break;
-      if (redirect.to.host.empty()) redirect.to.host = node_->host;
+      if (redirect.slot != options_.slot || !node_ || !UsableHost(redirect)) break;
       if (ask_node_ && *ask_node_ == redirect.to) break;
       options_.topology->OnAsk();
       asked_from_ = *node_;
@@ -407,24 +410,17 @@ void AsyncConnection::NoteTopologyError(const ReplyView& reply) {
       ask_since_ = loop_.clock().Now();
       RequestRetarget(redirect.to.Describe() + " (ASKING)");
       break;
-    case ReplyKind::kReadOnly:  // a demoted master (Sentinel): find the new one
+    case RouteReaction::kDemoted:   // a demoted master (Sentinel): find the new one
+    case RouteReaction::kReleased:  // a role change released this connection's blocked read
       if (node_) options_.topology->OnNodeFailed(*node_, reply.Str());
       RequestRetarget("a new master");
       break;
-    case ReplyKind::kUnblocked:
-      // A role change releases blocked clients; a deleted key (a migration's MIGRATE) does too,
-      // and the next MOVED or ASK says where the key went.
-      if (!IsUnblockedByKeyDeletion(reply)) {
-        if (node_) options_.topology->OnNodeFailed(*node_, reply.Str());
-        RequestRetarget("a new master");
-      }
-      break;
-    case ReplyKind::kClusterDown:
-    case ReplyKind::kMasterDown:
+    case RouteReaction::kNodeDown:
       // The node may still be the master: the map read this asks for decides.
       if (node_) options_.topology->OnNodeFailed(*node_, reply.Str());
       break;
-    default:
+    case RouteReaction::kWait:
+    case RouteReaction::kNone:
       break;
   }
 }

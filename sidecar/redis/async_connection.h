@@ -5,7 +5,7 @@
 //
 // A broken connection (I/O error, a reply that cannot be decoded, or the earliest outstanding
 // command past its deadline: the reply stream is then out of step) fails every outstanding
-// callback and reconnects with ReconnectDelay, logging one line per backoff step as Session
+// callback and reconnects with RetryStreak, logging one line per backoff step as Session
 // does. A refusal that retrying cannot fix (authentication, an untrusted certificate) is reported
 // to OnFatal and the connection stays down.
 //
@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sidecar/common/backoff.h"
 #include "sidecar/common/event_loop.h"
 #include "sidecar/common/status.h"
 #include "sidecar/redis/connection.h"
@@ -169,7 +170,9 @@ class AsyncConnection {
   // A write that failed inside SendBatch: the break (which runs callbacks) waits for the loop.
   std::unique_ptr<EventLoop::Timer> failure_timer_;
   Status pending_failure_;
-  int failures_ = 0;
+  // The one reconnect backoff (common/backoff.h); with a topology, capped sooner (the .cc says
+  // why).
+  RetryStreak reconnect_;
   bool counted_down_ = false;
   uint64_t generation_ = 0;
   std::optional<int64_t> client_id_;

@@ -46,12 +46,12 @@ Status Session::ConnectOnce(Millis* retry_in) {
   if (opened.ok()) {
     connection_ = std::move(*opened);
     ++generation_;
-    if (failures_ > 0) {
+    if (reconnect_.failures() > 0) {
       LogInfo("redis connection restored", {{"role", role_},
                                             {"redis", options_.endpoint.Describe()},
-                                            {"after_failures", failures_}});
+                                            {"after_failures", reconnect_.failures()}});
     }
-    failures_ = 0;
+    reconnect_.Succeeded();
     if (counted_down_) {
       counted_down_ = false;
       health_->MarkUp();
@@ -60,13 +60,12 @@ Status Session::ConnectOnce(Millis* retry_in) {
   }
   Drop();
   if (opened.status().code() == StatusCode::kFatal) return opened.status();
-  *retry_in = ReconnectDelay(failures_, Millis(100), Millis(5000), UnitRandom());
+  *retry_in = reconnect_.Failed();
   // One line per backoff step: the steps double up to the cap, so a long outage stays quiet.
   LogWarn("redis unreachable, retrying",
           {{"role", role_},
            {"error", opened.status().message()},
            {"retry_in_ms", static_cast<int64_t>(retry_in->count())}});
-  ++failures_;
   return opened.status();
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sidecar/common/backoff.h"
 #include "sidecar/common/stop_signal.h"
 #include "sidecar/keys/node_address.h"
 #include "sidecar/redis/connection.h"
@@ -99,6 +100,13 @@ class Session {
                          keys::NodeAddress target, std::optional<Reply> first);
   StatusOr<Reply> RoutedRun(const Command& command, Millis server_block);
   StatusOr<std::vector<Reply>> RoutedPipeline(const std::vector<Command>& commands);
+  // RoutedPipeline's steps: each command's slot, one group per node, each group sent as one
+  // sub-pipeline, then each command that needs it carried through the redirects on its own.
+  struct RoutedBatch;
+  void PlanSlots(RoutedBatch* batch) const;
+  Status GroupByNode(RoutedBatch* batch);
+  Status SendGroups(RoutedBatch* batch);
+  Status FollowUnsettled(RoutedBatch* batch);
   // SCRIPT LOAD bodies by SHA, to load a script again on a node that answers NOSCRIPT.
   void RememberScript(const Command& command, const ReplyView& reply);
   std::optional<std::string> ScriptBodyFor(const Command& command) const;
@@ -108,7 +116,7 @@ class Session {
   RedisHealth* health_;
   std::unique_ptr<Connection> connection_;
   bool counted_down_ = false;
-  int failures_ = 0;
+  RetryStreak reconnect_;  // the one reconnect backoff (common/backoff.h)
   uint64_t generation_ = 0;
   uint64_t lost_connections_ = 0;
 

@@ -36,22 +36,6 @@ Reply ErrorReplyOf(const Status& status) {
   return Reply(ReplyPtr(static_cast<redisReply*>(raw)));
 }
 
-// Whether a reply is one routing acts on (it is not the command's own answer yet).
-bool NeedsRouting(const ReplyView& reply) {
-  switch (Classify(reply, nullptr)) {
-    case ReplyKind::kMoved:
-    case ReplyKind::kAsk:
-    case ReplyKind::kTryAgain:
-    case ReplyKind::kClusterDown:
-    case ReplyKind::kLoading:
-    case ReplyKind::kMasterDown:
-    case ReplyKind::kReadOnly:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool IsNamed(const Command& command, std::string_view upper) {
   const std::string_view name = command.name();
   if (name.size() != upper.size()) return false;
@@ -74,18 +58,17 @@ Status Session::RoutedConnectOnce(Millis* retry_in) {
   if (master.ok()) {
     auto connection = ConnectionTo(*master);
     if (connection.ok()) {
-      failures_ = 0;
+      reconnect_.Succeeded();
       return Status::Ok();
     }
     status = connection.status();
   }
   if (status.code() == StatusCode::kFatal) return status;
-  *retry_in = ReconnectDelay(failures_, Millis(100), Millis(5000), UnitRandom());
+  *retry_in = reconnect_.Failed();
   LogWarn("redis unreachable, retrying",
           {{"role", role_},
            {"error", status.message()},
            {"retry_in_ms", static_cast<int64_t>(retry_in->count())}});
-  ++failures_;
   return status;
 }
 
@@ -255,13 +238,35 @@ StatusOr<Reply> Session::RoutedRun(const Command& command, Millis server_block) 
   return reply;
 }
 
-StatusOr<std::vector<Reply>> Session::RoutedPipeline(const std::vector<Command>& commands) {
+// A pipeline on its way through the nodes (RoutedPipeline): where each command goes, and what
+// came back for it.
+struct Session::RoutedBatch {
+  explicit RoutedBatch(const std::vector<Command>& commands)
+      : commands(commands),
+        slots(commands.size(), -1),
+        in_transaction(commands.size(), false),
+        replies(commands.size()),
+        answered_by(commands.size()),
+        answered(commands.size(), false) {}
+
+  const std::vector<Command>& commands;
+  std::vector<int> slots;
+  // Between MULTI and EXEC (or DISCARD): queued and answered on one node, its replies stand.
+  std::vector<bool> in_transaction;
+  std::vector<keys::NodeAddress> order;  // the nodes, in the order they first appear
+  std::map<keys::NodeAddress, std::vector<size_t>> groups;  // node -> its commands' indexes
+  std::vector<Reply> replies;
+  std::vector<keys::NodeAddress> answered_by;
+  std::vector<bool> answered;
+};
+
+void Session::PlanSlots(RoutedBatch* batch) const {
+  const std::vector<Command>& commands = batch->commands;
+  std::vector<int>& slots = batch->slots;
   const size_t n = commands.size();
-  // Each command's slot. A keyless command (SCRIPT LOAD before the EVALSHA that needs it) goes
-  // with the next keyed command, else the previous one; MULTI ... EXEC goes whole to the slot of
-  // its first key (a transaction cannot span nodes).
-  std::vector<int> slots(n, -1);
-  std::vector<bool> in_transaction(n, false);
+  // A keyless command (SCRIPT LOAD before the EVALSHA that needs it) goes with the next keyed
+  // command, else the previous one; MULTI ... EXEC goes whole to the slot of its first key (a
+  // transaction cannot span nodes).
   for (size_t i = 0; i < n; ++i) slots[i] = RouteSlotOf(commands[i]);
   for (size_t i = 0; i < n; ++i) {
     if (!IsNamed(commands[i], "MULTI")) continue;
@@ -272,7 +277,7 @@ StatusOr<std::vector<Reply>> Session::RoutedPipeline(const std::vector<Command>&
     for (size_t j = i; j <= end && slot < 0; ++j) slot = slots[j];
     for (size_t j = i; j <= end; ++j) {
       slots[j] = slot;
-      in_transaction[j] = true;
+      batch->in_transaction[j] = true;
     }
     i = end;
   }
@@ -282,71 +287,84 @@ StatusOr<std::vector<Reply>> Session::RoutedPipeline(const std::vector<Command>&
   for (size_t i = 1; i < n; ++i) {
     if (slots[i] < 0) slots[i] = slots[i - 1];
   }
+}
 
-  // One sub-pipeline per node, in the order the nodes first appear.
+Status Session::GroupByNode(RoutedBatch* batch) {
   std::map<int, keys::NodeAddress> master_of_slot;
-  std::vector<keys::NodeAddress> order;
-  std::map<keys::NodeAddress, std::vector<size_t>> groups;
-  for (size_t i = 0; i < n; ++i) {
-    auto known = master_of_slot.find(slots[i]);
+  for (size_t i = 0; i < batch->commands.size(); ++i) {
+    auto known = master_of_slot.find(batch->slots[i]);
     if (known == master_of_slot.end()) {
-      auto master = routes_->MasterFor(slots[i]);
+      auto master = routes_->MasterFor(batch->slots[i]);
       if (!master.ok()) return master.status();
-      known = master_of_slot.emplace(slots[i], std::move(*master)).first;
+      known = master_of_slot.emplace(batch->slots[i], std::move(*master)).first;
     }
-    auto& group = groups[known->second];
-    if (group.empty()) order.push_back(known->second);
+    auto& group = batch->groups[known->second];
+    if (group.empty()) batch->order.push_back(known->second);
     group.push_back(i);
   }
+  return Status::Ok();
+}
 
-  std::vector<Reply> replies(n);
-  std::vector<keys::NodeAddress> answered_by(n);
-  std::vector<bool> answered(n, false);
-  for (const keys::NodeAddress& node : order) {
-    const std::vector<size_t>& indexes = groups[node];
+Status Session::SendGroups(RoutedBatch* batch) {
+  for (const keys::NodeAddress& node : batch->order) {
+    const std::vector<size_t>& indexes = batch->groups[node];
     auto connection = ConnectionTo(node);
     if (!connection.ok()) {
       if (connection.status().code() == StatusCode::kFatal) return connection.status();
-      continue;  // each command is sent on its own below, through the slot's master again
+      continue;  // each command is sent on its own later, through the slot's master again
     }
-    std::vector<Command> batch;
-    batch.reserve(indexes.size());
-    for (size_t i : indexes) batch.push_back(commands[i]);
-    auto got = (*connection)->RunPipeline(batch);
+    std::vector<Command> sub_pipeline;
+    sub_pipeline.reserve(indexes.size());
+    for (size_t i : indexes) sub_pipeline.push_back(batch->commands[i]);
+    auto got = (*connection)->RunPipeline(sub_pipeline);
     if (!got.ok()) {
       DropNode(node, got.status().message());
       return got.status();
     }
     for (size_t k = 0; k < indexes.size(); ++k) {
       const size_t i = indexes[k];
-      RememberScript(commands[i], (*got)[k].view());
-      replies[i] = std::move((*got)[k]);
-      answered_by[i] = node;
-      answered[i] = true;
+      RememberScript(batch->commands[i], (*got)[k].view());
+      batch->replies[i] = std::move((*got)[k]);
+      batch->answered_by[i] = node;
+      batch->answered[i] = true;
     }
   }
-  // Commands that were redirected, met a transient state, or whose node could not be reached:
-  // each is carried through on its own. Inside a transaction a reply stands as it is (the
-  // transaction was queued and answered on one node).
-  for (size_t i = 0; i < n; ++i) {
-    if (in_transaction[i]) continue;
-    if (answered[i]) {
-      const bool script_missing =
-          IsNoScript(replies[i].view()) && ScriptBodyFor(commands[i]).has_value();
-      if (!NeedsRouting(replies[i].view()) && !script_missing) continue;
+  return Status::Ok();
+}
+
+Status Session::FollowUnsettled(RoutedBatch* batch) {
+  for (size_t i = 0; i < batch->commands.size(); ++i) {
+    if (batch->in_transaction[i]) continue;
+    const Command& command = batch->commands[i];
+    Reply& reply = batch->replies[i];
+    if (batch->answered[i]) {
+      const bool script_missing = IsNoScript(reply.view()) && ScriptBodyFor(command).has_value();
+      if (!RouteAttempt::Reroutes(reply.view()) && !script_missing) continue;
       auto followed =
-          Follow(commands[i], slots[i], Millis(0), answered_by[i], std::move(replies[i]));
+          Follow(command, batch->slots[i], Millis(0), batch->answered_by[i], std::move(reply));
       if (!followed.ok()) return followed.status();
-      replies[i] = std::move(*followed);
+      reply = std::move(*followed);
     } else {
-      auto master = routes_->MasterFor(slots[i]);
+      auto master = routes_->MasterFor(batch->slots[i]);
       if (!master.ok()) return master.status();
-      auto followed = Follow(commands[i], slots[i], Millis(0), std::move(*master), std::nullopt);
+      auto followed = Follow(command, batch->slots[i], Millis(0), std::move(*master), std::nullopt);
       if (!followed.ok()) return followed.status();
-      replies[i] = std::move(*followed);
+      reply = std::move(*followed);
     }
   }
-  return replies;
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Reply>> Session::RoutedPipeline(const std::vector<Command>& commands) {
+  RoutedBatch batch(commands);
+  PlanSlots(&batch);
+  // One sub-pipeline per node, in the order the nodes first appear.
+  if (Status s = GroupByNode(&batch); !s.ok()) return s;
+  if (Status s = SendGroups(&batch); !s.ok()) return s;
+  // Commands that were redirected, met a transient state, or whose node could not be reached:
+  // each is carried through on its own.
+  if (Status s = FollowUnsettled(&batch); !s.ok()) return s;
+  return std::move(batch.replies);
 }
 
 }  // namespace streamcar::redis

@@ -14,50 +14,61 @@ RouteAttempt::RouteAttempt(int slot, keys::NodeAddress target, SteadyTime deadli
       limits_(limits) {}
 
 RouteAttempt::Next RouteAttempt::OnReply(const ReplyView& reply, SteadyTime now) {
-  Redirect redirect;
-  last_kind_ = Classify(reply, &redirect);
   const keys::NodeAddress answered =
       std::exchange(target_, home_);  // an ASK holds for one send only
-  switch (last_kind_) {
-    case ReplyKind::kMoved:
-    case ReplyKind::kAsk:
-      return Redirected(redirect, last_kind_, answered);
-    case ReplyKind::kTryAgain:
-      // During a migration: a multi-key command whose keys are split between the two nodes.
-      // Retried where the map says (the source ASKs again once the keys have moved).
-      return Backoff(Next::kRetryAfter, now, "TRYAGAIN");
-    case ReplyKind::kClusterDown:
-    case ReplyKind::kLoading:
-    case ReplyKind::kMasterDown:
-      return Backoff(Next::kRetryAfter, now, ReplyKindName(last_kind_));
-    case ReplyKind::kReadOnly:
+  const RouteVerdict verdict = ReactTo(reply, answered);
+  last_kind_ = verdict.kind;
+  switch (verdict.reaction) {
+    case RouteReaction::kFollowMoved:
+    case RouteReaction::kFollowAsk:
+      return Redirected(verdict);
+    case RouteReaction::kWait:
+      // TRYAGAIN, during a migration: a multi-key command whose keys are split between the two
+      // nodes. Retried where the map says (the source ASKs again once the keys have moved).
+      return Backoff(
+          Next::kRetryAfter, now,
+          verdict.kind == ReplyKind::kTryAgain ? "TRYAGAIN" : ReplyKindName(verdict.kind));
+    case RouteReaction::kNodeDown:
+      return Backoff(Next::kRetryAfter, now, ReplyKindName(verdict.kind));
+    case RouteReaction::kDemoted:
       // The node is a replica now (a failover): the write was not applied; ask the map again.
       return Backoff(Next::kRefreshAndRetry, now, "READONLY");
-    case ReplyKind::kValue:
-    case ReplyKind::kError:
-    case ReplyKind::kUnblocked:
-    case ReplyKind::kNoScript:
-    case ReplyKind::kCrossSlot:
+    case RouteReaction::kReleased:
+      // A released blocking command is answered as it is: its caller reads again, and that
+      // read is routed through the map.
+    case RouteReaction::kNone:
       return Next::kDone;
   }
   return Next::kDone;
 }
 
-RouteAttempt::Next RouteAttempt::Redirected(const Redirect& redirect, ReplyKind kind,
-                                            const keys::NodeAddress& answered) {
+bool RouteAttempt::Reroutes(const ReplyView& reply) {
+  switch (ReactTo(reply, keys::NodeAddress()).reaction) {
+    case RouteReaction::kFollowMoved:
+    case RouteReaction::kFollowAsk:
+    case RouteReaction::kWait:
+    case RouteReaction::kNodeDown:
+    case RouteReaction::kDemoted:
+      return true;
+    case RouteReaction::kReleased:
+    case RouteReaction::kNone:
+      return false;
+  }
+  return false;
+}
+
+RouteAttempt::Next RouteAttempt::Redirected(const RouteVerdict& verdict) {
   if (++redirects_ > limits_.max_redirects) {
     return Fail("more than " + std::to_string(limits_.max_redirects) + " redirects for slot " +
-                std::to_string(slot_) + " (last to " + redirect.to.Describe() + ")");
+                std::to_string(slot_) + " (last to " + verdict.redirect.to.Describe() + ")");
   }
-  redirect_ = redirect;
-  // An empty endpoint is the host that answered (unknown-endpoint); "?" names no usable host.
-  if (redirect_.to.host.empty()) redirect_.to.host = answered.host;
-  if (redirect_.to.host == "?") {
+  redirect_ = verdict.redirect;
+  if (!UsableHost(redirect_)) {
     retry_after_ = Millis(0);
     return Next::kRefreshAndRetry;
   }
   target_ = redirect_.to;
-  if (kind == ReplyKind::kAsk) return Next::kSendAskingTo;
+  if (verdict.reaction == RouteReaction::kFollowAsk) return Next::kSendAskingTo;
   home_ = redirect_.to;
   return Next::kSendTo;
 }

@@ -1,7 +1,9 @@
 #pragma once
 // The journey of one command through a cluster (or to a sentinel-discovered master): where to
 // send it next after each reply, until it has an answer, or the redirects or the time run out.
-// Pure logic: the blocking and the event-loop drivers both feed it replies and act on Next.
+// Pure logic, for the blocking driver (Session): it feeds replies and acts on Next. What a reply
+// means for the route is route_reaction.h's, which the event-loop driver (AsyncConnection) reads
+// too.
 
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "sidecar/keys/node_address.h"
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/topology/reply_kind.h"
+#include "sidecar/redis/topology/route_reaction.h"
 
 namespace streamcar::redis {
 
@@ -35,6 +38,8 @@ class RouteAttempt {
   };
 
   Next OnReply(const ReplyView& reply, SteadyTime now);
+  // Whether OnReply would route on `reply` rather than take it as the command's answer.
+  static bool Reroutes(const ReplyView& reply);
   // The connection to target() failed. `sent`: the command may have reached the node, so it may
   // have been applied: kFail with maybe_applied() (SPEC 4.3 ambiguous; the caller decides). Not
   // sent: kRefreshAndRetry until the deadline.
@@ -55,7 +60,7 @@ class RouteAttempt {
   const std::string& failure() const { return failure_; }
 
  private:
-  Next Redirected(const Redirect& redirect, ReplyKind kind, const keys::NodeAddress& answered);
+  Next Redirected(const RouteVerdict& verdict);
   Next Backoff(Next next, SteadyTime now, std::string_view why);
   Next Fail(std::string why);
 
