@@ -6,6 +6,7 @@
 // later. This file is *the* wire form of every stream operation; the Lua bodies of the
 // owner-checked steps are in settle_scripts.cc, the dead-letter record in dead_letter_record.cc.
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -70,6 +71,13 @@ class SubscriptionOps {
   // steps) rather than plain XREADGROUP and XACK: then the read connection loads them too, and a
   // NOSCRIPT can answer a batch of acks alone.
   virtual bool EveryStepIsAScript() const = 0;
+  // When `status` (what a parser of these steps returned) is a refusal because another holds the
+  // stream now (a shard's fence: FENCED or STALE), what the refusal names (the token installed
+  // instead); else nullopt. Whoever sees one stops: every step after it would be refused too.
+  // Plain steps are never refused so.
+  virtual std::optional<int64_t> RefusedOwnership(const Status& /*status*/) const {
+    return std::nullopt;
+  }
 
   // XGROUP CREATE ... MKSTREAM. ParseEnsureGroup: an existing group (BUSYGROUP) is success and
   // keeps its position; WRONGTYPE is kFatal naming the key. Never destroys anything.

@@ -18,34 +18,35 @@
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/consumer_reaper.h"
 #include "sidecar/runtime/delivery_pump.h"
 #include "sidecar/runtime/entry_ledger.h"
+#include "sidecar/runtime/entry_source.h"
 #include "sidecar/runtime/gauges.h"
 #include "sidecar/runtime/health_probe.h"
 #include "sidecar/runtime/intake.h"
-#include "sidecar/runtime/plain_intake.h"
+#include "sidecar/runtime/ownership.h"
+#include "sidecar/runtime/plain_ownership.h"
+#include "sidecar/runtime/settle_refusal.h"
 #include "sidecar/runtime/settlement.h"
-#include "sidecar/sharding/fenced_ops.h"
-#include "sidecar/sharding/fenced_script.h"
 
 namespace streamcar::runtime {
 namespace {
 
 constexpr Millis kWatchdogBeat{1000};
 
-// The steps of the subscription: a shard's fenced ones (sharded), else the plain ones.
-std::unique_ptr<redis::SubscriptionOps> OpsFor(const config::Subscription& sub,
-                                               const SubscriptionDeps& deps) {
-  if (!deps.shard) return redis::MakePlainOps(sub.stream, sub.group, deps.consumer_name);
-  return std::make_unique<sharding::FencedShardOps>(sub.stream, sub.group, deps.consumer_name,
-                                                    deps.shard->token, deps.shard->member_id,
-                                                    deps.shard->member_epoch);
+// The loop's ownership: the one it was given, else a plain subscription's.
+const Ownership& OwnershipOf(const SubscriptionDeps& deps) {
+  if (deps.ownership) return *deps.ownership;
+  return PlainOwnership::Instance();
 }
 
-// Consumer reaping (SPEC 4.6) is on: plain loops with consumer.reap_idle set.
-bool Reaps(const SubscriptionDeps& deps) { return deps.reap_idle.count() > 0 && !deps.shard; }
+// Consumer reaping (SPEC 4.6) is on: consumer.reap_idle set, where the ownership allows it.
+bool Reaps(const SubscriptionDeps& deps) {
+  return deps.reap_idle.count() > 0 && OwnershipOf(deps).MayReapConsumers();
+}
 
-// The scripts the read connection loads after each connect. Fenced reads are scripts; plain
+// The scripts the read connection loads after each connect. A shard's reads are scripts; plain
 // reads are none (the start-up drain's keepalive loads the settle scripts on a NOSCRIPT), but a
 // loop that reaps loads the reap script, so that a pass needs no NOSCRIPT round trip first.
 std::span<const redis::Script* const> ReadScripts(const redis::SubscriptionOps& ops,
@@ -53,43 +54,6 @@ std::span<const redis::Script* const> ReadScripts(const redis::SubscriptionOps& 
   if (ops.EveryStepIsAScript()) return ops.Scripts();
   if (Reaps(deps)) return redis::ReapScripts();
   return {};
-}
-
-// A settlement step as streamcar_fenced_ops_total's op label (SHARDING.md C1).
-std::string_view FencedOpOf(SettlePlan::Step step) {
-  switch (step) {
-    case SettlePlan::Step::kDeadLetter:
-    case SettlePlan::Step::kDeadLetterWrite:
-      return "dead_letter";
-    case SettlePlan::Step::kRetryClaim:
-      return "retry";
-    case SettlePlan::Step::kKeepAlive:
-      return "claim";  // the lease of claimed entries
-    case SettlePlan::Step::kUndoReads:
-      return "read";  // a read taken back
-    default:
-      return "ack";
-  }
-}
-
-// The step the shard's fence refused in a settlement batch, and the token it names.
-struct FencedStep {
-  int64_t installed = 0;
-  std::string_view op;
-};
-std::optional<FencedStep> FencedIn(const SettlePlan& plan, const redis::BatchResult& result) {
-  for (size_t i = 0; i < result.replies.size(); ++i) {
-    const redis::Reply& reply = result.replies[i];
-    if (!reply.view().IsError()) continue;
-    auto installed = sharding::FencedShardOps::FencedBy(redis::ErrorOf(reply.view()));
-    if (!installed) continue;
-    std::string_view op = "ack";
-    for (const auto& span : plan.spans) {
-      if (i >= span.begin && i < span.end) op = FencedOpOf(span.step);
-    }
-    return FencedStep{*installed, op};
-  }
-  return std::nullopt;
 }
 
 // The options of one of the subscription's connections: named for CLIENT LIST, and (cluster,
@@ -123,7 +87,8 @@ class SubscriptionLoop::Core {
                                                       : deps.metrics->ForSubscription(sub.name)),
         held_(held),
         stages_(std::move(stages)),
-        ops_(OpsFor(sub, deps)),
+        ownership_(OwnershipOf(deps)),
+        ops_(ownership_.MakeOps(sub, deps.consumer_name)),
         connector_(loop),
         read_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":read"),
               sub.name + "/read", deps.redis_health, ReadScripts(*ops_, deps)),
@@ -141,19 +106,11 @@ class SubscriptionLoop::Core {
             &metrics_, clock_),
         client_(std::move(client)),
         pump_(sub, &ledger_, &settlement_, client_.get(), &metrics_, clock_, [this] { Kick(); }),
-        intake_(loop, sub, *ops_, &read_, &command_, &ledger_, &router_, &metrics_,
-                PlainIntake::Callbacks{
-                    deps.group_ready,
-                    deps.fatal,
-                    [this](redis::AckMode mode) { settlement_.SetAckMode(mode); },
-                    // Inside the intake's own read callback: everything but another read.
-                    [this] { Kick(/*read=*/false); },
-                    [this](int64_t installed, std::string_view op) { Fenced(installed, op); },
-                    deps.takeover_done,
-                }),
+        reaper_(MakeReaper()),
+        intake_(MakeSource(loop)),
         gauges_(*ops_, &metrics_, clock_),
         watchdog_(deps.watchdog->Register(
-            sub.name + (deps.shard ? "/shard-" + std::to_string(deps.shard->shard) : "") + "/loop",
+            sub.name + ownership_.LoopNameSuffix() + "/loop",
             std::max(sub.handler.timeout, deps.redis.command_timeout) * 2 + Millis(30000))),
         settle_timer_(loop.CreateTimer([this] { Kick(); })),
         pause_timer_(loop.CreateTimer([this] { Kick(); })),
@@ -180,20 +137,13 @@ class SubscriptionLoop::Core {
       dead_letters_->OnFatal([this](const Status& status) { deps_.fatal(status); });
     }
     settlement_.SetAckLinger(deps.tuning.ack_linger);
-    intake_.SetReadLinger(deps.tuning.read_linger);
-    if (deps.dead_letter_two_step) intake_.SkipDeadLetterTypeCheck();
-    if (Reaps(deps)) {
-      reaper_ = std::make_unique<ConsumerReaper>(
-          sub.name, sub.stream, sub.group, ops_->consumer(), deps.reap_idle,
-          clock_.Now() + ConsumerReaper::FirstPassOffsetForProcess(), metrics_.consumers_reaped);
-      intake_.UseReaper(reaper_.get());
+    intake_->SetReadLinger(deps.tuning.read_linger);
+    if (deps.dead_letter_two_step) intake_->SkipDeadLetterTypeCheck();
+    if (ownership_.OneLaneWithoutKeyField() && sub.ordering.key_field.empty()) {
+      ledger_.OrderAllInOneLane();
     }
-    if (deps.shard) {
-      // One entry in flight per shard (B8), or one per key with ordering.key_field.
-      if (sub.ordering.key_field.empty()) ledger_.OrderAllInOneLane();
-      intake_.UseFencedReads(static_cast<const sharding::FencedShardOps*>(ops_.get()));
-      pump_.ShardedBy({deps.shard->shard, deps.shard->token}, deps.lease_valid);
-      // The member sends it in its heartbeats (status, C2).
+    if (auto stamp = ownership_.RequestStamp()) pump_.ShardedBy(*stamp, deps.lease_valid);
+    if (ownership_.ReportsProgress()) {
       settlement_.ReportProgressTo(progress);
       gauges_.ReportProgressTo(progress);
     }
@@ -203,7 +153,7 @@ class SubscriptionLoop::Core {
 
   void Start() {
     if (health_) health_->Start();
-    intake_.Start();
+    intake_->Start();
     Beat();
     gauge_timer_->ArmIn(Millis(0));
   }
@@ -214,7 +164,7 @@ class SubscriptionLoop::Core {
     ledger_.StopIntake();
     settlement_.BeginDraining();
     if (health_) health_->Stop();
-    intake_.Stop([this] { stages_.intake_stopped(); });
+    intake_->Stop([this] { stages_.intake_stopped(); });
     Kick();
   }
 
@@ -243,38 +193,39 @@ class SubscriptionLoop::Core {
 
   // Every event ends here. `read`: let intake read if there is room (not from inside intake).
   void Kick(bool read = true) {
-    if (fenced_) return CheckStages();
+    if (lost_) return CheckStages();
     pump_.Pump();
     FlushSettlement();
-    if (read && !stopping_) intake_.Poke();
+    if (read && !stopping_) intake_->Poke();
     ArmTimers();
     held_->store(ledger_.held(), std::memory_order_relaxed);
     gauges_.SetInflight(ledger_.held());
     CheckStages();
   }
 
-  // Sharded: the fence refused a step. What this loop holds belongs to the newer owner now:
-  // nothing more is read, delivered, acknowledged or undone (every such step would be refused
-  // too); requests in flight are abandoned; the owner ends the loop.
-  void Fenced(int64_t installed, std::string_view op) {
-    if (fenced_) return;
-    fenced_ = true;
+  // The stream's owner refused a step (a shard's fence: a newer owner holds it). What this loop
+  // holds belongs to the newer owner now: nothing more is read, delivered, acknowledged or
+  // undone (every such step would be refused too); requests in flight are abandoned; whoever
+  // granted the ownership ends the loop.
+  void OwnershipLost(int64_t installed, std::string_view op) {
+    if (lost_) return;
+    lost_ = true;
     stopping_ = true;
     ledger_.StopIntake();
     client_->Abandon();
-    if (deps_.fenced) deps_.fenced(installed, op);
+    ownership_.Lost(installed, op);
     CheckStages();
   }
 
  private:
   // The shutdown stages that wait for something: deliveries done, settling done.
   void CheckStages() {
-    if (awaiting_deliveries_ && (fenced_ || ledger_.in_flight() == 0)) {
+    if (awaiting_deliveries_ && (lost_ || ledger_.in_flight() == 0)) {
       awaiting_deliveries_ = false;
       deliveries_done_ = true;
       stages_.deliveries_done();
     }
-    if (finishing_ && !undoing_ && (fenced_ || settlement_.Idle())) FinishNow();
+    if (finishing_ && !undoing_ && (lost_ || settlement_.Idle())) FinishNow();
   }
 
   std::string Prefix() const { return "streamcar:" + deps_.consumer_name + ":" + sub_.name; }
@@ -282,6 +233,28 @@ class SubscriptionLoop::Core {
   // A settlement plan may go out now: none in flight, the connection up, no gauge batch ahead of
   // it (a slow lag count must not push a plan past its deadline), not past the finish.
   bool CanSettle() const { return !settling_ && !gauging_ && !undoing_ && command_.ready(); }
+
+  // The entry source the ownership makes of the loop's parts.
+  std::unique_ptr<EntrySource> MakeSource(EventLoop& loop) {
+    EntrySource::Callbacks callbacks{
+        deps_.group_ready, deps_.fatal,
+        [this](redis::AckMode mode) { settlement_.SetAckMode(mode); },
+        // Inside the intake's own read callback: everything but another read.
+        [this] { Kick(/*read=*/false); },
+        [this](int64_t installed, std::string_view op) { OwnershipLost(installed, op); },
+        /*drained=*/nullptr};
+    return ownership_.MakeSource(SourceParts{loop, sub_, *ops_, &read_, &command_, &ledger_,
+                                             &router_, &metrics_, std::move(callbacks),
+                                             reaper_.get()});
+  }
+
+  // Consumer reaping (SPEC 4.6), when Reaps(deps): handed to the entry source.
+  std::unique_ptr<ConsumerReaper> MakeReaper() {
+    if (!Reaps(deps_)) return nullptr;
+    return std::make_unique<ConsumerReaper>(
+        sub_.name, sub_.stream, sub_.group, ops_->consumer(), deps_.reap_idle,
+        clock_.Now() + ConsumerReaper::FirstPassOffsetForProcess(), metrics_.consumers_reaped);
+  }
 
   // Two-step dead letters only: the connection to the dead-letter stream's slot (SPEC 8).
   std::unique_ptr<redis::AsyncConnection> DeadLetterConnection(EventLoop& loop) {
@@ -328,13 +301,13 @@ class SubscriptionLoop::Core {
     dead_letters_->SendBatch(
         shared->commands, deps_.redis.command_timeout + Settlement::kReplicaWait,
         [this, shared](const redis::BatchResult& result) {
-          if (fenced_) return;
+          if (lost_) return;
           settlement_.ApplyDeadLetterWrites(*shared, result, clock_.Now(),
                                             dead_letters_->KnownReplicas());
           if (settlement_.TakeDeadLetterMasterDemoted()) {
             dead_letters_->FollowDemotedMaster("ROLE or WAIT says the node is a replica now");
           }
-          if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
+          if (settlement_.TakeRecoveryRequest()) intake_->RequestRecovery();
           Kick();
         });
   }
@@ -349,13 +322,13 @@ class SubscriptionLoop::Core {
     command_.SendBatch(shared->commands, deps_.redis.command_timeout,
                        [this, shared](const redis::BatchResult& result) {
                          settling_ = false;
-                         if (auto refused = FencedIn(*shared, result)) {
-                           return Fenced(refused->installed, refused->op);
+                         if (auto refused = RefusedIn(*ops_, *shared, result)) {
+                           return OwnershipLost(refused->installed, refused->op);
                          }
-                         if (fenced_) return;
+                         if (lost_) return;
                          settlement_.Apply(*shared, result, clock_.Now());
-                         if (settlement_.TakeRecoveryRequest()) intake_.RequestRecovery();
-                         if (settlement_.TakeGroupMissing()) intake_.RequestGroupRecreation();
+                         if (settlement_.TakeRecoveryRequest()) intake_->RequestRecovery();
+                         if (settlement_.TakeGroupMissing()) intake_->RequestGroupRecreation();
                          Kick();
                        });
   }
@@ -426,8 +399,8 @@ class SubscriptionLoop::Core {
     finish_timer_->Cancel();
     settle_timer_->Cancel();
     confirm_timer_->Cancel();
-    if (fenced_) {
-      stages_.settled();  // a newer owner holds the shard: nothing here is ours to undo
+    if (lost_) {
+      stages_.settled();  // a newer owner holds the stream: nothing here is ours to undo
       return;
     }
     settlement_.LogUnsettled();
@@ -450,6 +423,7 @@ class SubscriptionLoop::Core {
   admin::SubscriptionMetrics& metrics_;
   std::atomic<size_t>* held_;
   Stages stages_;
+  const Ownership& ownership_;
   std::unique_ptr<redis::SubscriptionOps> ops_;
   redis::Connector connector_;
   redis::AsyncConnection read_;
@@ -461,7 +435,7 @@ class SubscriptionLoop::Core {
   std::unique_ptr<delivery::HandlerClient> client_;
   DeliveryPump pump_;
   std::unique_ptr<ConsumerReaper> reaper_;  // consumer.reap_idle set (SPEC 4.6); before intake_
-  PlainIntake intake_;
+  std::unique_ptr<EntrySource> intake_;
   Gauges gauges_;
   admin::Watchdog::Loop* watchdog_;
   std::unique_ptr<HealthProbe> health_;
@@ -479,7 +453,7 @@ class SubscriptionLoop::Core {
   bool deliveries_done_ = false;
   bool finishing_ = false;
   bool undoing_ = false;
-  bool fenced_ = false;  // sharded: the fence refused a step (Fenced)
+  bool lost_ = false;  // the stream's owner refused a step (OwnershipLost)
 };
 
 size_t SubscriptionLoop::CapacityFor(const config::Subscription& subscription) {

@@ -37,6 +37,8 @@
 
 namespace streamcar::runtime {
 
+class Ownership;
+
 struct SubscriptionDeps {
   redis::ConnectionOptions redis;
   redis::RedisHealth* redis_health = nullptr;
@@ -58,24 +60,10 @@ struct SubscriptionDeps {
   std::function<void(const Status&)> fatal;  // retrying cannot fix it: exit 1; any thread
   const Clock* clock = &SystemClock::Instance();
 
-  // Sharded (SHARDING.md B5, B7): this loop runs one shard under this member's grant. Its steps
-  // are then the fenced ones (sharding/fenced_ops.h), its start-up drain is the takeover, and its
-  // requests carry the shard and the fence.
-  struct ShardGrant {
-    int shard = 0;
-    int64_t token = 0;
-    std::string member_id;
-    int64_t member_epoch = 0;
-  };
-  std::optional<ShardGrant> shard;
-  // Sharded: the fence refused a step `op` (read, ack, claim, retry, dead_letter or install: the
-  // labels of streamcar_fenced_ops_total) because a newer owner installed `installed`. The loop
-  // then reads, delivers and settles nothing more; its owner ends it. Called once, on the loop
-  // thread.
-  std::function<void(int64_t installed, std::string_view op)> fenced;
-  // Sharded: the takeover is done (the fence installed, the shard's whole pending list claimed):
-  // the shard is ACTIVE (SHARDING.md B7). Once, on the loop thread.
-  std::function<void()> takeover_done;
+  // Where the loop's ownership of its stream comes from (runtime/ownership.h): its steps, its
+  // entry source, and what differs per owner. Null: a plain subscription (PlainOwnership). One
+  // shard of a sharded subscription gets its grant's (sharding/shard_ownership.h).
+  std::shared_ptr<const Ownership> ownership;
   // What the loop reports into instead of metrics->ForSubscription(name) (a shard's loop:
   // admin::MemberMetrics::ForShard). Outlives the loop.
   admin::SubscriptionMetrics* subscription_metrics = nullptr;
@@ -113,7 +101,8 @@ class SubscriptionLoop {
 
   // Entries held: how many may stay pending after a shutdown. Any thread.
   size_t held() const { return held_.load(std::memory_order_relaxed); }
-  // Sharded: the loop's last settlement and pending count (empty for a plain loop). Any thread.
+  // The loop's last settlement and pending count, when its ownership reports them
+  // (Ownership::ReportsProgress; else empty). Any thread.
   ProgressReport::Snapshot progress() const { return progress_.Read(); }
   // Per-subscription capacity: intake never holds more than this many entries. For one shard of
   // a sharded subscription (its ShardSubscription), at least kShardReadAhead.

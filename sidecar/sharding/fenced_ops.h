@@ -50,6 +50,10 @@ class FencedShardOps final : public redis::SubscriptionOps {
   const std::string& consumer() const override { return plain_.consumer(); }
   std::span<const redis::Script* const> Scripts() const override;  // FencedScripts()
   bool EveryStepIsAScript() const override { return true; }
+  // FencedBy: the fence's FENCED and STALE refusals.
+  std::optional<int64_t> RefusedOwnership(const Status& status) const override {
+    return FencedBy(status);
+  }
   int64_t token() const { return token_; }
   const std::string& fence_key() const { return fence_key_; }
   const std::string& dead_letter_key() const { return dead_letter_key_; }

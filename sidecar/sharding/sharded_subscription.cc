@@ -14,6 +14,7 @@
 #include "sidecar/redis/session.h"
 #include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/heartbeat_script.h"
+#include "sidecar/sharding/shard_ownership.h"
 #include "sidecar/sharding/shard_subscription.h"
 
 namespace streamcar::sharding {
@@ -131,16 +132,17 @@ void ShardedSubscription::StartShard(const ShardGrant& grant) {
   metrics_.SetShardOwned(grant.shard, true, grant.token);
   runtime::SubscriptionDeps deps = deps_;
   deps.subscription_metrics = &metrics_.ForShard(grant.shard);
-  deps.shard = runtime::SubscriptionDeps::ShardGrant{grant.shard, grant.token, member_id_,
-                                                     membership_.member_epoch()};
+  deps.ownership = std::make_shared<ShardOwnership>(
+      ShardOwnership::Grant{grant.shard, grant.token, member_id_, membership_.member_epoch()},
+      ShardOwnership::Callbacks{
+          [this, shard = grant.shard, id = run.id, token = grant.token] {
+            Post({Event::Kind::kStarted, shard, id, token});
+          },
+          [this, shard = grant.shard, id = run.id](int64_t installed, std::string_view op) {
+            Post({Event::Kind::kFenced, shard, id, installed, op});
+          }});
   // The shard stays STARTING through its install and claim_all (B7); readiness is the member's.
   deps.group_ready = nullptr;
-  deps.takeover_done = [this, shard = grant.shard, id = run.id, token = grant.token] {
-    Post({Event::Kind::kStarted, shard, id, token});
-  };
-  deps.fenced = [this, shard = grant.shard, id = run.id](int64_t installed, std::string_view op) {
-    Post({Event::Kind::kFenced, shard, id, installed, op});
-  };
   // A dropped run sends nothing more, even when the member's lease is valid again: a rejoin
   // renews the lease before the stopper has ended this run's intake and deliveries (a sharded
   // chaos run caught a dropped run retrying under its old fence right after a rejoin).

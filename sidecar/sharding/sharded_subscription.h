@@ -2,7 +2,7 @@
 // One sharded subscription of this process (SHARDING.md B7): the member. Its own thread and Redis
 // session heartbeat the coordinator script; the Membership state machine says which shards to
 // start, drain or drop; each shard it holds runs as a runtime::SubscriptionLoop on the shard's
-// stream with the fenced steps of its grant (SubscriptionDeps::shard).
+// stream with the fenced steps of its grant (ShardOwnership, handed in SubscriptionDeps).
 //
 // Threads: the member thread owns the Membership and the shard loops' lifetimes. A shard loop
 // reports (fenced, started) through a queue the member thread drains. A drain or a drop runs the

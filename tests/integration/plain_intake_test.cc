@@ -1,6 +1,6 @@
-// The reading half of a subscription on the event loop against a real redis-server: setup and its
-// fatal checks, the own-PEL drain first, reads bounded by the ledger's room, NOGROUP, the reclaim
-// beat, the recovery re-read after a lost connection, and the stop that ends a BLOCK read.
+// The reading half of a plain subscription on the event loop against a real redis-server: setup
+// and its fatal checks, the own-PEL drain first, reads bounded by the ledger's room, NOGROUP, the
+// reclaim beat, the recovery re-read after a lost connection, and the stop that ends a BLOCK read.
 
 #include "sidecar/runtime/plain_intake.h"
 
@@ -13,174 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "sidecar/delivery/outcome.h"
-#include "sidecar/redis/connector.h"
-#include "sidecar/redis/settle_scripts.h"
-#include "sidecar/sharding/fenced_script.h"
+#include "tests/integration/intake_harness.h"
 #include "tests/support/redis_monitor.h"
 #include "tests/support/redis_server.h"
 
 namespace streamcar::runtime {
 namespace {
 
+using namespace intake_testing;  // NOLINT: the harness and its helpers
 using testing::RedisMonitor;
 using testing::RedisServer;
-
-config::Subscription Sub() {
-  config::Subscription sub;
-  sub.stream = "orders";
-  sub.group = "g";
-  sub.start = "beginning";
-  sub.name = "orders/g";
-  sub.dead_letter.stream = "orders:dlq";
-  sub.retry.max_attempts = 5;
-  // The reclaim beat runs often, but claims nothing: the reclaim test shortens min_idle.
-  sub.claim.min_idle = Millis(60000);
-  sub.claim.interval = Millis(100);
-  sub.claim.count = 100;
-  return sub;
-}
-
-// Sub() with entries ordered by their field "n" (SPEC 3.5).
-config::Subscription KeyedSub() {
-  config::Subscription sub = Sub();
-  sub.ordering.key_field = "n";
-  return sub;
-}
-
-// One subscription's intake on a loop of its own, run by the test thread until what it waits for
-// has happened; a recording settlement stands in for the loop's.
-class Harness {
- public:
-  // `fenced`: one shard of a sharded subscription, read through its fence (UseFencedReads).
-  explicit Harness(const RedisServer& server, size_t capacity = 100,
-                   config::Subscription sub = Sub(),
-                   std::unique_ptr<sharding::FencedShardOps> fenced = nullptr)
-      : sub_(std::move(sub)),
-        fenced_(std::move(fenced)),
-        plain_ops_(sub_.stream, sub_.group, "c1"),
-        ledger_(capacity, sub_.ordering.key_field) {
-    const redis::SubscriptionOps& ops =
-        fenced_ ? static_cast<const redis::SubscriptionOps&>(*fenced_) : plain_ops_;
-    auto loop = EventLoop::Create(SystemClock::Instance());
-    EXPECT_TRUE(loop.ok()) << loop.status().ToString();
-    loop_ = std::move(*loop);
-    loop_->SetFatalHook([](const Status& s) { ADD_FAILURE() << s.ToString(); });
-    connector_ = std::make_unique<redis::Connector>(*loop_);
-    redis::ConnectionOptions options = server.ClientOptions();
-    options.connect_timeout = Millis(1000);
-    options.command_timeout = Millis(1000);
-    const std::span<const redis::Script* const> scripts =
-        fenced_ ? sharding::FencedScripts() : redis::SettleScripts();
-    read_ = std::make_unique<redis::AsyncConnection>(
-        *loop_, *connector_, options, "read", nullptr,
-        fenced_ ? scripts : std::span<const redis::Script* const>{});
-    command_ = std::make_unique<redis::AsyncConnection>(*loop_, *connector_, options, "command",
-                                                        nullptr, scripts);
-    IntakeSettlement settlement{
-        [this](std::string id) { acks_.push_back(std::move(id)); },
-        [this](std::string id, redis::DeadLetterMeta) { dead_.push_back(std::move(id)); }};
-    intake_ = std::make_unique<Intake>(sub_.name, delivery::OutcomePolicyOf(sub_), &ledger_,
-                                       std::move(settlement), &metrics_, loop_->clock());
-    PlainIntake::Callbacks callbacks;
-    callbacks.group_ready = [this] { ++group_ready_; };
-    callbacks.fatal = [this](const Status& s) { fatal_ = s; };
-    callbacks.ack_mode = [this](redis::AckMode mode) {
-      EXPECT_EQ(ledger_.held(), 0u) << "the ack mode comes before any entry";
-      ack_mode_ = mode;
-    };
-    callbacks.admitted = [this] { ++admitted_; };
-    callbacks.drained = [this] { ++drained_; };
-    callbacks.fenced = [this](int64_t installed, std::string_view op) {
-      fenced_by_ = installed;
-      fenced_op_ = op;
-    };
-    plain_ = std::make_unique<PlainIntake>(*loop_, sub_, ops, read_.get(), command_.get(), &ledger_,
-                                           intake_.get(), nullptr, std::move(callbacks));
-    if (fenced_) plain_->UseFencedReads(fenced_.get());
-  }
-  ~Harness() {
-    plain_.reset();
-    read_.reset();
-    command_.reset();
-    connector_.reset();
-    loop_.reset();
-  }
-
-  bool RunUntil(const std::function<bool()>& condition, Millis timeout = Millis(20000)) {
-    const SteadyTime deadline = SteadyClock::now() + timeout;
-    while (!condition()) {
-      if (SteadyClock::now() >= deadline) return false;
-      loop_->RunOnce(Millis(20));
-    }
-    return true;
-  }
-  // Runs the loop for `period` whatever happens: only to show that something does NOT happen.
-  void RunFor(Millis period) {
-    const SteadyTime until = SteadyClock::now() + period;
-    while (SteadyClock::now() < until) loop_->RunOnce(Millis(10));
-  }
-
-  // Takes the ledger's ready entries as delivered and acknowledged (in Redis too).
-  void Settle(const RedisServer& server, size_t max) {
-    for (const EntryRef& ref : ledger_.TakeReady(max, loop_->clock().Now())) {
-      ASSERT_EQ(ledger_.Accept(ref), EntryLedger::Applied::kApplied);
-      server.Run({"XACK", sub_.stream, sub_.group, ref.id});
-      ASSERT_TRUE(ledger_.AckConfirmed(ref.id));
-    }
-  }
-
-  PlainIntake& plain() { return *plain_; }
-  EntryLedger& ledger() { return ledger_; }
-  redis::AsyncConnection& read() { return *read_; }
-  redis::AsyncConnection& command() { return *command_; }
-  // What the routing counted (streamcar_deleted_entries_total, streamcar_claimed_total).
-  const admin::SubscriptionMetrics& metrics() const { return metrics_; }
-
-  config::Subscription sub_;
-  std::unique_ptr<sharding::FencedShardOps> fenced_;
-  redis::PlainOps plain_ops_;
-  EntryLedger ledger_;
-  admin::Metrics registry_;
-  admin::SubscriptionMetrics& metrics_ = registry_.ForSubscription(sub_.name);
-  std::unique_ptr<EventLoop> loop_;
-  std::unique_ptr<redis::Connector> connector_;
-  std::unique_ptr<redis::AsyncConnection> read_;
-  std::unique_ptr<redis::AsyncConnection> command_;
-  std::unique_ptr<Intake> intake_;
-  std::unique_ptr<PlainIntake> plain_;
-  std::vector<std::string> acks_;
-  std::vector<std::string> dead_;
-  int group_ready_ = 0;
-  int admitted_ = 0;
-  int drained_ = 0;
-  std::optional<redis::AckMode> ack_mode_;
-  std::optional<Status> fatal_;
-  std::optional<int64_t> fenced_by_;
-  std::string fenced_op_;  // streamcar_fenced_ops_total's op label
-};
-
-std::string Add(const RedisServer& server, const std::string& n) {
-  return std::string(server.Run({"XADD", "orders", "*", "n", n}).view().Str());
-}
-
-// [id, consumer, idle, count] of one pending id, or an empty row.
-struct PendingRow {
-  std::string consumer;
-  int64_t count = 0;
-};
-PendingRow Pending(const RedisServer& server, const std::string& id) {
-  redis::Reply reply = server.Run({"XPENDING", "orders", "g", id, id, "1"});
-  if (reply.view().Size() == 0) return {};
-  return {std::string(reply.view()[0][1].Str()), reply.view()[0][3].Integer()};
-}
-int64_t PendingCount(const RedisServer& server) {
-  return server.Run({"XPENDING", "orders", "g"}).view()[0].Integer();
-}
-// A client is blocked in Redis (our BLOCK read).
-bool Blocked(const RedisServer& server) {
-  return server.Run({"CLIENT", "LIST"}).view().Str().find(" flags=b ") != std::string::npos;
-}
 
 TEST(PlainIntake, DrainsOwnPendingFirstWithTheirDeliveryCounts) {
   RedisServer server;
@@ -192,11 +34,11 @@ TEST(PlainIntake, DrainsOwnPendingFirstWithTheirDeliveryCounts) {
   const std::string c = Add(server, "c");  // never read
 
   Harness h(server);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 3; }));
   EXPECT_EQ(h.group_ready_, 1);
   EXPECT_EQ(h.ack_mode_, redis::AckMode::kAckOnly);
-  EXPECT_TRUE(h.plain().drained());
+  EXPECT_TRUE(h.source().drained());
   // The drain read each once more: attempts 2, counted by Redis.
   EXPECT_EQ(h.ledger().Find(a)->attempts, 2);
   EXPECT_EQ(h.ledger().Find(b)->attempts, 2);
@@ -215,23 +57,23 @@ TEST(PlainIntake, ReadsNoMoreThanThereIsRoomAndGoesOnWhenPoked) {
   std::vector<std::string> ids;
   for (int i = 0; i < 10; ++i) ids.push_back(Add(server, std::to_string(i)));
   Harness h(server, /*capacity=*/4);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
   // Out of room: no read is outstanding and none starts, however long the loop runs.
-  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }));
+  ASSERT_TRUE(h.RunUntil([&] { return !h.source().reading(); }));
   h.RunFor(Millis(200));
-  EXPECT_FALSE(h.plain().reading());
+  EXPECT_FALSE(h.source().reading());
   EXPECT_EQ(PendingCount(server), 4) << "read beyond the room";
 
   // Room freed: nothing is read until the loop pokes the intake.
   h.Settle(server, 3);
   EXPECT_EQ(h.ledger().held(), 1u);
-  h.plain().Poke();
+  h.source().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
-  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }));
+  ASSERT_TRUE(h.RunUntil([&] { return !h.source().reading(); }));
   EXPECT_EQ(PendingCount(server), 4);
   h.Settle(server, 4);
-  h.plain().Poke();
+  h.source().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 3; }));
   EXPECT_EQ(server.Run({"XINFO", "GROUPS", "orders"}).view()[0][7].Str(), ids.back())
       << "every entry was read";
@@ -243,9 +85,9 @@ TEST(PlainIntake, AShortReadMakesTheNextReadLinger) {
   RedisServer server;
   server.Run({"XGROUP", "CREATE", "orders", "g", "$", "MKSTREAM"});
   Harness h(server);
-  h.plain().SetReadLinger(Millis(400));
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
+  h.source().SetReadLinger(Millis(400));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && Blocked(server); }));
   // Before the read that starts the linger: however late this thread runs after it, the next
   // read cannot come sooner than 400 ms after this.
   const SteadyTime first = SteadyClock::now();
@@ -257,7 +99,7 @@ TEST(PlainIntake, AShortReadMakesTheNextReadLinger) {
   h.RunFor(Millis(150));
   if (SteadyClock::now() - first < Millis(350)) {  // a loaded machine may have slept past it
     EXPECT_EQ(h.ledger().held(), 1u) << "read again before the linger ended";
-    EXPECT_FALSE(h.plain().reading());
+    EXPECT_FALSE(h.source().reading());
   }
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 3; }));
   EXPECT_GE(SteadyClock::now() - first, Millis(400));
@@ -269,12 +111,12 @@ TEST(PlainIntake, AFullReadDoesNotLinger) {
   RedisServer server;
   for (int i = 0; i < 10; ++i) Add(server, std::to_string(i));
   Harness h(server, /*capacity=*/4);
-  h.plain().SetReadLinger(Millis(60000));
-  h.plain().Start();
+  h.source().SetReadLinger(Millis(60000));
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
-  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }));
+  ASSERT_TRUE(h.RunUntil([&] { return !h.source().reading(); }));
   h.Settle(server, 4);
-  h.plain().Poke();
+  h.source().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }, Millis(10000)));
 }
 
@@ -287,8 +129,8 @@ TEST(PlainIntake, APendingEntryWhosePayloadIsGoneIsAcknowledgedNotAdmitted) {
   server.Run({"XDEL", "orders", gone});
 
   Harness h(server);
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.ledger().held() == 2; }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.ledger().held() == 2; }));
   EXPECT_EQ(h.acks_, (std::vector<std::string>{gone}));
   EXPECT_EQ(h.ledger().StateOf(gone), EntryState::kAcking);
   EXPECT_EQ(h.ledger().StateOf(kept), EntryState::kQueued);
@@ -300,8 +142,8 @@ TEST(PlainIntake, APendingEntryWhosePayloadIsGoneIsAcknowledgedNotAdmitted) {
 TEST(PlainIntake, AGroupDeletedWithItsStreamIsCreatedAgainAtZero) {
   RedisServer server;
   Harness h(server);
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   server.Run({"DEL", "orders"});
   // Written after the deletion, before or after the group is back: read either way (group at 0).
   const std::string id = Add(server, "after");
@@ -316,11 +158,11 @@ TEST(PlainIntake, NogroupMetByTheSettlementCreatesTheGroupAgainEvenWithoutRoom) 
   RedisServer server;
   Harness h(server, /*capacity=*/1);
   const std::string id = Add(server, "held");
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(id) && !h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(id) && !h.source().reading(); }));
   server.Run({"DEL", "orders"});
   // Out of room, so no read would meet NOGROUP: the settlement's report is what re-creates it.
-  h.plain().RequestGroupRecreation();
+  h.source().RequestGroupRecreation();
   ASSERT_TRUE(h.RunUntil([&] {
     redis::Reply groups = server.RunAllowingError({"XINFO", "GROUPS", "orders"});
     return !groups.IsError() && groups.view().Size() == 1;
@@ -341,17 +183,17 @@ TEST(PlainIntake, ReclaimsADeadPeersIdleEntriesOnlyAfterTheDrain) {
   Harness h(server, 100, sub);
   // Reading is paused (health_url unhealthy): the drain cannot run, although there is room.
   h.ledger().SetHealthPaused(true);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.group_ready_ == 1; }));
   // Several reclaim intervals, the peer's entry long idle: still the peer's.
   h.RunFor(Millis(600));
-  EXPECT_FALSE(h.plain().drained());
+  EXPECT_FALSE(h.source().drained());
   EXPECT_EQ(Pending(server, peers).consumer, "peer") << "reclaimed before the drain";
   EXPECT_FALSE(h.ledger().Holds(peers));
 
   h.ledger().SetHealthPaused(false);
-  h.plain().Poke();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained(); }));
+  h.source().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained(); }));
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(peers); }));
   EXPECT_EQ(Pending(server, peers).consumer, "c1");
   EXPECT_EQ(h.ledger().Find(peers)->attempts, 2) << "the peer's delivery and the claim";
@@ -372,7 +214,7 @@ TEST(PlainIntake, APeersPendingEntryDeletedIsCountedByTheReclaimBeat) {
   config::Subscription sub = Sub();
   sub.claim.min_idle = Millis(100);
   Harness h(server, 100, sub);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(kept); })) << "the reclaim beat claimed";
   EXPECT_EQ(Pending(server, kept).consumer, "c1");
   EXPECT_EQ(h.metrics().deleted_entries->Value(), 1) << "reported deleted by XAUTOCLAIM";
@@ -385,25 +227,25 @@ TEST(PlainIntake, APeersPendingEntryDeletedIsCountedByTheReclaimBeat) {
 TEST(PlainIntake, StopEndsABlockingReadAtOnce) {
   RedisServer server;
   Harness h(server);
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   // An entry ends the read in progress; the next read starts in the same turn of the loop, so it
   // has its whole BLOCK period ahead when the stop comes.
   const std::string first = Add(server, "first");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
-  ASSERT_TRUE(h.plain().reading());
+  ASSERT_TRUE(h.source().reading());
   ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
   // CLIENT UNBLOCK goes on the command connection: on a loaded machine it may still be
   // connecting, and a stop then rightly waits for the read instead (the fallback).
   ASSERT_TRUE(h.RunUntil([&] { return h.command().ready(); }));
   bool stopped = false;
   const SteadyTime begin = SteadyClock::now();
-  h.plain().Stop([&] { stopped = true; });
+  h.source().Stop([&] { stopped = true; });
   EXPECT_FALSE(stopped) << "never inside Stop";
   ASSERT_TRUE(h.RunUntil([&] { return stopped; }));
   const auto took = std::chrono::duration_cast<Millis>(SteadyClock::now() - begin);
   EXPECT_LT(took.count(), 500) << "waited for the BLOCK to run out";
-  EXPECT_FALSE(h.plain().reading());
+  EXPECT_FALSE(h.source().reading());
   // Nothing is read after the stop.
   Add(server, "late");
   h.RunFor(Millis(200));
@@ -414,14 +256,14 @@ TEST(PlainIntake, StopEndsABlockingReadAtOnce) {
 TEST(PlainIntake, StopRoutesWhatTheLastReadBrought) {
   RedisServer server;
   Harness h(server);
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
   // The blocked read is answered with this entry; the loop has not seen the answer yet.
   const std::string id = Add(server, "in flight");
   bool stopped = false;
   bool held_when_stopped = false;
-  h.plain().Stop([&] {
+  h.source().Stop([&] {
     stopped = true;
     held_when_stopped = h.ledger().Holds(id);
   });
@@ -434,8 +276,8 @@ TEST(PlainIntake, StopRoutesWhatTheLastReadBrought) {
 TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   RedisServer server;
   Harness h(server);
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   const std::string first = Add(server, "first");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
   ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
@@ -445,8 +287,8 @@ TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   const auto refs = h.ledger().TakeReady(1, now);
   ASSERT_EQ(refs.size(), 1u);
   h.ledger().HandBack(refs, now + Millis(30000));
-  h.plain().Poke();
-  ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }, Millis(500)))
+  h.source().Poke();
+  ASSERT_TRUE(h.RunUntil([&] { return !h.source().reading(); }, Millis(500)))
       << "the BLOCK read went on while paused";
   // What is written meanwhile stays in the stream, not read into a paused consumer.
   Add(server, "while paused");
@@ -455,15 +297,15 @@ TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   EXPECT_EQ(h.ledger().held(), 1u);
   // The handler answers again: reading goes on.
   h.ledger().HandlerAnswered();
-  h.plain().Poke();
+  h.source().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
 }
 
 TEST(PlainIntake, AfterALostReadConnectionOwnPendingEntriesNothingHoldsComeBack) {
   RedisServer server;
   Harness h(server);
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   const std::string a = Add(server, "a");
   const std::string b = Add(server, "b");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
@@ -487,14 +329,14 @@ TEST(PlainIntake, AfterALostReadConnectionOwnPendingEntriesNothingHoldsComeBack)
 TEST(PlainIntake, AnAmbiguousSettlementReReadsOnlyWhatNothingHolds) {
   RedisServer server;
   Harness h(server);
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   const std::string a = Add(server, "a");
   const std::string b = Add(server, "b");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
   ASSERT_EQ(h.ledger().MarkLost(b), EntryLedger::LostResult::kDropped);
   const int admitted = h.admitted_;
-  h.plain().RequestRecovery();
+  h.source().RequestRecovery();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(b); }));
   EXPECT_EQ(h.ledger().held(), 2u);
   EXPECT_GT(h.admitted_, admitted);
@@ -508,8 +350,8 @@ TEST(PlainIntake, AnAmbiguousSettlementReReadsOnlyWhatNothingHolds) {
 TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
   RedisServer server;
   Harness h(server, 100, KeyedSub());
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   const std::string a1 = Add(server, "a");
   const std::string a2 = Add(server, "a");
   const std::string b1 = Add(server, "b");
@@ -527,7 +369,7 @@ TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
   ASSERT_TRUE(h.ledger().ReleaseKeepingLane(b1));
   server.Run({"XACK", "orders", "g", b1});
   EXPECT_TRUE(h.ledger().TakeReady(10, now).empty());
-  h.plain().RequestRecovery();
+  h.source().RequestRecovery();
   ASSERT_TRUE(h.RunUntil([&] { return !h.ledger().has_kept_lanes(); }));
   EXPECT_TRUE(h.ledger().Holds(a1)) << "a1 is still pending for this consumer: read again";
   EXPECT_FALSE(h.ledger().Holds(b1));
@@ -544,8 +386,8 @@ TEST(PlainIntake, TheRecoveryGivesKeptLanesBack) {
 TEST(PlainIntake, ARecoveryMeetingNogroupRecreatesTheGroupAndGivesKeptLanesBack) {
   RedisServer server;
   Harness h(server, 100, KeyedSub());
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && h.plain().reading(); }));
+  h.source().Start();
+  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
   const std::string a1 = Add(server, "a");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 1; }));
   auto out = h.ledger().TakeReady(10, h.loop_->clock().Now());
@@ -554,7 +396,7 @@ TEST(PlainIntake, ARecoveryMeetingNogroupRecreatesTheGroupAndGivesKeptLanesBack)
   ASSERT_TRUE(h.ledger().ReleaseKeepingLane(a1));
   server.Run({"DEL", "orders"});
   RedisMonitor monitor(server.port());
-  h.plain().RequestRecovery();
+  h.source().RequestRecovery();
   ASSERT_TRUE(h.RunUntil([&] { return !h.ledger().has_kept_lanes(); }));
   EXPECT_EQ(server.Run({"XINFO", "GROUPS", "orders"}).view().Size(), 1u) << "group not re-created";
   ASSERT_TRUE(monitor.ok());
@@ -571,7 +413,7 @@ TEST(PlainIntake, AStreamKeyOfAnotherTypeIsFatal) {
   RedisServer server;
   server.Run({"SET", "orders", "not a stream"});
   Harness h(server);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.fatal_.has_value(); }));
   EXPECT_EQ(h.fatal_->code(), StatusCode::kFatal);
   EXPECT_NE(h.fatal_->message().find("WRONGTYPE"), std::string::npos) << h.fatal_->message();
@@ -583,7 +425,7 @@ TEST(PlainIntake, ADeadLetterKeyOfAnotherTypeIsFatal) {
   RedisServer server;
   server.Run({"SET", "orders:dlq", "not a stream"});
   Harness h(server);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.fatal_.has_value(); }));
   EXPECT_EQ(h.fatal_->code(), StatusCode::kFatal);
   EXPECT_NE(h.fatal_->message().find(
@@ -601,7 +443,7 @@ TEST(PlainIntake, AckDeleteWithAnotherGroupAndNoXackdelIsFatal) {
   config::Subscription sub = Sub();
   sub.ack.delete_entries = true;
   Harness h(server, 100, sub);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.fatal_.has_value(); }));
   EXPECT_NE(h.fatal_->message().find("(it has 2)"), std::string::npos) << h.fatal_->message();
 }
@@ -612,139 +454,10 @@ TEST(PlainIntake, AckDeleteAloneWithoutXackdelAcknowledgesThenDeletes) {
   config::Subscription sub = Sub();
   sub.ack.delete_entries = true;
   Harness h(server, 100, sub);
-  h.plain().Start();
+  h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.ack_mode_.has_value(); }));
   EXPECT_EQ(*h.ack_mode_, has_ackdel ? redis::AckMode::kAckDel : redis::AckMode::kAckThenDelete);
   EXPECT_EQ(h.group_ready_, 1);
-}
-
-// --- one shard of a sharded subscription (SHARDING.md B5) ----------------------------------------
-
-std::unique_ptr<sharding::FencedShardOps> Shard(int64_t token, const std::string& consumer = "c1") {
-  return std::make_unique<sharding::FencedShardOps>("orders", "g", consumer, token,
-                                                    "member-" + consumer, 1);
-}
-
-TEST(ShardIntake, TakeoverDeliversEveryPendingEntryFirstInIdOrder) {
-  RedisServer server;
-  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
-  const std::string a = Add(server, "a");
-  const std::string b = Add(server, "b");
-  const std::string c = Add(server, "c");
-  // The previous owner (another pod) read a and b; this pod once read c.
-  server.Run({"XREADGROUP", "GROUP", "g", "pod-old", "COUNT", "2", "STREAMS", "orders", ">"});
-  server.Run({"XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "orders", ">"});
-  const std::string d = Add(server, "d");  // never read
-
-  Harness h(server, 100, Sub(), Shard(5));
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 4; }));
-  EXPECT_FALSE(h.fenced_by_);
-  for (const std::string& id : {a, b, c}) {
-    EXPECT_EQ(Pending(server, id).consumer, "c1") << id;
-    EXPECT_EQ(h.ledger().Find(id)->attempts, 2) << id << ": one more delivery";
-  }
-  EXPECT_EQ(h.ledger().Find(d)->attempts, 1);
-  std::vector<std::string> order;
-  for (const EntryRef& ref : h.ledger().TakeReady(10, h.loop_->clock().Now())) {
-    order.push_back(ref.id);
-  }
-  EXPECT_EQ(order, (std::vector<std::string>{a, b, c, d}));
-}
-
-// SHARDING.md B7: the shard is STARTING until claim_all has taken its whole pending list; the
-// group being ready is not the takeover being done.
-TEST(ShardIntake, TheTakeoverIsDoneOnlyOnceEveryPendingEntryIsClaimed) {
-  RedisServer server;
-  server.Run({"XGROUP", "CREATE", "orders", "g", "0", "MKSTREAM"});
-  for (int i = 0; i < 6; ++i) Add(server, std::to_string(i));
-  server.Run({"XREADGROUP", "GROUP", "g", "pod-old", "COUNT", "6", "STREAMS", "orders", ">"});
-
-  Harness h(server, /*capacity=*/2, Sub(), Shard(5));
-  h.plain().Start();
-  // The first page filled the ledger: the group is ready, the takeover is not done.
-  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
-  h.RunFor(Millis(200));
-  EXPECT_EQ(h.group_ready_, 1);
-  EXPECT_EQ(h.drained_, 0) << "four entries are still the previous owner's";
-  EXPECT_FALSE(h.plain().drained());
-  for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2 || h.drained_ > 0; }));
-    h.Settle(server, 2);
-    h.plain().Poke();
-  }
-  ASSERT_TRUE(h.RunUntil([&] { return h.drained_ > 0; }));
-  h.RunFor(Millis(100));
-  EXPECT_EQ(h.drained_, 1) << "once";
-  EXPECT_EQ(PendingCount(server), 0) << "every claimed entry was settled";
-}
-
-TEST(ShardIntake, AnEmptyShardIsWaitedOnWithoutTouchingItsGroup) {
-  RedisServer server;
-  Harness h(server, 100, Sub(), Shard(5));
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
-  EXPECT_EQ(PendingCount(server), 0);
-  const std::string a = Add(server, "a");
-  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 1; }, Millis(900)))
-      << "the wait wakes on the append, not after its block";
-  EXPECT_EQ(Pending(server, a).consumer, "c1") << "taken by the fenced read";
-  bool stopped = false;
-  h.plain().Stop([&] { stopped = true; });
-  ASSERT_TRUE(h.RunUntil([&] { return stopped; }, Millis(900))) << "a stop ends the wait";
-}
-
-// SCRIPT FLUSH (or a restart after the connection loaded its scripts): the fenced read answers
-// NOSCRIPT; the intake loads the scripts again on its connection and reads on.
-TEST(ShardIntake, ForgottenScriptsAreLoadedAgainAndReadingGoesOn) {
-  RedisServer server;
-  Harness h(server, 100, Sub(), Shard(5));
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
-  server.Run({"SCRIPT", "FLUSH"});
-  const std::string a = Add(server, "a");
-  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(a); }, Millis(3000)))
-      << "the intake stalled on NOSCRIPT";
-  const std::string b = Add(server, "b");
-  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(b); }, Millis(3000)));
-  EXPECT_FALSE(h.fatal_);
-  EXPECT_FALSE(h.fenced_by_);
-}
-
-TEST(ShardIntake, ANewerOwnerFencesTheIntakeOff) {
-  RedisServer server;
-  Harness h(server, 100, Sub(), Shard(5));
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained() && Blocked(server); }));
-  // Another member takes the shard over: its install raises the fence to 9.
-  auto newer = Shard(9, "pod-new");
-  auto connection = server.Connect();
-  for (const auto* script : sharding::FencedScripts()) {
-    ASSERT_TRUE(connection->Run(script->Load()).ok());
-  }
-  ASSERT_TRUE(connection->Run(newer->EnsureGroup("0")).ok());
-  const std::string a = Add(server, "a");  // wakes the wait; the fenced read is refused
-  ASSERT_TRUE(h.RunUntil([&] { return h.fenced_by_.has_value(); }));
-  EXPECT_EQ(*h.fenced_by_, 9);
-  EXPECT_EQ(h.fenced_op_, "read");
-  EXPECT_EQ(h.ledger().held(), 0u);
-  EXPECT_EQ(PendingCount(server), 0) << "the stale owner read nothing";
-  EXPECT_FALSE(h.fatal_);
-}
-
-TEST(ShardIntake, AStaleInstallAtStartFencesTheIntakeOff) {
-  RedisServer server;
-  auto connection = server.Connect();
-  for (const auto* script : sharding::FencedScripts()) {
-    ASSERT_TRUE(connection->Run(script->Load()).ok());
-  }
-  ASSERT_TRUE(connection->Run(Shard(9, "pod-new")->EnsureGroup("0")).ok());
-  Harness h(server, 100, Sub(), Shard(5));
-  h.plain().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.fenced_by_.has_value(); }));
-  EXPECT_EQ(*h.fenced_by_, 9);
-  EXPECT_EQ(h.fenced_op_, "install");
-  EXPECT_EQ(h.group_ready_, 0);
 }
 
 }  // namespace
