@@ -16,6 +16,7 @@
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/connector.h"
 #include "sidecar/redis/settle_scripts.h"
+#include "sidecar/runtime/metrics_observer.h"
 #include "sidecar/sharding/fenced_script.h"
 #include "tests/support/redis_monitor.h"
 #include "tests/support/redis_server.h"
@@ -81,7 +82,7 @@ class Harness {
         [this](std::string id) { acks_.push_back(std::move(id)); },
         [this](std::string id, redis::DeadLetterMeta) { dead_.push_back(std::move(id)); }};
     intake_ = std::make_unique<Intake>(sub_.name, delivery::OutcomePolicyOf(sub_), &ledger_,
-                                       std::move(settlement), &metrics_, loop_->clock());
+                                       std::move(settlement), &observer_, loop_->clock());
     PlainIntake::Callbacks callbacks;
     callbacks.group_ready = [this] { ++group_ready_; };
     callbacks.fatal = [this](const Status& s) { fatal_ = s; };
@@ -143,6 +144,7 @@ class Harness {
   EntryLedger ledger_;
   admin::Metrics registry_;
   admin::SubscriptionMetrics& metrics_ = registry_.ForSubscription(sub_.name);
+  MetricsObserver observer_{&metrics_};
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<redis::Connector> connector_;
   std::unique_ptr<redis::AsyncConnection> read_;
@@ -340,7 +342,7 @@ TEST(PlainIntake, ReclaimsADeadPeersIdleEntriesOnlyAfterTheDrain) {
   sub.claim.min_idle = Millis(100);
   Harness h(server, 100, sub);
   // Reading is paused (health_url unhealthy): the drain cannot run, although there is room.
-  h.ledger().SetHealthPaused(true);
+  h.ledger().SetPause({SteadyTime::max()});
   h.plain().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.group_ready_ == 1; }));
   // Several reclaim intervals, the peer's entry long idle: still the peer's.
@@ -349,7 +351,7 @@ TEST(PlainIntake, ReclaimsADeadPeersIdleEntriesOnlyAfterTheDrain) {
   EXPECT_EQ(Pending(server, peers).consumer, "peer") << "reclaimed before the drain";
   EXPECT_FALSE(h.ledger().Holds(peers));
 
-  h.ledger().SetHealthPaused(false);
+  h.ledger().SetPause({});
   h.plain().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.plain().drained(); }));
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(peers); }));
@@ -444,7 +446,8 @@ TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   const SteadyTime now = h.loop_->clock().Now();
   const auto refs = h.ledger().TakeReady(1, now);
   ASSERT_EQ(refs.size(), 1u);
-  h.ledger().HandBack(refs, now + Millis(30000));
+  h.ledger().HandBack(refs);
+  h.ledger().SetPause({now + Millis(30000), /*reads_wait_while_held=*/true});
   h.plain().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return !h.plain().reading(); }, Millis(500)))
       << "the BLOCK read went on while paused";
@@ -454,7 +457,7 @@ TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   EXPECT_EQ(PendingCount(server), 1);
   EXPECT_EQ(h.ledger().held(), 1u);
   // The handler answers again: reading goes on.
-  h.ledger().HandlerAnswered();
+  h.ledger().SetPause({});
   h.plain().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
 }
