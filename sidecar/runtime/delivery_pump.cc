@@ -1,9 +1,5 @@
 #include "sidecar/runtime/delivery_pump.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-
 #include <span>
 #include <utility>
 
@@ -14,30 +10,32 @@ namespace streamcar::runtime {
 
 DeliveryPump::DeliveryPump(const config::Subscription& subscription, EntryLedger* ledger,
                            Settlement* settlement, delivery::HandlerClient* client,
-                           admin::SubscriptionMetrics* metrics, const Clock& clock,
+                           DeliveryGates* gates, AttemptObserver* observer, const Clock& clock,
                            std::function<void()> after_results)
     : sub_(subscription),
       ledger_(ledger),
       settlement_(settlement),
       client_(client),
-      metrics_(metrics),
+      gates_(gates),
+      observer_(observer),
       clock_(clock),
       after_results_(std::move(after_results)),
       policy_(delivery::OutcomePolicyOf(subscription)),
       context_{subscription.stream, subscription.group, &subscription.handler},
       batch_size_(static_cast<size_t>(subscription.handler.batch_size)) {}
 
-void DeliveryPump::ShardedBy(delivery::ShardStamp stamp, std::function<bool()> lease_valid) {
-  context_.shard = stamp;
-  lease_valid_ = std::move(lease_valid);
-}
+void DeliveryPump::ShardedBy(delivery::ShardStamp stamp) { context_.shard = stamp; }
+
+void DeliveryPump::UpdatePause() { ledger_->SetPause(gates_->PauseAt(clock_.Now())); }
 
 void DeliveryPump::Pump() {
+  UpdatePause();
   // At most the slots free now: a request that fails at once (a refused connect) hands its slot
   // back before its callback has paused delivery, and must not let one Pump send the whole queue.
   for (size_t slots = client_->free_slots(); slots > 0; --slots) {
-    if (lease_valid_ && !lease_valid_()) return;  // checked before each POST
-    auto refs = ledger_->TakeReady(batch_size_, clock_.Now());
+    const SteadyTime now = clock_.Now();
+    if (!gates_->Open(now)) return;  // asked before each POST
+    auto refs = ledger_->TakeReady(batch_size_, now);
     if (refs.empty()) return;
     Send(std::move(refs));
   }
@@ -63,6 +61,7 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
     return;
   }
   const SteadyTime started = clock_.Now();
+  observer_->OnStarted(refs, started);
   client_->Send(std::move(request), sub_.handler.timeout,
                 [this, refs = std::move(refs), started](const delivery::HandlerResponse& response) {
                   OnAnswer(refs, started, response);
@@ -71,20 +70,22 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
 
 void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
                             const delivery::HandlerResponse& response) {
+  const SteadyTime now = clock_.Now();
+  gates_->OnAnswer(response, now);
   if (response.kind == delivery::HandlerResponse::Kind::kRefused) {
-    HandlerRefused(refs, response.error);
+    HandlerRefused(refs);
+    observer_->OnEnded(refs, response, started, now);
     after_results_();
     return;
   }
-  metrics_->delivery_duration->Observe(
-      std::chrono::duration<double>(clock_.Now() - started).count());
-  HandlerAnswered();
+  observer_->OnEnded(refs, response, started, now);
+  UpdatePause();
   const int64_t now_ms = clock_.WallMillis();
   if (batch_size_ == 1) {
     const StreamEntry* entry = ledger_->Entry(refs.front());
     if (entry != nullptr) {
       auto decision = delivery::Decide(policy_, response, entry->attempts, now_ms, UnitRandom());
-      Count(decision);
+      observer_->OnDecided(refs.front(), decision);
       Settle(refs.front(), decision);
     }
     after_results_();
@@ -102,7 +103,7 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
   auto decided =
       delivery::DecideBatch(policy_, response, items, now_ms, [] { return UnitRandom(); });
   if (decided.unknown_ids > 0) {
-    metrics_->batch_unknown_ids->Increment(static_cast<double>(decided.unknown_ids));
+    observer_->OnUnknownIds(decided.unknown_ids);
     LogWarn("batch answer named ids that were not in the batch; ignored",
             {{"subscription", sub_.name}, {"count", static_cast<int64_t>(decided.unknown_ids)}});
   }
@@ -112,7 +113,7 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
     SettleInOrder(live, decided.decisions, whole);
   } else {
     for (size_t i = 0; i < live.size(); ++i) {
-      Count(decided.decisions[i]);
+      observer_->OnDecided(live[i], decided.decisions[i]);
       Settle(live[i], decided.decisions[i]);
     }
   }
@@ -125,7 +126,7 @@ void DeliveryPump::SettleInOrder(const std::vector<EntryRef>& refs,
   if (failed_whole && refs.size() > 1) {
     // Which entry failed the request is unknown: none is charged with it. Each goes out again
     // alone, in order, and meets its own outcome (a retry, a dead letter) by itself.
-    for (const auto& decision : decisions) Count(decision);
+    for (size_t i = 0; i < refs.size(); ++i) observer_->OnDecided(refs[i], decisions[i]);
     ledger_->Redeliver(refs, /*alone=*/true);
     return;
   }
@@ -136,41 +137,25 @@ void DeliveryPump::SettleInOrder(const std::vector<EntryRef>& refs,
   size_t failed = 0;
   while (failed < refs.size() && decisions[failed].action == delivery::Action::kAck) ++failed;
   for (size_t i = 0; i < failed; ++i) {
-    Count(decisions[i]);
+    observer_->OnDecided(refs[i], decisions[i]);
     Settle(refs[i], decisions[i]);
   }
   if (failed == refs.size()) return;
   // Put back before the failed entry is settled: were it let go, the lane would pass on at once.
   ledger_->Redeliver(std::span<const EntryRef>(refs).subspan(failed + 1));
-  Count(decisions[failed]);
+  observer_->OnDecided(refs[failed], decisions[failed]);
   Settle(refs[failed], decisions[failed]);
-}
-
-void DeliveryPump::Count(const delivery::Decision& decision) {
-  if (auto* counter = metrics_->Delivered(decision.outcome)) counter->Increment();
 }
 
 void DeliveryPump::Settle(const EntryRef& ref, const delivery::Decision& decision) {
   settlement_->OnOutcome(ref, decision, clock_.Now());
 }
 
-void DeliveryPump::HandlerRefused(const std::vector<EntryRef>& refs, const std::string& error) {
-  const Millis pause = ReconnectDelay(refused_streak_++, Millis(100), Millis(2000), UnitRandom());
-  // Reading pauses first: once the gauge says the handler is down, no new read starts.
-  ledger_->HandBack(refs, clock_.Now() + pause);
-  metrics_->handler_up->Set(0);
-  LogWarn("handler refused the connection; delivery paused, no attempt spent",
-          {{"subscription", sub_.name},
-           {"url", sub_.handler.url},
-           {"error", error},
-           {"retry_in_ms", static_cast<int64_t>(pause.count())}});
-}
-
-void DeliveryPump::HandlerAnswered() {
-  if (refused_streak_ > 0) LogInfo("handler is answering again", {{"subscription", sub_.name}});
-  refused_streak_ = 0;
-  metrics_->handler_up->Set(1);
-  ledger_->HandlerAnswered();
+void DeliveryPump::HandlerRefused(const std::vector<EntryRef>& refs) {
+  ledger_->HandBack(refs);
+  // Reading pauses before the observers hear of it: once the gauge says the handler is down, no
+  // new read starts.
+  UpdatePause();
 }
 
 }  // namespace streamcar::runtime

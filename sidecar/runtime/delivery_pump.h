@@ -3,7 +3,10 @@
 // 3.4), hands it to the handler client, turns the answer into outcomes (delivery/outcome.h) and
 // applies them: a 2xx to the ledger and the settlement's acknowledgements, a retry to the
 // ledger's timers, a dead letter to the settlement. A refused connection hands the entries back
-// without spending an attempt and pauses delivery (SPEC 3.2).
+// without spending an attempt (SPEC 3.2). Before each POST it asks the delivery gates
+// (delivery_gates.h: the refused-connect pause, the health check, a shard's lease), tells them
+// every answer, and keeps the ledger's pause what they say. It reports each attempt to the
+// subscription's observers (attempt_observer.h): the metrics are theirs.
 //
 // Single-threaded: the subscription's loop thread makes every call, and the handler client calls
 // back on it. Nothing here keeps a pointer into the ledger across a request: an EntryRef names
@@ -14,12 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "sidecar/admin/metrics.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/config/config.h"
 #include "sidecar/delivery/encoder.h"
 #include "sidecar/delivery/handler_client.h"
 #include "sidecar/delivery/outcome.h"
+#include "sidecar/runtime/attempt_observer.h"
+#include "sidecar/runtime/delivery_gates.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/settlement.h"
 
@@ -30,18 +34,19 @@ class DeliveryPump {
   // Every pointer outlives the pump. `after_results` runs after the outcomes of an answer (or a
   // refusal) were applied: the loop flushes the settlement and lets intake read again.
   DeliveryPump(const config::Subscription& subscription, EntryLedger* ledger,
-               Settlement* settlement, delivery::HandlerClient* client,
-               admin::SubscriptionMetrics* metrics, const Clock& clock,
-               std::function<void()> after_results);
+               Settlement* settlement, delivery::HandlerClient* client, DeliveryGates* gates,
+               AttemptObserver* observer, const Clock& clock, std::function<void()> after_results);
 
-  // Sends what the ledger has ready while the client has a free connection.
+  // Sends what the ledger has ready while the client has a free connection and every gate is
+  // open. Updates the ledger's pause first.
   void Pump();
+  // The ledger's pause from what the gates say now: for intake, which reads by it. Pump does it;
+  // the loop also does it once before intake starts.
+  void UpdatePause();
 
   // One shard of a sharded subscription (SPEC 9): requests carry `stamp` (Streamcar-Shard,
-  // Streamcar-Fence), and nothing is sent while `lease_valid` says the member's local lease ran
-  // out (SHARDING.md B6: checked before each POST, it shrinks the window in which a paused member
-  // could send what a newer owner also handles).
-  void ShardedBy(delivery::ShardStamp stamp, std::function<bool()> lease_valid);
+  // Streamcar-Fence). The member's lease is one of the gates (sharding/lease_gate.h).
+  void ShardedBy(delivery::ShardStamp stamp);
 
  private:
   void Send(std::vector<EntryRef> refs);
@@ -54,22 +59,19 @@ class DeliveryPump {
   // delivered again alone.
   void SettleInOrder(const std::vector<EntryRef>& refs,
                      const std::vector<delivery::Decision>& decisions, bool failed_whole);
-  void Count(const delivery::Decision& decision);
-  void HandlerRefused(const std::vector<EntryRef>& refs, const std::string& error);
-  void HandlerAnswered();
+  void HandlerRefused(const std::vector<EntryRef>& refs);
 
   const config::Subscription& sub_;
   EntryLedger* ledger_;
   Settlement* settlement_;
   delivery::HandlerClient* client_;
-  admin::SubscriptionMetrics* metrics_;
+  DeliveryGates* gates_;
+  AttemptObserver* observer_;
   const Clock& clock_;
   std::function<void()> after_results_;
   const delivery::OutcomePolicy policy_;
   delivery::EncodeContext context_;
-  std::function<bool()> lease_valid_;  // sharded only
   const size_t batch_size_;
-  int refused_streak_ = 0;
 };
 
 }  // namespace streamcar::runtime

@@ -7,10 +7,8 @@
 #include "sidecar/common/check.h"
 
 namespace streamcar::runtime {
-namespace {
 
-// The failed check's detail: which step met which state.
-std::string Met(std::string_view step, std::string_view id, EntryState state) {
+std::string EntryLedger::Met(std::string_view step, std::string_view id, EntryState state) {
   std::string text(step);
   text += " of ";
   text += id;
@@ -18,8 +16,6 @@ std::string Met(std::string_view step, std::string_view id, EntryState state) {
   text += Name(state);
   return text;
 }
-
-}  // namespace
 
 std::string_view Name(EntryState state) {
   switch (state) {
@@ -96,19 +92,17 @@ bool EntryLedger::WorthReading() const {
          max_held_bytes_ - held_bytes_ >= max_held_bytes_ / 4;
 }
 
-bool EntryLedger::DeliveryPaused(SteadyTime now) const {
-  return health_paused_ || now < handler_paused_until_;
-}
+bool EntryLedger::DeliveryPaused(SteadyTime now) const { return now < pause_.until; }
 
 bool EntryLedger::ReadPaused(SteadyTime now) const {
   // While the handler refuses, the held entries are retried on their own; reading more would only
   // pile entries up. With nothing held, one read is the only way to try the handler again.
-  return DeliveryPaused(now) || (handler_down_ && !held_.empty());
+  return DeliveryPaused(now) || (pause_.reads_wait_while_held && !held_.empty());
 }
 
 std::optional<SteadyTime> EntryLedger::PauseEndsAt() const {
-  if (handler_paused_until_ == SteadyTime{}) return std::nullopt;
-  return handler_paused_until_;
+  if (pause_.until == SteadyTime{} || pause_.until == SteadyTime::max()) return std::nullopt;
+  return pause_.until;
 }
 
 EntryLedger::Held* EntryLedger::Lookup(std::string_view id) const {
@@ -236,22 +230,6 @@ EntryRef EntryLedger::HandOut(Held* entry) {
   return {entry->entry.id, entry->generation};
 }
 
-void EntryLedger::TakeLaneRun(size_t max, std::vector<EntryRef>* refs) {
-  auto lane = lanes_.find("");
-  // What was just taken holds the lane (every entry of one lane has its key): the entries behind
-  // it are the next ids in order, and nothing else can go out before them.
-  if (lane == lanes_.end() || !lane->second.kept_for.empty()) return;
-  auto& waiting = lane->second.waiting;
-  while (refs->size() < max && !waiting.empty() && !waiting.front()->alone) {
-    Held* entry = waiting.front();
-    waiting.pop_front();
-    SC_DCHECK(entry->state == EntryState::kBlocked,
-              Met("TakeReady", entry->entry.id, entry->state));
-    refs->push_back(HandOut(entry));
-    ++lane->second.holders;
-  }
-}
-
 const StreamEntry* EntryLedger::Entry(const EntryRef& ref) const {
   const Held* entry = FindRef(ref);
   return entry == nullptr ? nullptr : &entry->entry;
@@ -265,32 +243,6 @@ bool EntryLedger::Lost(const EntryRef& ref) const {
 void EntryLedger::LeaveInFlight(Held* entry) {
   --in_flight_;
   entry->state = EntryState::kQueued;  // the caller sets the next state at once
-}
-
-void EntryLedger::FreeLane(Held* entry) {
-  if (!entry->key) return;
-  auto lane = lanes_.find(*entry->key);
-  entry->key.reset();
-  if (lane == lanes_.end()) return;
-  auto& waiting = lane->second.waiting;
-  if (auto self = std::find(waiting.begin(), waiting.end(), entry); self != waiting.end()) {
-    waiting.erase(self);  // let go while still blocked: the lane's head is still out
-    return;
-  }
-  if (--lane->second.holders > 0) return;  // the rest of its hand-out is still out
-  PassLane(lane);
-}
-
-void EntryLedger::PassLane(std::unordered_map<std::string, KeyLane>::iterator lane) {
-  auto& waiting = lane->second.waiting;
-  if (waiting.empty()) {
-    if (lane->second.kept_for.empty()) lanes_.erase(lane);
-    return;
-  }
-  Held* next = waiting.front();
-  waiting.pop_front();
-  lane->second.holders = 1;
-  MakeReady(next, false);
 }
 
 void EntryLedger::FreePayload(Held* entry) {
@@ -382,7 +334,7 @@ EntryLedger::Applied EntryLedger::DeadLetter(const EntryRef& ref) {
   return Applied::kApplied;
 }
 
-void EntryLedger::HandBack(std::span<const EntryRef> refs, SteadyTime paused_until) {
+void EntryLedger::HandBack(std::span<const EntryRef> refs) {
   // Back to the front in their original order; an entry a keepalive found another consumer's
   // meanwhile is let go instead (SPEC 3.2: never delivered again here).
   for (size_t i = refs.size(); i-- > 0;) {
@@ -401,45 +353,9 @@ void EntryLedger::HandBack(std::span<const EntryRef> refs, SteadyTime paused_unt
     entry->posted = entry->posted_before;
     MakeReady(entry, true);
   }
-  handler_down_ = true;
-  handler_paused_until_ = std::max(handler_paused_until_, paused_until);
 }
 
-void EntryLedger::Redeliver(std::span<const EntryRef> refs, bool alone) {
-  if (!SC_DCHECK(one_lane_, "Redeliver outside one lane")) return;
-  auto lane = lanes_.find("");
-  if (lane == lanes_.end()) return;  // nothing handed out holds it: every ref is stale
-  // Back in front of what waits, last first, so that they keep their order; the lane passes on
-  // only after all are back, or a later entry would go out before them.
-  for (size_t i = refs.size(); i-- > 0;) {
-    Held* entry = FindRef(refs[i]);
-    if (entry == nullptr) continue;
-    if (!SC_DCHECK(entry->state == EntryState::kInFlight,
-                   Met("Redeliver", refs[i].id, entry->state))) {
-      continue;
-    }
-    --lane->second.holders;
-    entry->key.reset();  // its hold is given up here, not by Erase
-    if (entry->lost) {
-      Erase(entry);
-      continue;
-    }
-    LeaveInFlight(entry);
-    entry->key.emplace();
-    entry->alone = entry->alone || alone;
-    entry->state = EntryState::kBlocked;
-    entry->generation = next_generation_++;  // this delivery's answer is settled
-    lane->second.waiting.push_front(entry);
-  }
-  if (lane->second.holders == 0 && lane->second.kept_for.empty()) PassLane(lane);
-}
-
-void EntryLedger::HandlerAnswered() {
-  handler_paused_until_ = SteadyTime{};
-  handler_down_ = false;
-}
-
-void EntryLedger::SetHealthPaused(bool paused) { health_paused_ = paused; }
+void EntryLedger::SetPause(Pause pause) { pause_ = pause; }
 
 bool EntryLedger::AckConfirmed(std::string_view id) {
   Held* entry = Lookup(id);
@@ -545,49 +461,6 @@ bool EntryLedger::DeadLetterWritten(std::string_view id) {
 bool EntryLedger::DeadLetterUnwritten(std::string_view id) {
   return Move(id, EntryState::kDeadLetterWritten, EntryState::kDeadLettering,
               "DeadLetterUnwritten");
-}
-
-bool EntryLedger::ReleaseKeepingLane(std::string_view id) {
-  Held* entry = Lookup(id);
-  if (entry == nullptr) return false;
-  if (!SC_DCHECK(entry->state == EntryState::kClaiming ||
-                     entry->state == EntryState::kDeadLettering ||
-                     entry->state == EntryState::kDeadLetterWritten,
-                 Met("ReleaseKeepingLane", id, entry->state))) {
-    return false;
-  }
-  if (entry->key) {
-    auto lane = lanes_.find(*entry->key);
-    if (lane != lanes_.end() && lane->second.kept_for.empty()) {
-      lane->second.kept_for = entry->entry.id;
-      lane->second.kept_at = ++kept_sequence_;
-      ++kept_lanes_;
-      entry->key.reset();  // Erase leaves the lane as it is
-    }
-  }
-  Erase(entry);
-  return true;
-}
-
-void EntryLedger::ReleaseKeptLanes(uint64_t up_to) {
-  if (kept_lanes_ == 0) return;
-  for (auto lane = lanes_.begin(); lane != lanes_.end();) {
-    if (lane->second.kept_for.empty() || lane->second.kept_at > up_to) {
-      ++lane;
-      continue;
-    }
-    lane->second.kept_for.clear();
-    --kept_lanes_;
-    auto& waiting = lane->second.waiting;
-    if (waiting.empty()) {
-      lane = lanes_.erase(lane);
-      continue;
-    }
-    Held* next = waiting.front();
-    waiting.pop_front();
-    MakeReady(next, false);
-    ++lane;
-  }
 }
 
 bool EntryLedger::Release(std::string_view id) {

@@ -3,8 +3,8 @@
 // it until Redis confirmed what became of it: queued, blocked behind an earlier entry with the
 // same ordering key, in flight to the handler, waiting for a retry, being claimed for the retry,
 // being dead-lettered, or being acknowledged. It bounds what intake may read (backpressure, in
-// entries and in payload bytes), keeps per-key FIFO order (SPEC 3.5), and pauses delivery while
-// the handler is down or unhealthy.
+// entries and in payload bytes), keeps per-key FIFO order (SPEC 3.5), and keeps delivery and
+// reading paused while the delivery gates say so (the handler down or unhealthy).
 //
 // Single-threaded: the subscription's loop thread makes every call. Nothing here waits and
 // nothing reads a clock: the caller passes the time. Nothing outside holds a pointer into it:
@@ -136,12 +136,18 @@ class EntryLedger {
   // a quarter of the byte budget free), or nothing queued for delivery. In one lane, never a
   // smaller read while entries wait behind the lane's head.
   bool WorthReading() const;
-  // Reading pauses while delivery does, and while the handler refuses and something is held to
-  // try it with (with nothing held, one read is the only way to try the handler again).
+  // What the delivery gates say together (runtime/delivery_gates.h), kept here for intake and
+  // TakeReady: delivery and reading wait until `until` (SteadyTime::max(): until lifted), and
+  // reading after that too, while anything is held, when `reads_wait_while_held`.
+  struct Pause {
+    SteadyTime until{};
+    bool reads_wait_while_held = false;
+  };
+  void SetPause(Pause pause);
   bool ReadPaused(SteadyTime now) const;
-  // Delivery pauses while health_url says unhealthy, and until a refusal's pause ends.
   bool DeliveryPaused(SteadyTime now) const;
-  // When the refusal pause ends (for a timer); nullopt when there is none.
+  // When the pause ends by itself (for a timer); nullopt when there is none, or when it ends
+  // only when lifted.
   std::optional<SteadyTime> PauseEndsAt() const;
 
   // New entries from a read or a claim. Ids already held (in any state, kAcking included) are
@@ -179,9 +185,9 @@ class EntryLedger {
   // To the dead-letter stream: kDeadLettering, keeping its lane until it is written.
   Applied DeadLetter(const EntryRef& ref);
   // The handler refused the connection: no attempt was spent. The entries go back to the front
-  // of the queue in their original order, never posted; a lost one is let go. Delivery pauses
-  // until `paused_until`, and reading until the handler answers again.
-  void HandBack(std::span<const EntryRef> refs, SteadyTime paused_until);
+  // of the queue in their original order, never posted; a lost one is let go. (The pause that
+  // follows is the refused-connect gate's: runtime/refused_connect_gate.h.)
+  void HandBack(std::span<const EntryRef> refs);
   // One lane only: entries of a hand-out that the handler did not process, back to the head of
   // the lane in their order; no attempt is spent and delivery does not pause. A lost one is let
   // go. Two uses (README, "Batches in a shard"): the entries after the one the handler failed
@@ -190,10 +196,6 @@ class EntryLedger {
   // timeout), with `alone`: which entry failed is unknown, so each goes out alone until it is
   // settled, and meets its own outcome.
   void Redeliver(std::span<const EntryRef> refs, bool alone = false);
-  // The handler answered: lift a refusal pause.
-  void HandlerAnswered();
-  // health_url says the handler is unhealthy (true) or healthy again (false).
-  void SetHealthPaused(bool paused);
 
   // --- Settlement (by id; an id not held is ignored, and the call returns false) ---
   // The acknowledgement was applied: the entry is gone.
@@ -287,6 +289,8 @@ class EntryLedger {
     uint64_t kept_at = 0;  // kept_sequence() when it was kept
   };
 
+  // A failed check's detail: which step met which state.
+  static std::string Met(std::string_view step, std::string_view id, EntryState state);
   // `id`'s state from `from` to `to` (a debug check names `step` when it was not `from`); false
   // when `id` is not held or not in `from`.
   bool Move(std::string_view id, EntryState from, EntryState to, std::string_view step);
@@ -326,9 +330,7 @@ class EntryLedger {
   std::deque<Held*> ready_;
   std::unordered_map<std::string, KeyLane> lanes_;  // present while a key has an entry out
   std::multimap<SteadyTime, Held*> retries_;
-  SteadyTime handler_paused_until_{};
-  bool handler_down_ = false;  // refused, and not answered since
-  bool health_paused_ = false;
+  Pause pause_;
   bool intake_stopped_ = false;
   size_t in_flight_ = 0;
   size_t acking_ = 0;

@@ -1,7 +1,5 @@
 #include "sidecar/runtime/health_probe.h"
 
-#include <prometheus/gauge.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -10,19 +8,19 @@
 namespace streamcar::runtime {
 
 HealthProbe::HealthProbe(EventLoop& loop, const config::Subscription& subscription,
-                         delivery::HandlerClient* client, EntryLedger* ledger,
-                         admin::SubscriptionMetrics* metrics, std::function<void()> changed)
+                         delivery::HandlerClient* client, HealthGate* gate,
+                         AttemptObserver* observer, std::function<void()> changed)
     : sub_(subscription),
       client_(client),
-      ledger_(ledger),
-      metrics_(metrics),
+      gate_(gate),
+      observer_(observer),
       changed_(std::move(changed)),
       timer_(loop.CreateTimer([this] { ProbeNow(); })) {}
 
 void HealthProbe::Start() {
   // Nothing is delivered before the first check passes.
-  ledger_->SetHealthPaused(true);
-  metrics_->handler_up->Set(0);
+  gate_->SetHealthy(false);
+  observer_->OnHealthVerdict(false);
   ProbeNow();
 }
 
@@ -41,10 +39,9 @@ void HealthProbe::ProbeNow() {
 }
 
 void HealthProbe::OnVerdict(bool healthy) {
-  if (healthy == healthy_) return;
-  healthy_ = healthy;
-  ledger_->SetHealthPaused(!healthy);
-  metrics_->handler_up->Set(healthy ? 1 : 0);
+  if (healthy == gate_->healthy()) return;
+  gate_->SetHealthy(healthy);
+  observer_->OnHealthVerdict(healthy);
   if (healthy) {
     LogInfo("handler health check passes; consumption resumes", {{"subscription", sub_.name}});
   } else {

@@ -1,7 +1,5 @@
 #include "sidecar/runtime/intake.h"
 
-#include <prometheus/counter.h>
-
 #include <utility>
 
 #include "sidecar/common/log.h"
@@ -23,13 +21,12 @@ std::string_view Name(IntakeSource source) {
 }
 
 Intake::Intake(std::string subscription, delivery::OutcomePolicy policy, EntryLedger* ledger,
-               IntakeSettlement settlement, const admin::SubscriptionMetrics* metrics,
-               const Clock& clock)
+               IntakeSettlement settlement, AttemptObserver* observer, const Clock& clock)
     : subscription_(std::move(subscription)),
       policy_(std::move(policy)),
       ledger_(ledger),
       settlement_(std::move(settlement)),
-      metrics_(metrics),
+      observer_(observer),
       clock_(clock) {}
 
 redis::DeadLetterMeta Intake::ExhaustedMeta(int attempts, int64_t time_ms) {
@@ -65,14 +62,7 @@ size_t Intake::Route(std::vector<StreamEntry> entries, IntakeSource source) {
     LogInfo("reclaimed idle entries",
             {{"subscription", subscription_}, {"count", static_cast<int64_t>(admitted)}});
   }
-  if (metrics_ != nullptr) {
-    if (deleted > 0) metrics_->deleted_entries->Increment(static_cast<double>(deleted));
-    if (admitted > 0 && source != IntakeSource::kNew) {
-      auto* claimed =
-          source == IntakeSource::kReclaim ? metrics_->claimed_autoclaim : metrics_->claimed_drain;
-      claimed->Increment(static_cast<double>(admitted));
-    }
-  }
+  observer_->OnRouted(source, admitted, deleted);
   return admitted;
 }
 

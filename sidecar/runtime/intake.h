@@ -20,11 +20,11 @@
 #include <string_view>
 #include <vector>
 
-#include "sidecar/admin/metrics.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/common/stream_entry.h"
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/attempt_observer.h"
 #include "sidecar/runtime/entry_ledger.h"
 
 namespace streamcar::runtime {
@@ -43,11 +43,10 @@ struct IntakeSettlement {
 
 class Intake {
  public:
-  // `ledger` and `metrics` (nullable: no counting) outlive the intake; `clock` gives the dead
+  // `ledger` and `observer` outlive the intake; `clock` gives the dead
   // letter's time.
   Intake(std::string subscription, delivery::OutcomePolicy policy, EntryLedger* ledger,
-         IntakeSettlement settlement, const admin::SubscriptionMetrics* metrics,
-         const Clock& clock);
+         IntakeSettlement settlement, AttemptObserver* observer, const Clock& clock);
 
   // Routes what a read or a claim brought; returns how many entries were admitted for delivery.
   size_t Route(std::vector<StreamEntry> entries, IntakeSource source);
@@ -60,7 +59,7 @@ class Intake {
   const delivery::OutcomePolicy policy_;
   EntryLedger* ledger_;
   IntakeSettlement settlement_;
-  const admin::SubscriptionMetrics* metrics_;
+  AttemptObserver* observer_;
   const Clock& clock_;
 };
 

@@ -100,6 +100,117 @@ void AddUnapplied(const Span& span, Unapplied* out, const std::string& error = {
   }
 }
 
+// The answered steps, one function each (ApplyAnswered's cases). Each span's replies hold no
+// NOSCRIPT.
+
+void AnsweredAcks(const Span& span, std::span<const redis::Reply> replies, SettleResult* out) {
+  const std::string error = FirstError(replies);
+  if (!error.empty()) {
+    out->ack_error = error;
+    AddUnapplied(span, &out->definite);
+    return;
+  }
+  auto& acked = span.step == Step::kAck ? out->acked : out->gone_acked;
+  acked.insert(acked.end(), span.ids.begin(), span.ids.end());
+}
+
+// The one-step script, and the two-step check, write and acknowledgement (SPEC 8).
+void AnsweredDeadLetter(const Span& span, const redis::ReplyView reply, SettleResult* out) {
+  const std::string& id = span.ids.front();
+  switch (span.step) {
+    case Step::kDeadLetter: {
+      auto parsed = redis::SubscriptionOps::ParseDeadLetter(reply);
+      if (!parsed.ok()) {
+        AddUnapplied(span, &out->definite, parsed.status().message());
+      } else if (*parsed == redis::DeadLetterResult::kWritten) {
+        out->dead_lettered.push_back({id, span.meta, {}});
+      } else {
+        out->dead_letter_lost.push_back(id);
+      }
+      return;
+    }
+    case Step::kDeadLetterCheck: {
+      auto ours = redis::SubscriptionOps::ParseStillOurs(reply, id);
+      if (!ours.ok()) {
+        AddUnapplied(span, &out->definite, ours.status().message());
+      } else if (*ours) {
+        out->dead_letter_ours.push_back({id, span.meta, {}});
+      } else {
+        // A peer's now: nothing written, as the one-step script.
+        out->dead_letter_lost.push_back(id);
+      }
+      return;
+    }
+    case Step::kDeadLetterWrite:
+      if (reply.IsError()) {
+        AddUnapplied(span, &out->definite, redis::ErrorOf(reply).message());
+      } else {
+        out->dead_letter_written.push_back({id, span.meta, {}});
+      }
+      return;
+    case Step::kDeadLetterAck: {
+      auto acked = redis::SubscriptionOps::ParseOwnedAck(reply);
+      if (!acked.ok()) {
+        AddUnapplied(span, &out->definite, acked.status().message());
+      } else if (*acked) {
+        out->dead_lettered.push_back({id, span.meta, {}});
+      } else {
+        out->dead_letter_written_lost.push_back(id);
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void AnsweredRetryClaim(const Span& span, const redis::ReplyView reply, SettleResult* out) {
+  auto parsed = redis::SubscriptionOps::ParseRetryClaim(reply);
+  if (!parsed.ok()) {
+    // An error means "unknown", never "gone" (SPEC 3.2): every entry is kept.
+    out->claim_error = parsed.status().message();
+    AddUnapplied(span, &out->definite);
+    return;
+  }
+  std::unordered_map<std::string_view, bool> claimed;  // id -> payload gone
+  for (const auto& entry : parsed->entries) claimed[entry.id] = entry.deleted;
+  std::unordered_set<std::string_view> lost(parsed->lost_ids.begin(), parsed->lost_ids.end());
+  for (const auto& id : span.ids) {
+    if (lost.contains(id)) {
+      out->claim_lost.push_back(id);
+      continue;
+    }
+    auto it = claimed.find(id);
+    if (it != claimed.end() && !it->second) {
+      out->claimed.push_back(id);
+      continue;
+    }
+    // Ours, but its payload is gone (deleted or trimmed while it waited; Redis 6.2 answers nil
+    // for it): acknowledged, never POSTed again.
+    out->claimed_gone.push_back(id);
+  }
+}
+
+void AnsweredKeepAlive(const Span& span, const redis::ReplyView reply, SettleResult* out) {
+  auto parsed = redis::SubscriptionOps::ParseIds(reply);
+  if (!parsed.ok()) {
+    out->keepalive_error = parsed.status().message();
+    AddUnapplied(span, &out->definite);
+    return;
+  }
+  for (auto& id : *parsed) out->keepalive_lost.push_back(std::move(id));
+}
+
+void AnsweredUndo(const Span& span, const redis::ReplyView reply, SettleResult* out) {
+  auto parsed = redis::SubscriptionOps::ParseCount(reply);
+  if (!parsed.ok()) {
+    out->undo_error = parsed.status().message();
+    AddUnapplied(span, &out->definite);
+    return;
+  }
+  out->undone += *parsed;
+}
+
 // One answered span whose replies hold no NOSCRIPT.
 void ApplyAnswered(const Span& span, std::span<const redis::Reply> replies, SettleResult* out) {
   switch (span.step) {
@@ -108,61 +219,13 @@ void ApplyAnswered(const Span& span, std::span<const redis::Reply> replies, Sett
       out->scripts_error = FirstError(replies);
       return;
     case Step::kAck:
-    case Step::kGoneAck: {
-      const std::string error = FirstError(replies);
-      const bool delivered = span.step == Step::kAck;
-      if (!error.empty()) {
-        out->ack_error = error;
-        AddUnapplied(span, &out->definite);
-        return;
-      }
-      auto& acked = delivered ? out->acked : out->gone_acked;
-      acked.insert(acked.end(), span.ids.begin(), span.ids.end());
-      return;
-    }
-    case Step::kDeadLetter: {
-      auto parsed = redis::SubscriptionOps::ParseDeadLetter(replies.front().view());
-      if (!parsed.ok()) {
-        AddUnapplied(span, &out->definite, parsed.status().message());
-      } else if (*parsed == redis::DeadLetterResult::kWritten) {
-        out->dead_lettered.push_back({span.ids.front(), span.meta, {}});
-      } else {
-        out->dead_letter_lost.push_back(span.ids.front());
-      }
-      return;
-    }
-    case Step::kDeadLetterCheck: {
-      auto ours = redis::SubscriptionOps::ParseStillOurs(replies.front().view(), span.ids.front());
-      if (!ours.ok()) {
-        AddUnapplied(span, &out->definite, ours.status().message());
-      } else if (*ours) {
-        out->dead_letter_ours.push_back({span.ids.front(), span.meta, {}});
-      } else {
-        // A peer's now: nothing written, as the one-step script.
-        out->dead_letter_lost.push_back(span.ids.front());
-      }
-      return;
-    }
-    case Step::kDeadLetterWrite: {
-      const redis::ReplyView reply = replies.front().view();
-      if (reply.IsError()) {
-        AddUnapplied(span, &out->definite, redis::ErrorOf(reply).message());
-      } else {
-        out->dead_letter_written.push_back({span.ids.front(), span.meta, {}});
-      }
-      return;
-    }
-    case Step::kDeadLetterAck: {
-      auto acked = redis::SubscriptionOps::ParseOwnedAck(replies.front().view());
-      if (!acked.ok()) {
-        AddUnapplied(span, &out->definite, acked.status().message());
-      } else if (*acked) {
-        out->dead_lettered.push_back({span.ids.front(), span.meta, {}});
-      } else {
-        out->dead_letter_written_lost.push_back(span.ids.front());
-      }
-      return;
-    }
+    case Step::kGoneAck:
+      return AnsweredAcks(span, replies, out);
+    case Step::kDeadLetter:
+    case Step::kDeadLetterCheck:
+    case Step::kDeadLetterWrite:
+    case Step::kDeadLetterAck:
+      return AnsweredDeadLetter(span, replies.front().view(), out);
     case Step::kReplicaWait: {
       auto acked = redis::ParseReplicasAcked(replies.front().view());
       if (acked.ok()) {
@@ -176,53 +239,12 @@ void ApplyAnswered(const Span& span, std::span<const redis::Reply> replies, Sett
       out->probe_answered = true;
       out->replicas = redis::ParseReplicaCount(replies.front().view());
       return;
-    case Step::kRetryClaim: {
-      auto parsed = redis::SubscriptionOps::ParseRetryClaim(replies.front().view());
-      if (!parsed.ok()) {
-        // An error means "unknown", never "gone" (SPEC 3.2): every entry is kept.
-        out->claim_error = parsed.status().message();
-        AddUnapplied(span, &out->definite);
-        return;
-      }
-      std::unordered_map<std::string_view, bool> claimed;  // id -> payload gone
-      for (const auto& entry : parsed->entries) claimed[entry.id] = entry.deleted;
-      std::unordered_set<std::string_view> lost(parsed->lost_ids.begin(), parsed->lost_ids.end());
-      for (const auto& id : span.ids) {
-        if (lost.contains(id)) {
-          out->claim_lost.push_back(id);
-          continue;
-        }
-        auto it = claimed.find(id);
-        if (it != claimed.end() && !it->second) {
-          out->claimed.push_back(id);
-          continue;
-        }
-        // Ours, but its payload is gone (deleted or trimmed while it waited; Redis 6.2 answers
-        // nil for it): acknowledged, never POSTed again.
-        out->claimed_gone.push_back(id);
-      }
-      return;
-    }
-    case Step::kKeepAlive: {
-      auto parsed = redis::SubscriptionOps::ParseIds(replies.front().view());
-      if (!parsed.ok()) {
-        out->keepalive_error = parsed.status().message();
-        AddUnapplied(span, &out->definite);
-        return;
-      }
-      for (auto& id : *parsed) out->keepalive_lost.push_back(std::move(id));
-      return;
-    }
-    case Step::kUndoReads: {
-      auto parsed = redis::SubscriptionOps::ParseCount(replies.front().view());
-      if (!parsed.ok()) {
-        out->undo_error = parsed.status().message();
-        AddUnapplied(span, &out->definite);
-        return;
-      }
-      out->undone += *parsed;
-      return;
-    }
+    case Step::kRetryClaim:
+      return AnsweredRetryClaim(span, replies.front().view(), out);
+    case Step::kKeepAlive:
+      return AnsweredKeepAlive(span, replies.front().view(), out);
+    case Step::kUndoReads:
+      return AnsweredUndo(span, replies.front().view(), out);
   }
 }
 

@@ -51,13 +51,13 @@
 #include <utility>
 #include <vector>
 
-#include "sidecar/admin/metrics.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/config/config.h"
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/attempt_observer.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/progress_report.h"
 #include "sidecar/runtime/settle_batch.h"
@@ -88,9 +88,9 @@ class Settlement {
   // While two-step letters are held unconfirmed, the warning that says so repeats this often.
   static constexpr Millis kHeldWarnEvery{30000};
 
-  // `ledger`, `ops` and `metrics` (nullable: no counting) outlive the settlement.
+  // `ledger`, `ops` and `observer` outlive the settlement.
   Settlement(const config::Subscription& sub, const redis::SubscriptionOps& ops,
-             EntryLedger* ledger, admin::SubscriptionMetrics* metrics, const Clock& clock);
+             EntryLedger* ledger, AttemptObserver* observer, const Clock& clock);
 
   // Known after the group setup, before any outcome.
   void SetAckMode(redis::AckMode mode) { ack_mode_ = mode; }
@@ -201,6 +201,14 @@ class Settlement {
   enum class Confirmation { kConfirmed, kHeld, kWriteAgain };
   Confirmation ApplyReplicaReplies(const SettleResult& result, size_t written, bool asked_wait,
                                    std::optional<int> map_replicas, SteadyTime now);
+  // Its steps (settlement_two_step.cc). ROLE's answer noted: true when the node is no master now.
+  bool NoteRole(const SettleResult& result);
+  // What WAIT's answer settles (asked): confirmed, held, or nullopt when it said no replica.
+  std::optional<Confirmation> ConfirmationByWait(const SettleResult& result, size_t waiting,
+                                                 SteadyTime now);
+  // No replica confirmed: by what the map and ROLE list, held or confirmed without one.
+  Confirmation WithoutAReplicasWord(size_t waiting, bool asked_wait,
+                                    std::optional<int> map_replicas, SteadyTime now);
   // Whether a replica of the dead-letter stream's master is listed, by the cluster map
   // (`map_replicas`: for the node the connection is on) or the last ROLE: some, none (the map
   // lists none and ROLE none connected), or unknown (the map cannot say for this node).
@@ -219,7 +227,7 @@ class Settlement {
   const redis::SubscriptionOps& ops_;
   EntryLedger* ledger_;
   ProgressReport* progress_ = nullptr;
-  admin::SubscriptionMetrics* metrics_;
+  AttemptObserver* observer_;
   const Clock& clock_;
   const redis::DeadLetterTarget dlq_;
   // The lease keepalive's period (SPEC 3.2: well inside claim.min_idle), computed once.

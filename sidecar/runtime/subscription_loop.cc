@@ -19,14 +19,18 @@
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
 #include "sidecar/runtime/consumer_reaper.h"
+#include "sidecar/runtime/delivery_gates.h"
 #include "sidecar/runtime/delivery_pump.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/entry_source.h"
 #include "sidecar/runtime/gauges.h"
+#include "sidecar/runtime/health_gate.h"
 #include "sidecar/runtime/health_probe.h"
 #include "sidecar/runtime/intake.h"
+#include "sidecar/runtime/metrics_observer.h"
 #include "sidecar/runtime/ownership.h"
 #include "sidecar/runtime/plain_ownership.h"
+#include "sidecar/runtime/refused_connect_gate.h"
 #include "sidecar/runtime/settle_refusal.h"
 #include "sidecar/runtime/settlement.h"
 
@@ -96,16 +100,17 @@ class SubscriptionLoop::Core {
                  sub.name + "/settle", deps.redis_health, ops_->Scripts()),
         dead_letters_(DeadLetterConnection(loop)),
         ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
-        settlement_(sub, *ops_, &ledger_, &metrics_, clock_),
+        settlement_(sub, *ops_, &ledger_, &observers_, clock_),
         router_(
             sub.name, delivery::OutcomePolicyOf(sub), &ledger_,
             IntakeSettlement{[this](std::string id) { settlement_.QueueAck(std::move(id), false); },
                              [this](std::string id, redis::DeadLetterMeta meta) {
                                settlement_.QueueDeadLetter(std::move(id), std::move(meta));
                              }},
-            &metrics_, clock_),
+            &observers_, clock_),
         client_(std::move(client)),
-        pump_(sub, &ledger_, &settlement_, client_.get(), &metrics_, clock_, [this] { Kick(); }),
+        pump_(sub, &ledger_, &settlement_, client_.get(), &gates_, &observers_, clock_,
+              [this] { Kick(); }),
         reaper_(MakeReaper()),
         intake_(MakeSource(loop)),
         gauges_(*ops_, &metrics_, clock_),
@@ -118,10 +123,7 @@ class SubscriptionLoop::Core {
         gauge_timer_(loop.CreateTimer([this] { RefreshGauges(); })),
         finish_timer_(loop.CreateTimer([this] { FinishNow(); })),
         confirm_timer_(loop.CreateTimer([this] { Kick(false); })) {
-    if (!sub.handler.health_url.empty()) {
-      health_ = std::make_unique<HealthProbe>(loop, sub, client_.get(), &ledger_, &metrics_,
-                                              [this] { Kick(); });
-    }
+    AddGates(loop);
     command_.OnReady([this] {
       settlement_.OnConnectionReady();
       Kick();
@@ -142,7 +144,7 @@ class SubscriptionLoop::Core {
     if (ownership_.OneLaneWithoutKeyField() && sub.ordering.key_field.empty()) {
       ledger_.OrderAllInOneLane();
     }
-    if (auto stamp = ownership_.RequestStamp()) pump_.ShardedBy(*stamp, deps.lease_valid);
+    if (auto stamp = ownership_.RequestStamp()) pump_.ShardedBy(*stamp);
     if (ownership_.ReportsProgress()) {
       settlement_.ReportProgressTo(progress);
       gauges_.ReportProgressTo(progress);
@@ -153,6 +155,7 @@ class SubscriptionLoop::Core {
 
   void Start() {
     if (health_) health_->Start();
+    pump_.UpdatePause();  // intake reads by it from the start
     intake_->Start();
     Beat();
     gauge_timer_->ArmIn(Millis(0));
@@ -229,6 +232,20 @@ class SubscriptionLoop::Core {
   }
 
   std::string Prefix() const { return "streamcar:" + deps_.consumer_name + ":" + sub_.name; }
+
+  // What the pump asks before each POST (delivery_gate.h): the handler's refused connections,
+  // its health check with a health_url (whose probe this makes), and the gates the deps bring
+  // (a shard's lease).
+  void AddGates(EventLoop& loop) {
+    gates_.Add(std::make_unique<RefusedConnectGate>(sub_.name, sub_.handler.url));
+    if (!sub_.handler.health_url.empty()) {
+      auto gate = std::make_unique<HealthGate>();
+      health_ = std::make_unique<HealthProbe>(loop, sub_, client_.get(), gate.get(), &observers_,
+                                              [this] { Kick(); });
+      gates_.Add(std::move(gate));
+    }
+    for (const auto& make_gate : deps_.gates) gates_.Add(make_gate());
+  }
 
   // A settlement plan may go out now: none in flight, the connection up, no gauge batch ahead of
   // it (a slow lag count must not push a plan past its deadline), not past the finish.
@@ -421,6 +438,10 @@ class SubscriptionLoop::Core {
   const SubscriptionDeps& deps_;
   const Clock& clock_;
   admin::SubscriptionMetrics& metrics_;
+  // Who hears of each attempt and settlement (attempt_observer.h): the Prometheus series, and
+  // whatever else watches attempts (a tracer is one more, added here).
+  MetricsObserver metrics_observer_{&metrics_};
+  AttemptObservers observers_{&metrics_observer_};
   std::atomic<size_t>* held_;
   Stages stages_;
   const Ownership& ownership_;
@@ -433,6 +454,7 @@ class SubscriptionLoop::Core {
   Settlement settlement_;
   Intake router_;
   std::unique_ptr<delivery::HandlerClient> client_;
+  DeliveryGates gates_;  // filled in the constructor's body; the pump asks them
   DeliveryPump pump_;
   std::unique_ptr<ConsumerReaper> reaper_;  // consumer.reap_idle set (SPEC 4.6); before intake_
   std::unique_ptr<EntrySource> intake_;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sidecar/admin/health.h"
 #include "sidecar/admin/metrics.h"
@@ -32,6 +33,7 @@
 #include "sidecar/config/config.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/redis/session.h"
+#include "sidecar/runtime/delivery_gate.h"
 #include "sidecar/runtime/progress_report.h"
 #include "sidecar/runtime/tuning.h"
 
@@ -67,8 +69,10 @@ struct SubscriptionDeps {
   // What the loop reports into instead of metrics->ForSubscription(name) (a shard's loop:
   // admin::MemberMetrics::ForShard). Outlives the loop.
   admin::SubscriptionMetrics* subscription_metrics = nullptr;
-  // Sharded: the member's local lease (SHARDING.md B6), asked before each POST; loop thread.
-  std::function<bool()> lease_valid;
+  // Gates of its own this loop's delivery asks before each POST (runtime/delivery_gate.h),
+  // besides the handler's (refused connect, health): a shard's loop gets its member's lease
+  // (sharding/lease_gate.h). Each makes its gate, once, on the loop thread.
+  std::vector<std::function<std::unique_ptr<DeliveryGate>()>> gates;
 };
 
 // Settling (stage 3) gets what is left of the drain time, and at least this long to flush the

@@ -14,6 +14,7 @@
 #include "sidecar/redis/session.h"
 #include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/heartbeat_script.h"
+#include "sidecar/sharding/lease_gate.h"
 #include "sidecar/sharding/shard_ownership.h"
 #include "sidecar/sharding/shard_subscription.h"
 
@@ -146,13 +147,9 @@ void ShardedSubscription::StartShard(const ShardGrant& grant) {
   // A dropped run sends nothing more, even when the member's lease is valid again: a rejoin
   // renews the lease before the stopper has ended this run's intake and deliveries (a sharded
   // chaos run caught a dropped run retrying under its old fence right after a rejoin).
-  deps.lease_valid = [this, cut_short = run.cut_short] {
-    // The deadline first (acquire): a drop's cut_short, set before the rejoin that renewed it
-    // was stored (release), is then seen with it.
-    const int64_t deadline = lease_deadline_ns_.load(std::memory_order_acquire);
-    if (cut_short->load(std::memory_order_relaxed)) return false;
-    return deadline != 0 && lease_clock_.Now().time_since_epoch().count() < deadline;
-  };
+  deps.gates.push_back([this, cut_short = run.cut_short] {
+    return std::make_unique<LeaseGate>(lease_deadline_ns_, lease_clock_, cut_short);
+  });
   deps.dead_letter_two_step = false;  // the shard's dead letters share its slot
   run.loop = std::make_unique<runtime::SubscriptionLoop>(*run.sub, std::move(deps));
   if (Status started = run.loop->Start(); !started.ok()) deps_.fatal(started);

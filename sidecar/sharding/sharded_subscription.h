@@ -7,7 +7,8 @@
 // Threads: the member thread owns the Membership and the shard loops' lifetimes. A shard loop
 // reports (fenced, started) through a queue the member thread drains. A drain or a drop runs the
 // loop's blocking shutdown stages on a short-lived thread of its own, so that heartbeats go on.
-// The lease deadline is published as an atomic for the loops' check before each POST.
+// The lease deadline is published as an atomic for the loops' lease gates (lease_gate.h), asked
+// before each POST.
 
 #include <atomic>
 #include <condition_variable>
@@ -33,7 +34,7 @@ namespace streamcar::sharding {
 
 class ShardedSubscription {
  public:
-  // `deps` is what each shard loop gets (its `shard`, `fenced`, `lease_valid` and `group_ready`
+  // `deps` is what each shard loop gets (its `shard`, `fenced`, lease gate and `group_ready`
   // are set here); `ready` is called once, after the first accepted heartbeat.
   ShardedSubscription(const config::Subscription& sub, runtime::SubscriptionDeps deps,
                       std::string member_id, std::function<void()> ready);

@@ -19,6 +19,7 @@
 #include "sidecar/redis/connector.h"
 #include "sidecar/runtime/entry_source.h"
 #include "sidecar/runtime/group_intake.h"
+#include "sidecar/runtime/metrics_observer.h"
 #include "sidecar/runtime/ownership.h"
 #include "sidecar/runtime/plain_ownership.h"
 #include "tests/support/redis_server.h"
@@ -81,7 +82,7 @@ class Harness {
         [this](std::string id) { acks_.push_back(std::move(id)); },
         [this](std::string id, redis::DeadLetterMeta) { dead_.push_back(std::move(id)); }};
     intake_ = std::make_unique<Intake>(sub_.name, delivery::OutcomePolicyOf(sub_), &ledger_,
-                                       std::move(settlement), &metrics_, loop_->clock());
+                                       std::move(settlement), &observer_, loop_->clock());
     EntrySource::Callbacks callbacks;
     callbacks.group_ready = [this] { ++group_ready_; };
     callbacks.fatal = [this](const Status& s) { fatal_ = s; };
@@ -144,6 +145,7 @@ class Harness {
   EntryLedger ledger_;
   admin::Metrics registry_;
   admin::SubscriptionMetrics& metrics_ = registry_.ForSubscription(sub_.name);
+  MetricsObserver observer_{&metrics_};
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<redis::Connector> connector_;
   std::unique_ptr<redis::AsyncConnection> read_;

@@ -182,7 +182,7 @@ TEST(PlainIntake, ReclaimsADeadPeersIdleEntriesOnlyAfterTheDrain) {
   sub.claim.min_idle = Millis(100);
   Harness h(server, 100, sub);
   // Reading is paused (health_url unhealthy): the drain cannot run, although there is room.
-  h.ledger().SetHealthPaused(true);
+  h.ledger().SetPause({SteadyTime::max()});
   h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.group_ready_ == 1; }));
   // Several reclaim intervals, the peer's entry long idle: still the peer's.
@@ -191,7 +191,7 @@ TEST(PlainIntake, ReclaimsADeadPeersIdleEntriesOnlyAfterTheDrain) {
   EXPECT_EQ(Pending(server, peers).consumer, "peer") << "reclaimed before the drain";
   EXPECT_FALSE(h.ledger().Holds(peers));
 
-  h.ledger().SetHealthPaused(false);
+  h.ledger().SetPause({});
   h.source().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.source().drained(); }));
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(peers); }));
@@ -286,7 +286,8 @@ TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   const SteadyTime now = h.loop_->clock().Now();
   const auto refs = h.ledger().TakeReady(1, now);
   ASSERT_EQ(refs.size(), 1u);
-  h.ledger().HandBack(refs, now + Millis(30000));
+  h.ledger().HandBack(refs);
+  h.ledger().SetPause({now + Millis(30000), /*reads_wait_while_held=*/true});
   h.source().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return !h.source().reading(); }, Millis(500)))
       << "the BLOCK read went on while paused";
@@ -296,7 +297,7 @@ TEST(PlainIntake, APauseEndsTheBlockingReadInProgress) {
   EXPECT_EQ(PendingCount(server), 1);
   EXPECT_EQ(h.ledger().held(), 1u);
   // The handler answers again: reading goes on.
-  h.ledger().HandlerAnswered();
+  h.ledger().SetPause({});
   h.source().Poke();
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().held() == 2; }));
 }

@@ -253,10 +253,9 @@ TEST(EntryLedger, OneLaneHandsBackARunAndSendsItAgainInOrder) {
   d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0"), Entry("4-0")});
   auto run = d.TakeReady(2, clock.Now());
   ASSERT_EQ(Ids(run), (std::vector<std::string>{"1-0", "2-0"}));
-  d.HandBack(run, clock.Now());
+  d.HandBack(run);
   EXPECT_EQ(d.StateOf("2-0"), EntryState::kQueued);
   EXPECT_EQ(Sorted(d.UnpostedIds()), (std::vector<std::string>{"1-0", "2-0", "3-0", "4-0"}));
-  d.HandlerAnswered();
   auto again = d.TakeReady(10, clock.Now());
   EXPECT_EQ(Ids(again), (std::vector<std::string>{"1-0", "2-0", "3-0", "4-0"}));
   // Sent in a run that failed whole, then refused alone: its delivery in the run still counts
@@ -264,7 +263,7 @@ TEST(EntryLedger, OneLaneHandsBackARunAndSendsItAgainInOrder) {
   d.Redeliver(again, /*alone=*/true);
   auto alone = d.TakeReady(10, clock.Now());
   ASSERT_EQ(Ids(alone), (std::vector<std::string>{"1-0"}));
-  d.HandBack(alone, clock.Now());
+  d.HandBack(alone);
   EXPECT_TRUE(d.UnpostedIds().empty());
 }
 
@@ -322,11 +321,13 @@ TEST(EntryLedger, HandlerRefusalPausesAndRequeuesAtTheFront) {
   EntryLedger d(10, "");
   d.Admit({Entry("1-0"), Entry("2-0")});
   auto work = d.TakeReady(1, clock.Now());
-  d.HandBack(work, clock.Now() + Millis(200));
+  d.HandBack(work);
+  // What the refused-connect gate says then (runtime/refused_connect_gate.h).
+  d.SetPause({clock.Now() + Millis(200), /*reads_wait_while_held=*/true});
   EXPECT_TRUE(d.DeliveryPaused(clock.Now()));
   EXPECT_EQ(RoomNow(d, clock.Now()), 0u);  // no reads while the handler is down
   EXPECT_TRUE(d.TakeReady(1, clock.Now()).empty());
-  d.HandlerAnswered();
+  d.SetPause({});  // the handler answered
   EXPECT_EQ(Ids(d.TakeReady(1, clock.Now())), (std::vector<std::string>{"1-0"}));
 }
 
@@ -341,10 +342,9 @@ TEST(EntryLedger, ALostEntryIsNeverHandedOutAgain) {
   EXPECT_EQ(d.MarkLost("3-0"), LostResult::kDropped);  // in flight: marked
   EXPECT_EQ(d.MarkLost("3-0"), LostResult::kIgnored);  // counted once
   EXPECT_EQ(d.MarkLost("2-0"), LostResult::kDropped);  // blocked: released now
-  d.HandBack(work, clock.Now());                       // the handler refused both in-flight POSTs
+  d.HandBack(work);                                    // the handler refused both in-flight POSTs
   EXPECT_EQ(d.held(), 1u);
   EXPECT_EQ(d.in_flight(), 0u);
-  d.HandlerAnswered();
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), std::vector<std::string>{"1-0"});
   EXPECT_EQ(d.MarkLost("9-0"), LostResult::kIgnored);  // not held
 }
@@ -354,7 +354,7 @@ TEST(EntryLedger, OnlyEntriesNeverPostedSinceTheirReadAreUnposted) {
   EntryLedger d(10, "");
   d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0")});
   auto work = d.TakeReady(2, clock.Now());  // 1-0 and 2-0 go out
-  d.HandBack({&work[1], 1}, clock.Now());   // 2-0 was refused: not a delivery
+  d.HandBack({&work[1], 1});                // 2-0 was refused: not a delivery
   d.ScheduleRetry(work[0], clock.Now() + Millis(60000));
   EXPECT_EQ(Sorted(d.UnpostedIds()), (std::vector<std::string>{"2-0", "3-0"}));
 }
@@ -363,7 +363,8 @@ TEST(EntryLedger, PauseEndsByItself) {
   ManualClock clock;
   EntryLedger d(10, "");
   d.Admit({Entry("1-0")});
-  d.HandBack(d.TakeReady(1, clock.Now()), clock.Now() + Millis(30));
+  d.HandBack(d.TakeReady(1, clock.Now()));
+  d.SetPause({clock.Now() + Millis(30), true});
   EXPECT_EQ(d.PauseEndsAt(), clock.Now() + Millis(30));
   EXPECT_TRUE(d.TakeReady(1, clock.Now()).empty());
   clock.Advance(Millis(30));
@@ -374,11 +375,13 @@ TEST(EntryLedger, PauseEndsByItself) {
 TEST(EntryLedger, HealthPauseBlocksUntilLifted) {
   ManualClock clock;
   EntryLedger d(10, "");
-  d.SetHealthPaused(true);
+  d.SetPause({SteadyTime::max()});  // what the health gate says while the check fails
+  EXPECT_EQ(d.PauseEndsAt(), std::nullopt) << "no timer for a pause only a verdict ends";
   d.Admit({Entry("1-0")});
   clock.Advance(Millis(20));
+  EXPECT_TRUE(d.ReadPaused(clock.Now()));
   EXPECT_TRUE(d.TakeReady(1, clock.Now()).empty());
-  d.SetHealthPaused(false);
+  d.SetPause({});
   EXPECT_EQ(d.TakeReady(1, clock.Now()).size(), 1u);
 }
 
@@ -614,8 +617,7 @@ TEST(EntryLedger, AStaleRefIsIgnored) {
   auto out = d.TakeReady(1, clock.Now());
   ASSERT_EQ(out.size(), 1u);
   const EntryRef old = out[0];
-  d.HandBack(out, clock.Now());
-  d.HandlerAnswered();
+  d.HandBack(out);
   auto again = d.TakeReady(1, clock.Now());
   ASSERT_EQ(Ids(again), std::vector<std::string>{"1-0"});
   EXPECT_NE(again[0].generation, old.generation);
@@ -624,8 +626,7 @@ TEST(EntryLedger, AStaleRefIsIgnored) {
   EXPECT_EQ(d.Accept(old), Applied::kStale);
   EXPECT_EQ(d.ScheduleRetry(old, clock.Now()), Applied::kStale);
   EXPECT_EQ(d.DeadLetter(old), Applied::kStale);
-  d.HandBack({&old, 1}, clock.Now());
-  d.HandlerAnswered();
+  d.HandBack({&old, 1});
   EXPECT_EQ(d.StateOf("1-0"), EntryState::kInFlight);
   EXPECT_EQ(d.in_flight(), 1u);
   // Let go (a lost lease) and read again under the same id: the old delivery's ref is stale.
@@ -879,10 +880,13 @@ TEST(EntryLedgerTransitions, HandBackQueuesAtTheFrontInOrderUnposted) {
   EntryLedger d(10, "");
   d.Admit({Entry("1-0"), Entry("2-0"), Entry("3-0")});
   auto out = d.TakeReady(2, clock.Now());
-  d.HandBack(out, clock.Now());
+  d.HandBack(out);
   EXPECT_EQ(d.StateOf("1-0"), EntryState::kQueued);
   EXPECT_EQ(d.in_flight(), 0u);
   EXPECT_EQ(Sorted(d.UnpostedIds()), (std::vector<std::string>{"1-0", "2-0", "3-0"}));
+  // The refused-connect gate's pause once it has ended: delivery goes on, reading waits while
+  // anything is held (the held entries try the handler again).
+  d.SetPause({clock.Now(), /*reads_wait_while_held=*/true});
   EXPECT_TRUE(d.ReadPaused(clock.Now())) << "no reads until the handler answers";
   EXPECT_FALSE(d.DeliveryPaused(clock.Now())) << "the pause ended at once";
   EXPECT_EQ(Ids(d.TakeReady(10, clock.Now())), (std::vector<std::string>{"1-0", "2-0", "3-0"}));
@@ -965,9 +969,8 @@ class EntryLedgerInvalid : public ::testing::Test {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     clock_.Advance(Millis(1));
     d_.Admit({Entry("1-0", "A"), Entry("2-0", "A"), Entry("3-0"), Entry("4-0")});
-    out_ = d_.TakeReady(10, clock_.Now());     // 1-0 3-0 4-0
-    d_.HandBack({&out_[1], 1}, clock_.Now());  // 3-0 queued again, its ref still current
-    d_.HandlerAnswered();
+    out_ = d_.TakeReady(10, clock_.Now());  // 1-0 3-0 4-0
+    d_.HandBack({&out_[1], 1});             // 3-0 queued again, its ref still current
     d_.ScheduleRetry(out_[2], clock_.Now() + Millis(100));  // 4-0 waiting
   }
   const EntryRef& in_flight() const { return out_[0]; }  // 1-0
@@ -993,7 +996,7 @@ TEST_F(EntryLedgerInvalid, ResultsOfAnEntryNotInFlightAreFatal) {
   ExpectFatal([&] { d_.Accept(queued()); });
   ExpectFatal([&] { d_.ScheduleRetry(queued(), clock_.Now()); });
   ExpectFatal([&] { d_.DeadLetter(queued()); });
-  ExpectFatal([&] { d_.HandBack({&queued(), 1}, clock_.Now()); });
+  ExpectFatal([&] { d_.HandBack({&queued(), 1}); });
 }
 
 TEST_F(EntryLedgerInvalid, SettlementOfAnEntryInTheWrongStateIsFatal) {

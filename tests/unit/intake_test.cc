@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sidecar/runtime/metrics_observer.h"
+
 namespace streamcar::runtime {
 namespace {
 
@@ -38,7 +40,7 @@ class IntakeBase {
                                 [this](std::string id, redis::DeadLetterMeta meta) {
                                   dead_.emplace_back(std::move(id), std::move(meta));
                                 }};
-    return Intake("orders", policy_, &ledger_, std::move(settlement), &metrics_, clock_);
+    return Intake("orders", policy_, &ledger_, std::move(settlement), &observer_, clock_);
   }
 
   double Claimed(bool autoclaim) const {
@@ -51,6 +53,8 @@ class IntakeBase {
   EntryLedger ledger_{100, ""};
   admin::Metrics registry_;
   admin::SubscriptionMetrics& metrics_ = registry_.ForSubscription("orders");
+  MetricsObserver observer_{&metrics_};
+  AttemptObserver no_one_;  // watches nothing
   std::vector<std::string> acks_;
   std::vector<std::pair<std::string, redis::DeadLetterMeta>> dead_;
 };
@@ -153,7 +157,7 @@ TEST_F(IntakeRecordTest, MetricsAreOptional) {
                  [this](std::string id, redis::DeadLetterMeta meta) {
                    dead_.emplace_back(std::move(id), std::move(meta));
                  }},
-                nullptr, clock_);
+                &no_one_, clock_);
   EXPECT_EQ(intake.Route({Entry("1-0"), Gone("2-0"), Entry("3-0", 9)}, IntakeSource::kReclaim), 1u);
   EXPECT_EQ(acks_.size(), 1u);
   EXPECT_EQ(dead_.size(), 1u);

@@ -12,6 +12,7 @@
 
 #include "sidecar/common/log.h"
 #include "sidecar/redis/settle_scripts.h"
+#include "sidecar/runtime/metrics_observer.h"
 #include "sidecar/sharding/fenced_ops.h"
 #include "tests/unit/resp_reply.h"
 
@@ -185,8 +186,9 @@ class SettlementTest : public ::testing::Test {
   EntryLedger ledger_{100, ""};
   admin::Metrics registry_;
   admin::SubscriptionMetrics& metrics_ = registry_.ForSubscription("orders/billing");
+  MetricsObserver observer_{&metrics_};
   std::vector<std::string> logs_;
-  Settlement settlement_{sub_, ops_, &ledger_, &metrics_, clock_};
+  Settlement settlement_{sub_, ops_, &ledger_, &observer_, clock_};
 };
 
 TEST_F(SettlementTest, KeepaliveEveryThirdOfMinIdle) {
@@ -557,7 +559,7 @@ TEST_F(SettlementTest, ADrainingSubscriptionDoesNotLinger) {
 
 TEST_F(SettlementTest, AThousandQueuedAcksFlushAtOnce) {
   EntryLedger big(100'000, "");
-  Settlement settlement(sub_, ops_, &big, &metrics_, clock_);
+  Settlement settlement(sub_, ops_, &big, &observer_, clock_);
   settlement.SetAckLinger(Millis(1000));
   for (int i = 0; i < 999; ++i) {
     ASSERT_EQ(big.AdmitForAck(IdAt(i)), 1u);
@@ -610,7 +612,7 @@ TEST_F(SettlementTest, AnAmbiguousResultReleasesAndAsksForRecovery) {
 // ordering key stays blocked until the recovery brings the retried one back.
 TEST_F(SettlementTest, AnAmbiguousRetryClaimKeepsItsKeyBlocked) {
   EntryLedger keyed(100, "account");
-  Settlement settlement(sub_, ops_, &keyed, &metrics_, clock_);
+  Settlement settlement(sub_, ops_, &keyed, &observer_, clock_);
   StreamEntry first = Entry("1-0");
   first.fields.push_back({"account", "A"});
   StreamEntry second = Entry("2-0");
@@ -711,7 +713,7 @@ TEST_F(SettlementTest, NoScriptLoadsTheScriptsAndRetriesAtOnce) {
 // from the queue, leaving the entries held and pending for good.
 TEST_F(SettlementTest, AShardsAckAnsweredNoScriptIsSentAgainAfterTheLoad) {
   sharding::FencedShardOps fenced("orders:{0}", "billing", "c1", /*token=*/7, "m1", 1);
-  Settlement settlement(sub_, fenced, &ledger_, &metrics_, clock_);
+  Settlement settlement(sub_, fenced, &ledger_, &observer_, clock_);
   Accepted("1-0");
   settlement.QueueAck("1-0", /*delivered=*/true);
   auto plan = settlement.TakeDue(now());
@@ -882,7 +884,8 @@ TEST_F(SettlementTest, WhatStaysUnsettledAtShutdownIsLogged) {
 }
 
 TEST_F(SettlementTest, WithoutMetricsNothingIsCounted) {
-  Settlement settlement(sub_, ops_, &ledger_, nullptr, clock_);
+  AttemptObserver no_one;  // watches nothing
+  Settlement settlement(sub_, ops_, &ledger_, &no_one, clock_);
   Accepted("1-0");
   settlement.QueueAck("1-0", true);
   auto plan = settlement.TakeDue(now());

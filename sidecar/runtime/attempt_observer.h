@@ -1,0 +1,118 @@
+#pragma once
+// Who watches a delivery attempt and what became of its entries: a request left for the handler,
+// it ended with an answer (or a refusal, a timeout, a broken exchange), each entry got a
+// decision, and the settlement acknowledged, dead-lettered or failed to settle it, with a class.
+// Also what intake routed and the health check's verdicts: everything the subscription's
+// Prometheus series count (metrics_observer.h). Per-attempt tracing is one more observer, in one
+// file: add it to the subscription's AttemptObservers.
+//
+// Single-threaded: the subscription's loop thread makes every call, in the order the events
+// happen. An observer must not call back into what reports to it. Every event has an empty
+// default, so an observer overrides only the ones it needs, and a bare AttemptObserver watches
+// nothing (a test's).
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "sidecar/common/clock.h"
+#include "sidecar/delivery/outcome.h"
+#include "sidecar/redis/dead_letter_record.h"
+#include "sidecar/runtime/entry_ledger.h"
+#include "sidecar/runtime/settle_batch.h"
+
+namespace streamcar::runtime {
+
+enum class IntakeSource;  // intake.h
+
+class AttemptObserver {
+ public:
+  virtual ~AttemptObserver() = default;
+
+  // --- One request to the handler: one entry, or a batch of them ---
+  // It leaves now.
+  virtual void OnStarted(std::span<const EntryRef> /*refs*/, SteadyTime /*now*/) {}
+  // It ended at `now` (it left at `started`): an answer, a timeout, a broken exchange, or a
+  // refused connection (kRefused: no attempt was made, the entries go back to the queue).
+  virtual void OnEnded(std::span<const EntryRef> /*refs*/,
+                       const delivery::HandlerResponse& /*response*/, SteadyTime /*started*/,
+                       SteadyTime /*now*/) {}
+  // What the answer means for one entry of it (an entry let go meanwhile gets none).
+  virtual void OnDecided(const EntryRef& /*ref*/, const delivery::Decision& /*decision*/) {}
+  // A batch answer named `count` ids that were not in the batch (ignored).
+  virtual void OnUnknownIds(size_t /*count*/) {}
+
+  // --- The settlement, by entry id ---
+  // Acknowledged after a delivery, confirmed at wall-clock `now_ms` (entry ids carry their
+  // write time).
+  virtual void OnAcked(std::string_view /*id*/, int64_t /*now_ms*/) {}
+  // Acknowledged without a delivery: its payload was gone.
+  virtual void OnAckedGone(std::string_view /*id*/) {}
+  // Written to the dead-letter stream and acknowledged.
+  virtual void OnDeadLettered(std::string_view /*id*/, const redis::DeadLetterMeta& /*meta*/) {}
+  // A settlement step failed for `count` entries (SPEC 4.3's classes).
+  virtual void OnSettleFailed(SettleClass /*failure*/, size_t /*count*/) {}
+  // Found deleted or trimmed while it waited for its retry: it is acknowledged, never delivered.
+  virtual void OnFoundDeleted(size_t /*count*/) {}
+
+  // --- Intake ---
+  // A read or claim from `source` brought `admitted` entries to deliver and `deleted` ids whose
+  // payload is gone (acknowledged without a delivery).
+  virtual void OnRouted(IntakeSource /*source*/, size_t /*admitted*/, size_t /*deleted*/) {}
+
+  // --- The handler's health check (handler.health_url) ---
+  // Its verdict changed, or was first given (false before the first check).
+  virtual void OnHealthVerdict(bool /*healthy*/) {}
+};
+
+// Several observers as one: each event goes to each, in the order they were added.
+class AttemptObservers final : public AttemptObserver {
+ public:
+  // Each observer outlives this.
+  AttemptObservers() = default;
+  AttemptObservers(std::initializer_list<AttemptObserver*> observers) : observers_(observers) {}
+  void Add(AttemptObserver* observer) { observers_.push_back(observer); }
+
+  void OnStarted(std::span<const EntryRef> refs, SteadyTime now) override {
+    for (auto* o : observers_) o->OnStarted(refs, now);
+  }
+  void OnEnded(std::span<const EntryRef> refs, const delivery::HandlerResponse& response,
+               SteadyTime started, SteadyTime now) override {
+    for (auto* o : observers_) o->OnEnded(refs, response, started, now);
+  }
+  void OnDecided(const EntryRef& ref, const delivery::Decision& decision) override {
+    for (auto* o : observers_) o->OnDecided(ref, decision);
+  }
+  void OnUnknownIds(size_t count) override {
+    for (auto* o : observers_) o->OnUnknownIds(count);
+  }
+  void OnAcked(std::string_view id, int64_t now_ms) override {
+    for (auto* o : observers_) o->OnAcked(id, now_ms);
+  }
+  void OnAckedGone(std::string_view id) override {
+    for (auto* o : observers_) o->OnAckedGone(id);
+  }
+  void OnDeadLettered(std::string_view id, const redis::DeadLetterMeta& meta) override {
+    for (auto* o : observers_) o->OnDeadLettered(id, meta);
+  }
+  void OnSettleFailed(SettleClass failure, size_t count) override {
+    for (auto* o : observers_) o->OnSettleFailed(failure, count);
+  }
+  void OnFoundDeleted(size_t count) override {
+    for (auto* o : observers_) o->OnFoundDeleted(count);
+  }
+  void OnRouted(IntakeSource source, size_t admitted, size_t deleted) override {
+    for (auto* o : observers_) o->OnRouted(source, admitted, deleted);
+  }
+  void OnHealthVerdict(bool healthy) override {
+    for (auto* o : observers_) o->OnHealthVerdict(healthy);
+  }
+
+ private:
+  std::vector<AttemptObserver*> observers_;
+};
+
+}  // namespace streamcar::runtime
