@@ -2,10 +2,10 @@
 // May the delivery pump POST now, and until when is it paused? A DeliveryGate answers for one
 // reason to hold delivery back: the handler refusing connections (refused_connect_gate.h), its
 // health check failing (health_gate.h), a shard member's local lease running out
-// (sharding/lease_gate.h). A circuit breaker or a rate limit is one more gate, in one file: the
-// pump asks every gate before each POST and tells each the handler's answers; the ledger keeps
-// only what the gates say together ("paused until", EntryLedger::SetPause), for intake to know
-// whether to read.
+// (sharding/lease_gate.h). A circuit breaker or a rate limit is one more gate, in one file (and a
+// line in handler_gates.cc): the pump asks every gate before each POST and tells each the
+// handler's answers; the ledger keeps only what the gates say together ("paused until",
+// EntryLedger::SetPause), for intake to know whether to read.
 //
 // Single-threaded: the subscription's loop thread makes every call. A gate whose state changes
 // without an answer (a health verdict, a lease renewed on another thread) does not call back:

@@ -24,13 +24,12 @@
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/entry_source.h"
 #include "sidecar/runtime/gauges.h"
-#include "sidecar/runtime/health_gate.h"
+#include "sidecar/runtime/handler_gates.h"
 #include "sidecar/runtime/health_probe.h"
 #include "sidecar/runtime/intake.h"
 #include "sidecar/runtime/metrics_observer.h"
 #include "sidecar/runtime/ownership.h"
 #include "sidecar/runtime/plain_ownership.h"
-#include "sidecar/runtime/refused_connect_gate.h"
 #include "sidecar/runtime/settle_refusal.h"
 #include "sidecar/runtime/settlement.h"
 
@@ -123,7 +122,8 @@ class SubscriptionLoop::Core {
         gauge_timer_(loop.CreateTimer([this] { RefreshGauges(); })),
         finish_timer_(loop.CreateTimer([this] { FinishNow(); })),
         confirm_timer_(loop.CreateTimer([this] { Kick(false); })) {
-    AddGates(loop);
+    health_ = AddDeliveryGates(
+        loop, sub, deps.gates, client_.get(), &observers_, [this] { Kick(); }, &gates_);
     command_.OnReady([this] {
       settlement_.OnConnectionReady();
       Kick();
@@ -232,20 +232,6 @@ class SubscriptionLoop::Core {
   }
 
   std::string Prefix() const { return "streamcar:" + deps_.consumer_name + ":" + sub_.name; }
-
-  // What the pump asks before each POST (delivery_gate.h): the handler's refused connections,
-  // its health check with a health_url (whose probe this makes), and the gates the deps bring
-  // (a shard's lease).
-  void AddGates(EventLoop& loop) {
-    gates_.Add(std::make_unique<RefusedConnectGate>(sub_.name, sub_.handler.url));
-    if (!sub_.handler.health_url.empty()) {
-      auto gate = std::make_unique<HealthGate>();
-      health_ = std::make_unique<HealthProbe>(loop, sub_, client_.get(), gate.get(), &observers_,
-                                              [this] { Kick(); });
-      gates_.Add(std::move(gate));
-    }
-    for (const auto& make_gate : deps_.gates) gates_.Add(make_gate());
-  }
 
   // A settlement plan may go out now: none in flight, the connection up, no gauge batch ahead of
   // it (a slow lag count must not push a plan past its deadline), not past the finish.

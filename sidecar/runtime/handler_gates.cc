@@ -1,0 +1,27 @@
+#include "sidecar/runtime/handler_gates.h"
+
+#include <utility>
+
+#include "sidecar/runtime/health_gate.h"
+#include "sidecar/runtime/refused_connect_gate.h"
+
+namespace streamcar::runtime {
+
+std::unique_ptr<HealthProbe> AddDeliveryGates(
+    EventLoop& loop, const config::Subscription& sub,
+    const std::vector<std::function<std::unique_ptr<DeliveryGate>()>>& more,
+    delivery::HandlerClient* client, AttemptObserver* observer, std::function<void()> changed,
+    DeliveryGates* gates) {
+  gates->Add(std::make_unique<RefusedConnectGate>(sub.name, sub.handler.url));
+  std::unique_ptr<HealthProbe> probe;
+  if (!sub.handler.health_url.empty()) {
+    auto gate = std::make_unique<HealthGate>();
+    probe =
+        std::make_unique<HealthProbe>(loop, sub, client, gate.get(), observer, std::move(changed));
+    gates->Add(std::move(gate));
+  }
+  for (const auto& make_gate : more) gates->Add(make_gate());
+  return probe;
+}
+
+}  // namespace streamcar::runtime

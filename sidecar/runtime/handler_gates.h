@@ -1,0 +1,29 @@
+#pragma once
+// The gates of one subscription loop's delivery (delivery_gate.h): the handler's own, the
+// refused-connect pause and, with a health_url, the health check's (whose probe this makes), then
+// those the loop's deps bring (a shard's lease). A circuit breaker is added here.
+//
+// Loop thread only.
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "sidecar/common/event_loop.h"
+#include "sidecar/config/config.h"
+#include "sidecar/delivery/handler_client.h"
+#include "sidecar/runtime/attempt_observer.h"
+#include "sidecar/runtime/delivery_gates.h"
+#include "sidecar/runtime/health_probe.h"
+
+namespace streamcar::runtime {
+
+// Adds them to `gates`; the health probe, when there is one, is the caller's to start. `changed`
+// runs when the probe's verdict flips. Every pointer outlives what is made.
+std::unique_ptr<HealthProbe> AddDeliveryGates(
+    EventLoop& loop, const config::Subscription& sub,
+    const std::vector<std::function<std::unique_ptr<DeliveryGate>()>>& more,
+    delivery::HandlerClient* client, AttemptObserver* observer, std::function<void()> changed,
+    DeliveryGates* gates);
+
+}  // namespace streamcar::runtime
