@@ -425,6 +425,55 @@ TEST_F(ShardedClusterTest, ManualFailoverOfTheCoordinatorsMasterLosesNothing) {
   EXPECT_EQ(cluster_->MasterIndexOf(Coordinator().meta), replica);
 }
 
+// The coordinator's slot migrates to another master while both members heartbeat (SPEC 8): the
+// keys move first (the heartbeat script meets ASK, or TRYAGAIN mid-move), then the slot (MOVED).
+// Each heartbeat follows the redirects within its command timeout as the blocking session did, so
+// not one is lost and no lease with it: a member that took an ASK or MOVED as its answer would
+// count an error and, a few in a row, lose its lease and its shards.
+TEST_F(ShardedClusterTest, MigratingTheCoordinatorsSlotLosesNoHeartbeatAndNoLease) {
+  stream_ = "orders-mig";
+  StartMembers();
+  ASSERT_FALSE(HasFatalFailure());
+  const int slot = cluster_->SlotOf(Coordinator().meta);
+  const int from = cluster_->MasterOfSlot(slot);
+  ASSERT_GE(from, 0);
+  int to = -1;
+  for (int i = 0; i < cluster_->size() && to < 0; ++i) {
+    if (i != from && cluster_->Reachable(i) && !cluster_->SlotsOf(i).empty()) to = i;
+  }
+  ASSERT_GE(to, 0);
+  const int ports[] = {first_->admin_port(), second_->admin_port()};
+  const auto heartbeats = [&](int port, const std::string& status) {
+    return MetricAt(port, "streamcar_coord_heartbeats_total", {"status=\"" + status + "\""});
+  };
+  const auto ok_before_move = heartbeats(ports[0], "OK") + heartbeats(ports[1], "OK");
+
+  cluster_->BeginMigration(slot, from, to);
+  std::this_thread::sleep_for(milliseconds(1500));  // beats to the migrating source
+  cluster_->MoveKeys(slot);  // the coordinator's keys now live on `to`; the slot does not
+  ASSERT_FALSE(HasFatalFailure());
+  // Several beats each through the ASK (heartbeat interval 500 ms).
+  ASSERT_TRUE(WaitUntil(
+      [&] { return heartbeats(ports[0], "OK") + heartbeats(ports[1], "OK") >= ok_before_move + 8; },
+      seconds(10)))
+      << Logs();
+  cluster_->FinishMigration(slot);
+  ASSERT_FALSE(HasFatalFailure());
+  const auto ok_after_move = heartbeats(ports[0], "OK") + heartbeats(ports[1], "OK");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return heartbeats(ports[0], "OK") + heartbeats(ports[1], "OK") >= ok_after_move + 8; },
+      seconds(10)))
+      << Logs();
+  EXPECT_EQ(cluster_->MasterOfSlot(slot), to);
+  for (int port : ports) {
+    EXPECT_EQ(heartbeats(port, "error"), 0) << Logs();
+    EXPECT_EQ(MetricAt(port, "streamcar_coord_fenced_total", {"reason=\"local_lease\""}), 0)
+        << Logs();
+  }
+  EXPECT_TRUE(MembersHoldEveryShard()) << Logs();
+  ObserveFences();
+}
+
 // kill -9 of the coordinator's master (node timeout 1 s): every node answers CLUSTERDOWN until
 // its replica is promoted; the members' heartbeats fail meanwhile.
 TEST_F(ShardedClusterTest, KillMinus9OfTheCoordinatorsMasterLosesNothing) {
