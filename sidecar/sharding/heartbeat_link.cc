@@ -37,7 +37,9 @@ HeartbeatLink::HeartbeatLink(EventLoop& loop, redis::ConnectionOptions options, 
     : loop_(loop),
       connector_(loop),
       connection_(loop, connector_, std::move(options), std::move(role), health, kScripts),
-      retry_timer_(loop.CreateTimer([this] { Send(); })) {}
+      retry_timer_(loop.CreateTimer([this] { Send(); })) {
+  connection_.OnReady([this] { Ready(); });
+}
 
 HeartbeatLink::~HeartbeatLink() = default;
 
@@ -51,6 +53,14 @@ void HeartbeatLink::Beat(redis::Command call, SteadyTime deadline,
 void HeartbeatLink::Send() {
   connection_.SendBatch({beat_->call}, connection_.command_timeout(),
                         [this](redis::BatchResult result) { OnResult(std::move(result)); });
+}
+
+void HeartbeatLink::Ready() {
+  if (beat_ != nullptr && retry_timer_->armed()) {
+    retry_timer_->Cancel();
+    Send();
+  }
+  if (on_ready_) on_ready_();
 }
 
 void HeartbeatLink::OnResult(redis::BatchResult result) {

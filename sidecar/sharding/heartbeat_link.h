@@ -42,8 +42,9 @@ class HeartbeatLink {
   bool busy() const { return beat_ != nullptr; }
   bool connected() const { return connection_.connected(); }
 
-  // After each (re)connect, once the script is loaded.
-  void OnReady(std::function<void()> callback) { connection_.OnReady(std::move(callback)); }
+  // After each (re)connect, once the script is loaded (and a beat waiting to be sent again has
+  // gone).
+  void OnReady(std::function<void()> callback) { on_ready_ = std::move(callback); }
   // A refusal retrying cannot fix (authentication, an untrusted certificate).
   void OnFatal(std::function<void(const Status&)> callback) {
     connection_.OnFatal(std::move(callback));
@@ -61,6 +62,9 @@ class HeartbeatLink {
   };
 
   void Send();
+  // Connected again: a beat waiting out its backoff because it was not written goes now, so a
+  // member's first heartbeat (and one after an outage) leaves as soon as the connection is up.
+  void Ready();
   void OnResult(redis::BatchResult result);
   void LoadAndSend();
   // Sends again after the backoff, or ends the beat with `why` when the deadline comes first.
@@ -72,6 +76,7 @@ class HeartbeatLink {
   redis::AsyncConnection connection_;
   std::unique_ptr<EventLoop::Timer> retry_timer_;
   std::unique_ptr<InFlight> beat_;
+  std::function<void()> on_ready_;
 };
 
 }  // namespace streamcar::sharding
