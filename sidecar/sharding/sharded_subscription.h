@@ -1,55 +1,60 @@
 #pragma once
-// One sharded subscription of this process (SHARDING.md B7): the member. Its own thread and Redis
-// session heartbeat the coordinator script; the Membership state machine says which shards to
-// start, drain or drop; each shard it holds runs as a runtime::SubscriptionLoop on the shard's
-// stream with the fenced steps of its grant (ShardOwnership, handed in SubscriptionDeps).
+// One sharded subscription of this process (SHARDING.md B7): the member. Its own thread runs an
+// EventLoop that heartbeats the coordinator script over a HeartbeatLink; the Membership state
+// machine says which shards to start, drain or drop; each shard it holds runs as a
+// runtime::SubscriptionLoop on the shard's stream with the fenced steps of its grant
+// (ShardOwnership, handed in SubscriptionDeps).
+//
+// Time: cadences and deadlines come from deps.clock (the loop's clock, the shard loops' too); the
+// lease (B6) from the lease clock, CLOCK_BOOTTIME unless a test injects one.
 //
 // Threads: the member thread owns the Membership and the shard loops' lifetimes. A shard loop
-// reports (fenced, started) through a queue the member thread drains. A drain or a drop runs the
-// loop's blocking shutdown stages on a short-lived thread of its own, so that heartbeats go on.
-// The lease deadline is published as an atomic for the loops' lease gates (lease_gate.h), asked
-// before each POST.
+// reports (fenced, started) by posting to the member's loop. A drain or a drop runs the loop's
+// blocking shutdown stages on a short-lived thread of its own (a stopper), so that heartbeats go
+// on. The lease deadline is published as an atomic for the loops' lease gates (lease_gate.h),
+// asked before each POST.
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sidecar/admin/member_metrics.h"
 #include "sidecar/common/clock.h"
+#include "sidecar/common/event_loop.h"
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
 #include "sidecar/keys/sharding_keys.h"
 #include "sidecar/runtime/subscription_loop.h"
 #include "sidecar/sharding/boot_clock.h"
+#include "sidecar/sharding/heartbeat_link.h"
 #include "sidecar/sharding/membership.h"
 
 namespace streamcar::sharding {
 
 class ShardedSubscription {
  public:
-  // `deps` is what each shard loop gets (its `shard`, `fenced`, lease gate and `group_ready`
-  // are set here); `ready` is called once, after the first accepted heartbeat.
+  // `deps` is what each shard loop gets (its ownership, lease gate and `group_ready` are set
+  // here); `ready` is called once, after the first accepted heartbeat. `lease_clock`
+  // (tests; it must outlive the member): the lease's clock instead of the member's own BootClock.
   ShardedSubscription(const config::Subscription& sub, runtime::SubscriptionDeps deps,
-                      std::string member_id, std::function<void()> ready);
+                      std::string member_id, std::function<void()> ready,
+                      const Clock* lease_clock = nullptr);
   ~ShardedSubscription();
   ShardedSubscription(const ShardedSubscription&) = delete;
   ShardedSubscription& operator=(const ShardedSubscription&) = delete;
 
   Status Start();
-  // SIGTERM (B7 LEAVING): drain every shard, then leave (-1, or -2 with an instance id), by
-  // `deadline` at the latest; then the thread ends.
+  // Any thread. SIGTERM (B7 LEAVING): drain every shard, then leave (-1, or -2 with an instance
+  // id), by `deadline` at the latest; then the thread ends.
   void Leave(SteadyTime deadline);
-  // After Leave(): waits until the member has left (or dropped what was left at the deadline)
-  // and every shard loop has ended.
+  // Any thread. After Leave(): waits until the member has left (or dropped what was left at the
+  // deadline) and every shard loop has ended.
   void Join();
-  // Entries held by the shard loops (what may stay pending after a shutdown).
+  // Any thread. Entries held by the shard loops (what may stay pending after a shutdown).
   size_t held() const;
 
  private:
@@ -73,26 +78,50 @@ class ShardedSubscription {
     std::string_view op;  // kFenced: the step refused (a string literal)
   };
 
-  void Run();
+  // The member thread: the loop's parts are made, run and destroyed on it.
+  void RunOnThread();
+  void LeaveOnLoop(SteadyTime deadline);
+  // Every event ends here: the watchdog, the lease, the gauges, the end of a leave, a heartbeat
+  // owed at once, the wake-up for the lease's end and the leave deadline.
+  void Tick();
+  // Leaving, and nothing more to wait for: the member has left, the deadline came, or Redis has
+  // been out of reach for a while with every loop ended.
+  bool LeaveDone() const;
+
+  // member_heartbeat.cc: one beat out, and its answer applied.
+  void SendBeat();
+  HeartbeatRequest NextRequest();
   // False when no answer came (Redis unreachable, an error reply).
-  bool Heartbeat();
+  bool OnBeatAnswer(const StatusOr<redis::Reply>& reply, SteadyTime sent);
+  void AcceptReply(const HeartbeatReply& reply);
+  void LogReply(const HeartbeatReply& reply);
+  void BeatAnswered(const StatusOr<redis::Reply>& reply, SteadyTime sent);
+
+  // The end (leave done, or the destructor): every loop still running is dropped and waited
+  // for, then the leave is told if it was not (best effort), then the loop stops.
+  void Finish();
+  void FinishAfterBeat();
+
   void Apply(const MemberActions& actions);
   void StartShard(const ShardGrant& grant);
+  // What one shard's loop gets: the member's deps with the grant's fence and the member's lease.
+  runtime::SubscriptionDeps ShardDeps(const ShardGrant& grant, const ShardRun& run);
   // Ends the shard's loop on a thread of its own: `drain_for` 0 drops it at once (and cuts a
   // drain in progress short).
   void StopShard(int shard, Millis drain_for);
   // A stopped run is gone: what follows is the Membership's call (drained, started again on a
   // grant that came meanwhile, or nothing).
   void ShardStopped(int shard);
+  // Any thread: `event` is handled on the member's loop.
   void Post(Event event);
-  void HandleEvents();
-  // When the member thread must wake up: the next heartbeat, the lease's end, the leave deadline.
-  SteadyTime NextWake(SteadyTime next_beat, bool leaving) const;
+  void HandleEvent(const Event& event);
   // The member's gauges (SHARDING.md C1) after a heartbeat or an event.
   void PublishState();
+  void PublishHeld();
   // How long a drain may take: drain_timeout, or less while leaving (it must end in time for
   // its settling and the leave heartbeat).
   Millis DrainBudget() const;
+  double SecondsSince(SteadyTime since) const;
 
   const config::Subscription& sub_;
   runtime::SubscriptionDeps deps_;
@@ -100,28 +129,38 @@ class ShardedSubscription {
   std::string member_id_;
   admin::MemberMetrics& metrics_;
   const keys::CoordinatorKeys coordinator_keys_;
-  BootClock lease_clock_;
+  const Clock& clock_;  // deps_.clock: cadences, deadlines, durations
+  BootClock own_lease_clock_;
+  const Clock& lease_clock_;
   Membership membership_;
-  std::unique_ptr<redis::Session> session_;
-  std::atomic<int64_t> lease_deadline_ns_{0};  // BootClock time; 0: no lease
-  std::map<int, ShardRun> shards_;             // member thread only
-  std::map<int, std::thread> stoppers_;        // member thread only: shard -> its stopper
-  std::map<int, SteadyTime> revoking_since_;   // member thread only: revoke notice times
-  uint64_t next_run_id_ = 1;                   // member thread only
-  // Refused steps not yet in a heartbeat that reached the script, by op; member thread only.
+  std::atomic<int64_t> lease_deadline_ns_{0};  // lease clock time; 0: no lease
+  std::unique_ptr<EventLoop> loop_;
+
+  // Member thread only, from here to the end.
+  std::unique_ptr<HeartbeatLink> link_;
+  std::unique_ptr<EventLoop::Timer> beat_timer_;  // the next heartbeat
+  std::unique_ptr<EventLoop::Timer> wake_timer_;  // the lease's end, the leave deadline
+  std::map<int, ShardRun> shards_;
+  std::map<int, std::thread> stoppers_;       // shard -> its stopper
+  std::map<int, SteadyTime> revoking_since_;  // revoke notice times
+  uint64_t next_run_id_ = 1;
+  // Refused steps not yet in a heartbeat that reached the script, by op.
   std::map<std::string, int64_t, std::less<>> fenced_ops_unreported_;
-  bool beat_now_ = false;                      // member thread only: heartbeat at once
-  bool leaving_ = false;                       // member thread only: Leave() applied
-  SteadyTime leave_by_{};                      // member thread only: the leave deadline
-  admin::Watchdog::Loop* watchdog_ = nullptr;  // the member thread's
+  bool beat_now_ = false;  // heartbeat at once (after the one in flight)
+  bool leaving_ = false;   // Leave() applied
+  SteadyTime leave_by_{};  // the leave deadline
+  // Since when no heartbeat has been answered: the start of the first unanswered one (max: the
+  // last one was answered).
+  SteadyTime unreachable_since_ = SteadyTime::max();
+  // Shard events and the leave that came while a heartbeat was out. The Membership's request
+  // and reply alternate (its reply clears what the request reported), so it changes between
+  // heartbeats only, as when the heartbeat blocked the member thread.
+  std::vector<std::function<void()>> deferred_;
+  bool finishing_ = false;       // Finish() began: no shard starts any more
+  bool last_beat_sent_ = false;  // Finish()'s leave heartbeat
+  admin::Watchdog::Loop* watchdog_ = nullptr;
 
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Event> events_;
-  bool leave_requested_ = false;
-  SteadyTime leave_deadline_{};
   std::atomic<size_t> held_{0};
-
   std::thread thread_;
 };
 

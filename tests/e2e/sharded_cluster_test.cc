@@ -425,6 +425,54 @@ TEST_F(ShardedClusterTest, ManualFailoverOfTheCoordinatorsMasterLosesNothing) {
   EXPECT_EQ(cluster_->MasterIndexOf(Coordinator().meta), replica);
 }
 
+// The coordinator's slot migrates to another master while both members heartbeat (SPEC 8). From
+// the moment the slot is MIGRATING until it has moved, no node runs the heartbeat script: the
+// source answers TRYAGAIN (some coordinator keys never exist, and a multi-key command needs them
+// all there) or, once the keys have moved, ASK; the importing node answers TRYAGAIN for the same
+// reason; then the old owner answers MOVED. Each heartbeat carries on through these within its
+// command timeout (2 s), as the blocking session did, so a migration of under a second loses no
+// heartbeat and no lease. A member that took the TRYAGAIN, ASK or MOVED for its answer (the
+// window is longer than a heartbeat interval, so each member meets it) counts an error here.
+TEST_F(ShardedClusterTest, MigratingTheCoordinatorsSlotLosesNoHeartbeatAndNoLease) {
+  stream_ = "orders-mig";
+  StartMembers();
+  ASSERT_FALSE(HasFatalFailure());
+  const int slot = cluster_->SlotOf(Coordinator().meta);
+  const int from = cluster_->MasterOfSlot(slot);
+  ASSERT_GE(from, 0);
+  int to = -1;
+  for (int i = 0; i < cluster_->size() && to < 0; ++i) {
+    if (i != from && cluster_->Reachable(i) && !cluster_->SlotsOf(i).empty()) to = i;
+  }
+  ASSERT_GE(to, 0);
+  const int ports[] = {first_->admin_port(), second_->admin_port()};
+  const auto heartbeats = [&](int port, const std::string& status) {
+    return MetricAt(port, "streamcar_coord_heartbeats_total", {"status=\"" + status + "\""});
+  };
+
+  cluster_->BeginMigration(slot, from, to);
+  cluster_->MoveKeys(slot);  // the coordinator's keys now live on `to`; the slot does not yet
+  ASSERT_FALSE(HasFatalFailure());
+  // Long enough for each member's next beat (every 400-500 ms) to meet the window.
+  std::this_thread::sleep_for(milliseconds(600));
+  cluster_->FinishMigration(slot);
+  ASSERT_FALSE(HasFatalFailure());
+  // Beats at the slot's new master from both members.
+  const auto ok_after_move = heartbeats(ports[0], "OK") + heartbeats(ports[1], "OK");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return heartbeats(ports[0], "OK") + heartbeats(ports[1], "OK") >= ok_after_move + 6; },
+      seconds(10)))
+      << Logs();
+  EXPECT_EQ(cluster_->MasterOfSlot(slot), to);
+  for (int port : ports) {
+    EXPECT_EQ(heartbeats(port, "error"), 0) << Logs();
+    EXPECT_EQ(MetricAt(port, "streamcar_coord_fenced_total", {"reason=\"local_lease\""}), 0)
+        << Logs();
+  }
+  EXPECT_TRUE(MembersHoldEveryShard()) << Logs();
+  ObserveFences();
+}
+
 // kill -9 of the coordinator's master (node timeout 1 s): every node answers CLUSTERDOWN until
 // its replica is promoted; the members' heartbeats fail meanwhile.
 TEST_F(ShardedClusterTest, KillMinus9OfTheCoordinatorsMasterLosesNothing) {
