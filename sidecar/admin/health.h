@@ -41,6 +41,10 @@ class Watchdog {
 
   // A loop that must beat at least every `limit`. The pointer lives as long as the Watchdog.
   Loop* Register(const std::string& name, Millis limit);
+  // The limit of a loop whose longest blocking step takes `longest_step` (a handler timeout, a
+  // Redis command timeout, a heartbeat interval plus its command): twice that, and 30 s more so
+  // that a slow machine is never called wedged. The one formula every loop registers with.
+  static Millis LimitFor(Millis longest_step) { return longest_step * 2 + Millis(30000); }
   // Empty when all loops are alive; otherwise the name of a wedged one.
   std::string FindWedged() const;
   // Loops kept: the registered ones, less the retired ones forgotten since.

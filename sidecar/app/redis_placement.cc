@@ -11,6 +11,7 @@
 #include "sidecar/config/validate.h"
 #include "sidecar/keys/key_slot.h"
 #include "sidecar/keys/sharding_keys.h"
+#include "sidecar/redis/connection.h"
 
 namespace streamcar::app {
 namespace {
@@ -163,7 +164,7 @@ StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
       two_step.push_back(false);
       auto at = options;
       at.slot = keys::KeySlot(keys::ShardKey(sub.ShardKeyPattern(), 0));
-      at.client_name = "streamcar:" + config.consumer_name + ":start";
+      at.client_name = redis::ClientName(config.consumer_name, {"start"});
       auto connection = redis::Connection::Open(at);
       if (!connection.ok()) {
         LogWarn("cannot check the slots with CLUSTER KEYSLOT now; using streamcar's own hashing",
@@ -180,7 +181,7 @@ StatusOr<std::vector<bool>> CheckClusterSlots(const config::Config& config,
     const int dlq_slot = keys::KeySlot(sub.dead_letter.stream);
     auto at = options;
     at.slot = stream_slot;
-    at.client_name = "streamcar:" + config.consumer_name + ":start";
+    at.client_name = redis::ClientName(config.consumer_name, {"start"});
     auto connection = redis::Connection::Open(at);
     if (connection.ok()) {
       for (const auto& [key, slot] :

@@ -22,6 +22,7 @@
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/lazy_archive.h"
 #include "sidecar/log/retention.h"
+#include "sidecar/redis/connection.h"
 #include "sidecar/runtime/subscription_loop.h"
 #include "sidecar/sharding/sharded_subscription.h"
 
@@ -182,7 +183,7 @@ bool StartApi(Process& process) {
   if (config.api.listen.empty()) return true;
   log::ApiServerDeps api_deps;
   api_deps.redis = process.redis.options;
-  api_deps.redis.client_name = "streamcar:" + config.consumer_name;
+  api_deps.redis.client_name = redis::ClientName(config.consumer_name);
   api_deps.health = &process.redis_health;
   api_deps.metrics = &process.metrics;
   api_deps.archive = process.archive.get();  // null: streams are read from Redis only
@@ -233,12 +234,13 @@ void BuildRetention(Process& process) {
   if (rules.empty()) return;
   const redis::ConnectionOptions& redis_options = process.redis.options;
   auto options = redis_options;
-  options.client_name = "streamcar:" + config.consumer_name + ":retention";
+  options.client_name = redis::ClientName(config.consumer_name, {"retention"});
   process.retention = std::make_unique<log::RetentionBeat>(
       std::move(rules),
       std::make_unique<redis::Session>(options, "retention", &process.redis_health),
       &process.metrics,
-      process.watchdog.Register("retention", redis_options.command_timeout * 2 + Millis(30000)),
+      process.watchdog.Register("retention",
+                                admin::Watchdog::LimitFor(redis_options.command_timeout)),
       log::ArchiveDeps{process.archive.get(), config.consumer_name, config.archive.batch});
 }
 

@@ -200,4 +200,14 @@ StatusOr<std::vector<Reply>> Connection::RunPipeline(const std::vector<Command>&
   return replies;
 }
 
+std::string ClientName(std::string_view consumer, std::initializer_list<std::string_view> parts) {
+  std::string name = "streamcar:";
+  name += consumer;
+  for (std::string_view part : parts) {
+    name += ':';
+    name += part;
+  }
+  return name;
+}
+
 }  // namespace streamcar::redis

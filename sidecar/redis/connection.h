@@ -3,9 +3,11 @@
 // Not thread-safe: exactly one owning thread. After an I/O error or a timeout the connection is
 // broken (the reply stream is out of step) and must be replaced; see Session.
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sidecar/common/clock.h"
@@ -86,5 +88,11 @@ class Connection {
 
 // kServerError with the reply's text when `reply` is an error reply.
 Status ErrorOf(const ReplyView& reply);
+
+// The CLIENT SETNAME of a connection of `streamcar run`: "streamcar:<consumer>", then each part
+// after a ':' (a subscription, its role: "streamcar:pod-1:orders/g:read"), so that an operator's
+// CLIENT LIST groups a process's connections by prefix. Spelled here only.
+std::string ClientName(std::string_view consumer,
+                       std::initializer_list<std::string_view> parts = {});
 
 }  // namespace streamcar::redis

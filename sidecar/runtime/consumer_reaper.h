@@ -32,6 +32,7 @@
 #include "sidecar/common/status.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/consumer_reaping.h"
+#include "sidecar/runtime/cadences.h"
 
 namespace prometheus {
 class Counter;
@@ -42,7 +43,7 @@ namespace streamcar::runtime {
 class ConsumerReaper {
  public:
   // At most one pass per this long (SPEC 4.6: "at most once a minute").
-  static constexpr Millis kEvery{60'000};
+  static constexpr Millis kEvery = cadence::kReapPass;
   // Names per script call: one call lists the consumers once (O(consumers)) for all of them, and
   // a group that has piled up thousands is cleared in a few calls, none of which holds Redis for
   // long.

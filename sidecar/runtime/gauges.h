@@ -39,14 +39,15 @@
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/cadences.h"
 #include "sidecar/runtime/progress_report.h"
 
 namespace streamcar::runtime {
 
 class Gauges {
  public:
-  static constexpr Millis kInterval{5000};
-  static constexpr Millis kLagCountInterval{60000};
+  static constexpr Millis kInterval = cadence::kGaugeRefresh;
+  static constexpr Millis kLagCountInterval = cadence::kLagCount;
 
   // `ops`, `metrics` and `clock` (its WallMillis) outlive this object. The first beat is due at
   // once.

@@ -41,6 +41,7 @@
 #include "sidecar/config/config.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/cadences.h"
 #include "sidecar/runtime/entry_ledger.h"
 #include "sidecar/runtime/entry_source.h"
 #include "sidecar/runtime/intake.h"
@@ -52,7 +53,7 @@ namespace streamcar::runtime {
 class GroupIntake : public EntrySource, private PendingRecovery::Host {
  public:
   // How long one blocking read waits for new entries.
-  static constexpr Millis kBlock{1000};
+  static constexpr Millis kBlock = cadence::kReadBlock;
 
   ~GroupIntake() override;
   GroupIntake(const GroupIntake&) = delete;

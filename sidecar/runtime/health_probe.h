@@ -14,13 +14,14 @@
 #include "sidecar/config/config.h"
 #include "sidecar/delivery/handler_client.h"
 #include "sidecar/runtime/attempt_observer.h"
+#include "sidecar/runtime/cadences.h"
 #include "sidecar/runtime/health_gate.h"
 
 namespace streamcar::runtime {
 
 class HealthProbe {
  public:
-  static constexpr Millis kInterval{1000};
+  static constexpr Millis kInterval = cadence::kHealthProbe;
 
   // `changed` runs when the verdict flips (the loop delivers and reads again).
   HealthProbe(EventLoop& loop, const config::Subscription& subscription,

@@ -7,6 +7,7 @@
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
+#include "sidecar/runtime/cadences.h"
 
 namespace streamcar::runtime {
 namespace {
@@ -32,7 +33,7 @@ Settlement::Settlement(const config::Subscription& sub, const redis::Subscriptio
       observer_(observer),
       clock_(clock),
       dlq_{sub.dead_letter.stream, sub.dead_letter.max_len},
-      keepalive_interval_(sub.claim.min_idle / 3),
+      keepalive_interval_(cadence::KeepaliveInterval(sub.claim.min_idle)),
       next_keepalive_(clock.Now() + keepalive_interval_) {}
 
 void Settlement::QueueAck(std::string id, bool delivered) {

@@ -18,6 +18,7 @@
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
+#include "sidecar/runtime/cadences.h"
 #include "sidecar/runtime/consumer_reaper.h"
 #include "sidecar/runtime/delivery_gates.h"
 #include "sidecar/runtime/delivery_pump.h"
@@ -36,7 +37,7 @@
 namespace streamcar::runtime {
 namespace {
 
-constexpr Millis kWatchdogBeat{1000};
+constexpr Millis kWatchdogBeat = cadence::kWatchdogBeat;
 
 // The loop's ownership: the one it was given, else a plain subscription's.
 const Ownership& OwnershipOf(const SubscriptionDeps& deps) {
@@ -115,7 +116,7 @@ class SubscriptionLoop::Core {
         gauges_(*ops_, &metrics_, clock_),
         watchdog_(deps.watchdog->Register(
             sub.name + ownership_.LoopNameSuffix() + "/loop",
-            std::max(sub.handler.timeout, deps.redis.command_timeout) * 2 + Millis(30000))),
+            admin::Watchdog::LimitFor(std::max(sub.handler.timeout, deps.redis.command_timeout)))),
         settle_timer_(loop.CreateTimer([this] { Kick(); })),
         pause_timer_(loop.CreateTimer([this] { Kick(); })),
         beat_timer_(loop.CreateTimer([this] { Beat(); })),
@@ -231,7 +232,7 @@ class SubscriptionLoop::Core {
     if (finishing_ && !undoing_ && (lost_ || settlement_.Idle())) FinishNow();
   }
 
-  std::string Prefix() const { return "streamcar:" + deps_.consumer_name + ":" + sub_.name; }
+  std::string Prefix() const { return redis::ClientName(deps_.consumer_name, {sub_.name}); }
 
   // A settlement plan may go out now: none in flight, the connection up, no gauge batch ahead of
   // it (a slow lag count must not push a plan past its deadline), not past the finish.

@@ -8,6 +8,7 @@
 
 #include "sidecar/common/log.h"
 #include "sidecar/keys/key_slot.h"
+#include "sidecar/redis/connection.h"
 #include "sidecar/sharding/heartbeat.h"
 #include "sidecar/sharding/lease_gate.h"
 #include "sidecar/sharding/shard_ownership.h"
@@ -75,9 +76,9 @@ Status ShardedSubscription::Start() {
 void ShardedSubscription::RunOnThread() {
   watchdog_ = deps_.watchdog->Register(
       sub_.name + "/member",
-      (sub_.sharding.heartbeat_interval + deps_.redis.command_timeout) * 2 + Millis(30000));
+      admin::Watchdog::LimitFor(sub_.sharding.heartbeat_interval + deps_.redis.command_timeout));
   redis::ConnectionOptions options = deps_.redis;
-  options.client_name = "streamcar:" + deps_.consumer_name + ":" + sub_.name + ":member";
+  options.client_name = redis::ClientName(deps_.consumer_name, {sub_.name, "member"});
   options.slot = keys::KeySlot(coordinator_keys_.meta);
   link_ = std::make_unique<HeartbeatLink>(*loop_, std::move(options), sub_.name + "/member",
                                           deps_.redis_health);

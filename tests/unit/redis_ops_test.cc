@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sidecar/redis/connection.h"
 #include "sidecar/redis/group_info.h"
 #include "sidecar/redis/replica_wait.h"
 #include "sidecar/redis/script.h"
@@ -34,6 +35,13 @@ std::vector<Reply> RepliesOf(const std::vector<std::string>& resps) {
 const PlainOps kOps("s", "g", "c1");
 
 // EVALSHA names a script by the SHA1 of its body, as Redis computes it (sha1sum's digests).
+// CLIENT LIST groups a process's connections by "streamcar:<consumer>".
+TEST(RedisOpsTest, AClientNameIsTheConsumerThenEachPart) {
+  EXPECT_EQ(ClientName("pod-1"), "streamcar:pod-1");
+  EXPECT_EQ(ClientName("pod-1", {"orders/g", "read"}), "streamcar:pod-1:orders/g:read");
+  EXPECT_EQ(ClientName("pod-1", {"start"}), "streamcar:pod-1:start");
+}
+
 TEST(RedisOpsTest, AScriptIsNamedByTheSha1OfItsBody) {
   EXPECT_EQ(Script("return 1").sha(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
   EXPECT_EQ(Script("").sha(), "da39a3ee5e6b4b0d3255bfef95601890afd80709");

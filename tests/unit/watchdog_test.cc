@@ -80,5 +80,12 @@ TEST(Watchdog, RetiredLoopsAreForgottenAtTheNextRegister) {
   EXPECT_EQ(watchdog.FindWedged(), "");
 }
 
+// The one formula every loop registers with: twice its longest blocking step, and 30 s more.
+TEST(WatchdogTest, ALoopsLimitIsTwiceItsLongestStepAndThirtySecondsMore) {
+  EXPECT_EQ(Watchdog::LimitFor(Millis(5000)), Millis(40000));
+  EXPECT_EQ(Watchdog::LimitFor(Millis(0)), Millis(30000));
+  EXPECT_EQ(Watchdog::LimitFor(Millis(60000) + Millis(5000)), Millis(160000));
+}
+
 }  // namespace
 }  // namespace streamcar::admin
