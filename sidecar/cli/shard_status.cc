@@ -28,7 +28,7 @@ int64_t ToInt(std::string_view text) {
   return value;
 }
 
-// The coordinator keeps shard lists as "3,5" (heartbeat_script.cc).
+// The coordinator keeps shard lists as "3,5" (sharding/lua/heartbeat.lua).
 std::vector<int> ShardList(std::string_view text) {
   std::vector<int> shards;
   size_t start = 0;
@@ -228,7 +228,7 @@ void ReadChurn(redis::Session& redis, const keys::CoordinatorKeys& keys, int64_t
       if (fields[f].Str() == "count") count = ToInt(fields[f + 1].Str());
     }
     if (type == "grant" || type == "revoke") ++status.rebalances_last_hour;
-    // The members' reports of steps their fences refused (heartbeat_script.cc).
+    // The members' reports of steps their fences refused (sharding/lua/heartbeat.lua).
     if (type == "fenced_ops" && last_10m) status.fenced_ops_last_10m += count;
   }
 }
