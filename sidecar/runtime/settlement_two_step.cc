@@ -7,10 +7,10 @@
 #include <iterator>
 #include <utility>
 
-#include "sidecar/runtime/settlement.h"
 #include "sidecar/common/log.h"
 #include "sidecar/redis/acl_refusal.h"
 #include "sidecar/redis/replica_wait.h"
+#include "sidecar/runtime/settlement.h"
 
 namespace streamcar::runtime {
 

@@ -101,7 +101,8 @@ redis::Command HeartbeatCommand(const keys::CoordinatorKeys& keys,
 }
 
 std::optional<ProgressRow> ParseProgressRow(std::string_view row) {
-  // member|last acked id|in flight|pending|reported ms|acked ms (sharding/lua/heartbeat.lua, step 8)
+  // member|last acked id|in flight|pending|reported ms|acked ms (sharding/lua/heartbeat.lua, step
+  // 8)
   std::vector<std::string_view> parts;
   for (size_t start = 0; start <= row.size();) {
     const size_t bar = std::min(row.find('|', start), row.size());
