@@ -1,6 +1,8 @@
 #include "sidecar/sharding/heartbeat_link.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <utility>
 
 #include "sidecar/redis/connection.h"
@@ -51,7 +53,12 @@ void HeartbeatLink::Beat(redis::Command call, SteadyTime deadline,
 }
 
 void HeartbeatLink::Send() {
-  connection_.SendBatch({beat_->call}, connection_.command_timeout(),
+  // A try gets what is left of the beat's deadline (a command timeout at most), so that a beat
+  // ends within about one command timeout, as the blocking session's did, and the member's lease
+  // check never waits long on it.
+  const auto left = std::chrono::duration_cast<Millis>(beat_->deadline - loop_.clock().Now());
+  const Millis timeout = std::clamp(left, kShortestTry, connection_.command_timeout());
+  connection_.SendBatch({beat_->call}, timeout,
                         [this](redis::BatchResult result) { OnResult(std::move(result)); });
 }
 
@@ -64,6 +71,7 @@ void HeartbeatLink::Ready() {
 }
 
 void HeartbeatLink::OnResult(redis::BatchResult result) {
+  if (result.written || result.failure.ok()) beat_->reached_redis = true;
   if (!result.failure.ok()) {
     // Not written: it ran nowhere. Written without an answer: it may have run.
     if (!result.written) return RetryOrFail(result.failure);
@@ -101,6 +109,7 @@ void HeartbeatLink::RetryOrFail(Status why) {
 
 void HeartbeatLink::End(StatusOr<redis::Reply> answer) {
   std::unique_ptr<InFlight> beat = std::move(beat_);
+  last_reached_redis_ = beat->reached_redis;
   beat->done(std::move(answer));
 }
 

@@ -40,6 +40,9 @@ class HeartbeatLink {
   void Beat(redis::Command call, SteadyTime deadline,
             std::function<void(StatusOr<redis::Reply>)> done);
   bool busy() const { return beat_ != nullptr; }
+  // Inside `done`: whether any try of that beat was written to Redis. A beat that never left
+  // (Redis out of reach) is an outage, not a slow heartbeat, and is not timed.
+  bool last_reached_redis() const { return last_reached_redis_; }
   bool connected() const { return connection_.connected(); }
 
   // After each (re)connect, once the script is loaded (and a beat waiting to be sent again has
@@ -57,7 +60,8 @@ class HeartbeatLink {
     // The same short backoff RouteAttempt gives a transient cluster state: a MIGRATE batch or a
     // failover's first moments stay invisible to the member.
     RetryStreak retries{Millis(20), Millis(500)};
-    bool loaded = false;  // NOSCRIPT is answered by one SCRIPT LOAD per beat
+    bool loaded = false;         // NOSCRIPT is answered by one SCRIPT LOAD per beat
+    bool reached_redis = false;  // a try was written (it may have run)
     std::function<void(StatusOr<redis::Reply>)> done;
   };
 
@@ -77,6 +81,9 @@ class HeartbeatLink {
   std::unique_ptr<EventLoop::Timer> retry_timer_;
   std::unique_ptr<InFlight> beat_;
   std::function<void()> on_ready_;
+  bool last_reached_redis_ = false;
+  // The least time a try is given when the beat's deadline is nearly up.
+  static constexpr Millis kShortestTry{100};
 };
 
 }  // namespace streamcar::sharding

@@ -2,6 +2,7 @@
 // the HeartbeatLink, and what its answer changes: metrics, readiness, logs, the Membership's
 // actions and the lease the shard loops check before each POST. Part of ShardedSubscription.
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -33,9 +34,13 @@ void ShardedSubscription::SendBeat() {
   if (link_->busy()) return;  // its answer decides when the next one goes
   const SteadyTime sent = clock_.Now();
   // A beat is carried through redirects and transient states for a command timeout, as the
-  // blocking session carried it. Finish's leave beat is one try when Redis is out of reach.
+  // blocking session carried it. Finish's leave beat, when Redis is out of reach, waits at most
+  // one connect for the connection to come back (the old blocking member connected once, then
+  // sent): a leave the coordinator hears frees the shards at once, not after a session timeout.
   const bool one_try = finishing_ && !link_->connected();
-  const SteadyTime deadline = one_try ? sent : sent + deps_.redis.command_timeout;
+  const SteadyTime deadline =
+      sent + (one_try ? std::min(deps_.redis.connect_timeout, deps_.redis.command_timeout)
+                      : deps_.redis.command_timeout);
   link_->Beat(HeartbeatCommand(coordinator_keys_, NextRequest()), deadline,
               [this, sent](StatusOr<redis::Reply> reply) { BeatAnswered(reply, sent); });
 }
@@ -81,8 +86,13 @@ bool ShardedSubscription::OnBeatAnswer(const StatusOr<redis::Reply>& reply, Stea
   if (reply.ok()) fenced_ops_unreported_.clear();
   auto parsed =
       reply.ok() ? ParseHeartbeatReply(reply->view()) : StatusOr<HeartbeatReply>(reply.status());
-  metrics_.Heartbeat(parsed.ok() ? HeartbeatStatusName(parsed->status) : "error",
-                     SecondsSince(sent));
+  // A beat that never reached Redis (out of reach for its whole deadline) is not timed: the
+  // duration histogram is Redis latency eating the lease (SHARDING.md C1), not an outage's length;
+  // the connection's own counters and logs tell the outage.
+  if (reply.ok() || link_->last_reached_redis()) {
+    metrics_.Heartbeat(parsed.ok() ? HeartbeatStatusName(parsed->status) : "error",
+                       SecondsSince(sent));
+  }
   if (!reply.ok() && redis::IsAclRefusal(reply.status())) {
     // As in plain mode: the ACL user may not run what the heartbeat script runs (README lists
     // the rules); no retry fixes that, and the member would never join.

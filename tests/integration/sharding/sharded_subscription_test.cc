@@ -289,6 +289,24 @@ TEST_F(ShardedSubscriptionTest, LeavingWithRedisGoneEndsWithoutWaitingOutTheDead
   EXPECT_EQ(member->held(), 0u);
 }
 
+// While Redis is out of reach no heartbeat reaches it: none is timed (the duration histogram is
+// Redis latency eating the lease, SHARDING.md C1) or counted as an answer; once it is back, the
+// member's heartbeats are answered and timed again.
+TEST_F(ShardedSubscriptionTest, HeartbeatsThatNeverReachRedisAreNotTimed) {
+  MemberParts parts;
+  auto member = Member(parts, "m1");
+  ASSERT_TRUE(Eventually([&] { return parts.Owned() == kShards; }, seconds(10)));
+  const char* timed = "streamcar_coord_heartbeat_duration_seconds_count";
+  redis_.Kill();
+  // A beat already under way may have been written: let it end, then count from there.
+  std::this_thread::sleep_for(seconds(2));
+  const double before = parts.Metric(timed);
+  std::this_thread::sleep_for(seconds(3));  // ten heartbeat intervals, each a failed beat
+  EXPECT_EQ(parts.Metric(timed), before);
+  redis_.Start();
+  EXPECT_TRUE(Eventually([&] { return parts.Metric(timed) > before; }, seconds(15)));
+}
+
 TEST_F(ShardedSubscriptionTest, AStolenFenceDropsTheShardAndTheCoordinatorGrantsItAgain) {
   MemberParts parts;
   auto member = Member(parts, "m1");
