@@ -3,9 +3,8 @@
 // deployment's topology (none for a standalone server), the connection options every part of the
 // process then uses, and which subscriptions' dead letters take the two-step path in a cluster.
 
-#include <signal.h>
-
 #include <atomic>
+#include <csignal>
 #include <memory>
 #include <optional>
 #include <string>

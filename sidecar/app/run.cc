@@ -76,8 +76,10 @@ void RaiseOpenFileLimit() {
 struct Process {
   // A copy: with redis.mode auto, the default dead-letter streams are settled once the server
   // says whether it is a cluster (SPEC 8).
-  Process(const config::Config& configured, const sigset_t& blocked)
-      : config(configured), signals(blocked), url_options(redis::ConnectionOptionsOf(config)) {}
+  Process(config::Config configured, const sigset_t& blocked)
+      : config(std::move(configured)),
+        signals(blocked),
+        url_options(redis::ConnectionOptionsOf(config)) {}
 
   config::Config config;
   // The signals the main thread takes synchronously (SIGUSR1: a fatal error's wake-up).

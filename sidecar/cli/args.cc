@@ -225,13 +225,13 @@ class ArgumentParser {
     const std::string word = version_flag ? std::string("version") : args_[next_];
     ++next_;
     parsed_.command_given = true;
-    static const std::vector<std::pair<std::string, CommandKind>> kWords = {
+    static const std::vector<std::pair<std::string, CommandKind>> command_words = {
         {"run", CommandKind::kRun},         {"check", CommandKind::kCheck},
         {"status", CommandKind::kStatus},   {"version", CommandKind::kVersion},
         {"produce", CommandKind::kProduce}, {"read", CommandKind::kRead},
         {"tail", CommandKind::kTail},       {"route", CommandKind::kRoute},
     };
-    for (const auto& [name, kind] : kWords) {
+    for (const auto& [name, kind] : command_words) {
       if (word != name) continue;
       parsed_.command = kind;
       return Step::kNext;

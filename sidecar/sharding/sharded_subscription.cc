@@ -115,7 +115,7 @@ void ShardedSubscription::Leave(SteadyTime deadline) {
 void ShardedSubscription::LeaveOnLoop(SteadyTime deadline) {
   if (leaving_ || finishing_) return;
   if (link_->busy()) {
-    deferred_.push_back([this, deadline] { LeaveOnLoop(deadline); });
+    deferred_.emplace_back([this, deadline] { LeaveOnLoop(deadline); });
     return;
   }
   leaving_ = true;
@@ -135,7 +135,7 @@ void ShardedSubscription::Post(Event event) {
   loop_->Post([this, event] {
     if (finishing_) return;  // the stoppers' own ends are awaited by Finish
     if (link_->busy()) {
-      deferred_.push_back([this, event] { HandleEvent(event); });
+      deferred_.emplace_back([this, event] { HandleEvent(event); });
       return;
     }
     HandleEvent(event);
@@ -249,7 +249,7 @@ runtime::SubscriptionDeps ShardedSubscription::ShardDeps(const ShardGrant& grant
   // A dropped run sends nothing more, even when the member's lease is valid again: a rejoin
   // renews the lease before the stopper has ended this run's intake and deliveries (a sharded
   // chaos run caught a dropped run retrying under its old fence right after a rejoin).
-  deps.gates.push_back([this, cut_short = run.cut_short] {
+  deps.gates.emplace_back([this, cut_short = run.cut_short] {
     return std::make_unique<LeaseGate>(lease_deadline_ns_, lease_clock_, cut_short);
   });
   deps.dead_letter_two_step = false;  // the shard's dead letters share its slot
