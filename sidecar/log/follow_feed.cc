@@ -30,6 +30,16 @@ void Feed::Trim(size_t max_entries, size_t max_bytes) {
   }
 }
 
+void Feed::RaiseFloor(const EntryId& to) {
+  const EntryId target = std::min(to, last);
+  if (target <= floor) return;
+  floor = target;
+  while (!buffer.empty() && buffer.front().id <= floor) {
+    bytes -= buffer.front().bytes;
+    buffer.pop_front();
+  }
+}
+
 void Feed::TakeAfter(EntryId* position, std::vector<StreamEntry>* out) const {
   auto first = std::upper_bound(buffer.begin(), buffer.end(), *position,
                                 [](const EntryId& id, const Buffered& b) { return id < b.id; });

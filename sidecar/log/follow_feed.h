@@ -35,6 +35,11 @@ struct Feed {
   void Append(StreamEntry entry);
   // Drops the oldest entries while the buffer holds more than either bound.
   void Trim(size_t max_entries, size_t max_bytes);
+  // The shared read may have skipped entries at or below `to` (follow_gap.h): drops the buffered
+  // entries up to it and moves the floor there (never down, never above `last`), so that a
+  // follower below it catches up through the LogReader. Always safe: a higher floor only sends
+  // more followers to the log.
+  void RaiseFloor(const EntryId& to);
   // Moves up to kFollowBatch entries above *position into *out (copies: other followers take
   // them too) and *position to the last one taken.
   void TakeAfter(EntryId* position, std::vector<StreamEntry>* out) const;

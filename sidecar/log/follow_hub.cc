@@ -19,6 +19,14 @@
 // the top, so nothing lies between (entries deleted with XDEL are the only way such a gap can
 // exist). Ids only grow, so nothing can be added below it later.
 //
+// The buffer's "every entry" needs one more step: XREAD from `last` silently leaves out entries
+// above `last` that a trim (a fold's, retention's) or an XDEL removed before the read ran (Redis
+// was away and the lane reconnected late, or the read lagged behind a small retention: issue 29
+// F1). So after an answer that does not continue right after `last`, the lane asks the stream
+// where it starts now (FindSkips, follow_gap.h) and, when entries above `last` may be gone,
+// raises the floor past them: the followers below it catch up through a LogReader, which reads
+// them from the archive, then rejoin. Raising the floor is always safe; it only costs catch-ups.
+//
 // A new stream must join the XREAD at once: a second thread sends CLIENT UNBLOCK to the hub's
 // connection until the hub has issued an XREAD that includes it.
 //
@@ -39,6 +47,7 @@
 #include "sidecar/common/log.h"
 #include "sidecar/keys/key_slot.h"
 #include "sidecar/log/entry_id.h"
+#include "sidecar/log/follow_gap.h"
 #include "sidecar/log/follow_hub_impl.h"
 #include "sidecar/redis/stream_ops.h"
 
@@ -158,8 +167,50 @@ bool FollowHub::Impl::RunOnce(Lane& lane, LaneConnection& connection) {
   for (const auto& read : reads) xread.Arg(FormatId(read.second));
   auto reply = connection.session->RunBlocking(xread, tuning_.block);
   if (!reply.ok()) return AfterReadFailed(lane, connection, reads, reply.status());
-  Deliver(lane, reply->view());
+  Deliver(lane, reply->view(), FindSkips(*connection.session, reads, reply->view()));
   return false;
+}
+
+std::map<std::string, EntryId> FollowHub::Impl::FindSkips(
+    redis::Session& session, const std::vector<std::pair<std::string, EntryId>>& reads,
+    const redis::ReplyView& reply) {
+  struct Returned {
+    std::string stream;
+    EntryId read_from, first, last;
+  };
+  std::vector<Returned> suspects;
+  for (size_t i = 0; i < reply.Size(); ++i) {
+    const auto item = reply[i];
+    const auto entries = item[1];
+    if (entries.Size() == 0) continue;
+    std::string stream(item[0].Str());
+    auto read =
+        std::find_if(reads.begin(), reads.end(), [&](const auto& r) { return r.first == stream; });
+    auto first = ParseId(entries[0][0].Str());
+    auto last = ParseId(entries[entries.Size() - 1][0].Str());
+    if (read == reads.end() || !first || !last) continue;
+    // The common case asks nothing: nothing can lie between an id and its successor.
+    if (Successor(read->second) == *first) continue;
+    suspects.push_back({std::move(stream), read->second, *first, *last});
+  }
+  std::map<std::string, EntryId> skips;
+  if (suspects.empty()) return skips;
+  // One round trip for every stream of the lane (one node: they share a slot, or there is one).
+  std::vector<redis::Command> questions;
+  questions.reserve(suspects.size());
+  for (const auto& suspect : suspects) {
+    questions.push_back(redis::Command("XINFO").Arg("STREAM").Arg(suspect.stream));
+  }
+  auto answers = session.RunPipeline(questions);
+  for (size_t i = 0; i < suspects.size(); ++i) {
+    std::optional<StreamRemovals> removals;  // unknown when the question went unanswered
+    if (answers.ok() && i < answers->size()) removals = ParseStreamRemovals((*answers)[i].view());
+    const Returned& s = suspects[i];
+    if (auto floor = SkippedUpTo(s.read_from, s.first, s.last, removals)) {
+      skips.emplace(s.stream, *floor);
+    }
+  }
+  return skips;
 }
 
 bool FollowHub::Impl::WaitForReadableFeed(Lane& lane) {
@@ -183,7 +234,8 @@ std::optional<bool> FollowHub::Impl::ConnectLane(Lane& lane, LaneConnection& con
     SetLaneError(lane, status);
     if (topology_ != nullptr) {
       // The next attempt may go to another node (a new session): the backoff is the lane's.
-      retry_in = ReconnectDelay(connection.failures++, Millis(100), Millis(5000), UnitRandom());
+      retry_in =
+          ReconnectDelay(connection.failures++, kReconnectInitial, kReconnectCap, UnitRandom());
       sessions_.Retarget(connection, status.message());
     }
     return stop_.WaitFor(retry_in);
@@ -274,15 +326,18 @@ void FollowHub::Impl::SetLaneError(Lane& lane, const Status& status) {
   changed_.notify_all();
 }
 
-void FollowHub::Impl::Deliver(Lane& lane, const redis::ReplyView& reply) {
+void FollowHub::Impl::Deliver(Lane& lane, const redis::ReplyView& reply,
+                              const std::map<std::string, EntryId>& skips) {
   std::lock_guard lock(mutex_);
   lane.error = Status::Ok();
   for (size_t i = 0; i < reply.Size(); ++i) {
     const auto item = reply[i];
-    auto it = feeds_.find(std::string(item[0].Str()));
+    const std::string stream(item[0].Str());
+    auto it = feeds_.find(stream);
     if (it == feeds_.end()) continue;  // nobody follows it any more
     Feed& feed = it->second;
     for (auto& entry : redis::SubscriptionOps::ParseEntries(item[1])) feed.Append(std::move(entry));
+    if (auto skip = skips.find(stream); skip != skips.end()) feed.RaiseFloor(skip->second);
     feed.Trim(tuning_.buffer_entries, tuning_.buffer_bytes);
   }
   changed_.notify_all();

@@ -90,8 +90,17 @@ class FollowHub::Impl {
                              const std::vector<std::pair<std::string, EntryId>>& reads,
                              const Status& error);
   void SetLaneError(Lane& lane, const Status& status);
-  // The XREAD reply: [[stream, [[id, fields], ...]], ...], or nil after the block.
-  void Deliver(Lane& lane, const redis::ReplyView& reply);
+  // After an XREAD reply: the streams whose read may have skipped entries that a trim or XDEL
+  // removed before it ran (follow_gap.h), each with the floor its buffer must be raised to. Asks
+  // the lane's connection (XINFO STREAM, one pipeline) only about streams whose first returned id
+  // is not the successor of the one read from.
+  std::map<std::string, EntryId> FindSkips(
+      redis::Session& session, const std::vector<std::pair<std::string, EntryId>>& reads,
+      const redis::ReplyView& reply);
+  // The XREAD reply: [[stream, [[id, fields], ...]], ...], or nil after the block; `skips` (by
+  // FindSkips) raise the floors of the streams they name.
+  void Deliver(Lane& lane, const redis::ReplyView& reply,
+               const std::map<std::string, EntryId>& skips);
   // A lane the waker must interrupt: it has not issued an XREAD with every stream added to it,
   // or the hub stops (so Stop never waits out a BLOCK). Needs mutex_ held.
   bool BehindLocked(const Lane& lane) const;

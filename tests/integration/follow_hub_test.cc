@@ -163,6 +163,44 @@ TEST_F(FollowHubTest, ALaggingFollowerLosesNothing) {
   EXPECT_EQ(Collect(*slow, more.size()), more);
 }
 
+// Issue 29 F1: the shared read resumes after its last id, but the entries just above it were
+// folded into the archive and trimmed before that read ran (Redis restarted, the read lagged).
+// XREAD silently returns only what is left; the followers must still get every entry, the
+// trimmed ones from the archive, once and in order. One script appends 20 entries and trims the
+// first 15 atomically, so the blocked shared read sees only the last 5: deterministic.
+TEST_F(FollowHubTest, AReadResumingAboveTrimmedEntriesCatchesUpFromTheArchive) {
+  streamcar::testing::FakeArchive archive;
+  FollowHub hub(server_.ClientOptions(), &archive);
+  auto follower = hub.Follow("feed", "$");
+  auto second = hub.Follow("feed", "$");
+  const auto before = AddMany(3);
+  ASSERT_EQ(Collect(*follower, 3), before);
+  ASSERT_EQ(Collect(*second, 3), before);
+  ASSERT_TRUE(Eventually([&] { return BlockedXreads() == 1; }, milliseconds(10000)));
+  const uint64_t base = ParseId(before.back())->ms + 1000;
+  std::vector<std::string> ids;
+  std::vector<StreamEntry> folded;
+  for (uint64_t i = 1; i <= 20; ++i) {
+    ids.push_back(std::to_string(base + i) + "-0");
+    if (i <= 15) folded.push_back(StreamEntry{.id = ids.back(), .fields = {{"n", "f"}}});
+  }
+  // The archive holds the 15 first (the folder commits W before it trims), Redis the 5 last.
+  ASSERT_TRUE(archive.Fold("feed", folded, 1).ok());
+  std::string script = "for i = 1, #ARGV do redis.call('XADD', KEYS[1], ARGV[i], 'n', 'f') end ";
+  script += "redis.call('XTRIM', KEYS[1], 'MINID', '" + FormatId(*Successor(*ParseId(ids[14]))) +
+            "') return redis.call('XLEN', KEYS[1])";
+  std::vector<std::string> eval = {"EVAL", script, "1", "feed"};
+  eval.insert(eval.end(), ids.begin(), ids.end());
+  ASSERT_EQ(server_.Run(eval).view().Integer(), 5);
+  EXPECT_EQ(Collect(*follower, ids.size(), milliseconds(5000)), ids);
+  EXPECT_EQ(Collect(*second, ids.size(), milliseconds(5000)), ids);
+  EXPECT_GT(archive.reads(), 0);
+  // Then live again, from the shared read.
+  const auto after = AddMany(3);
+  EXPECT_EQ(Collect(*follower, 3), after);
+  EXPECT_EQ(Collect(*second, 3), after);
+}
+
 // A resume point above the stream's top (a Last-Event-ID from the future) must not start the
 // shared read there: that read would wait for ids above it, and every later follower of the
 // stream would be moved up to it and starve.
