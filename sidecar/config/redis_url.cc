@@ -1,6 +1,10 @@
 #include "sidecar/config/redis_url.h"
 
+#include <cctype>
 #include <charconv>
+#include <string>
+
+#include "sidecar/common/text.h"
 
 namespace streamcar::config {
 namespace {
@@ -10,6 +14,28 @@ std::optional<int> ParseInt(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
+}
+
+// A query parameter name that carries a credential: libpq's secret parameters (password,
+// sslpassword, oauth_client_secret: the ones its conninfo options mark "*", never to be shown)
+// and anything else named like one. The name is compared percent-decoded and in any case, as
+// libpq decodes it ("pass%77ord" is "password").
+bool IsSecretUrlParameter(std::string_view name) {
+  std::string decoded;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '%' && i + 2 < name.size() && HexDigitValue(name[i + 1]) >= 0 &&
+        HexDigitValue(name[i + 2]) >= 0) {
+      decoded += static_cast<char>(HexDigitValue(name[i + 1]) * 16 + HexDigitValue(name[i + 2]));
+      i += 2;
+    } else {
+      decoded += name[i];
+    }
+  }
+  for (char& c : decoded) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view word : {"pass", "pwd", "secret", "token"}) {
+    if (decoded.find(word) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -107,13 +133,44 @@ std::string RedisEndpoint::Describe() const {
 }
 
 std::string MaskUrlPassword(std::string_view url) {
-  auto scheme_end = url.find("://");
+  const size_t scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return std::string(url);
-  auto at = url.rfind('@');
-  if (at == std::string_view::npos || at < scheme_end) return std::string(url);
-  auto colon = url.find(':', scheme_end + 3);
-  if (colon == std::string_view::npos || colon > at) return std::string(url);
-  return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
+  // The password of the user info. The last '@' anywhere, as ParseRedisUrl reads it: an '@' in
+  // the query masks too much (the host), never too little.
+  size_t rest = scheme_end + 3;
+  std::string out(url.substr(0, rest));
+  const size_t at = url.rfind('@');
+  const size_t colon = url.find(':', rest);
+  if (at != std::string_view::npos && at > scheme_end && colon != std::string_view::npos &&
+      colon < at) {
+    out.append(url.substr(rest, colon + 1 - rest)).append("***");
+    rest = at;
+  }
+  const size_t query = url.find('?', rest);
+  out.append(url.substr(rest, query == std::string_view::npos ? query : query - rest));
+  if (query == std::string_view::npos) return out;
+  // The query: libpq (and other clients) take credentials as parameters too.
+  const size_t fragment = url.find('#', query);
+  std::string_view params =
+      url.substr(query + 1, fragment == std::string_view::npos ? std::string_view::npos
+                                                               : fragment - query - 1);
+  out += '?';
+  while (true) {
+    const size_t amp = params.find('&');
+    const std::string_view param = params.substr(0, amp);
+    const size_t equals = param.find('=');
+    if (equals != std::string_view::npos && equals + 1 < param.size() &&
+        IsSecretUrlParameter(param.substr(0, equals))) {
+      out.append(param.substr(0, equals + 1)).append("***");
+    } else {
+      out.append(param);
+    }
+    if (amp == std::string_view::npos) break;
+    out += '&';
+    params.remove_prefix(amp + 1);
+  }
+  if (fragment != std::string_view::npos) out.append(url.substr(fragment));
+  return out;
 }
 
 }  // namespace streamcar::config

@@ -24,7 +24,10 @@ struct RedisEndpoint {
 
 std::optional<RedisEndpoint> ParseRedisUrl(std::string_view url, std::string* error);
 
-// The URL text with its password (if any) masked, for printing.
+// The URL text with every secret in it replaced by "***", for printing (check, logs, errors): the
+// password of the user info, and the value of every query parameter whose name says it holds a
+// credential (password, sslpassword, oauth_client_secret, anything with "pass", "pwd", "secret"
+// or "token" in its name, percent-encoded or not). The one masking function for any URL.
 std::string MaskUrlPassword(std::string_view url);
 
 }  // namespace streamcar::config

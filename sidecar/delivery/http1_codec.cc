@@ -114,6 +114,15 @@ bool ResponseParser::Fail(std::string why) {
   return false;
 }
 
+bool ResponseParser::OverCap(std::string why) {
+  if (response_.status < 200 || response_.status > 299) return Fail(std::move(why));
+  std::string().swap(response_.body);
+  response_.body_over_cap = true;
+  Finish();
+  response_.keep_alive = false;  // the rest of the body is still on its way
+  return true;
+}
+
 void ResponseParser::Finish() {
   response_.keep_alive = response_.minor_version >= 1
                              ? !connection_close_
@@ -149,6 +158,7 @@ bool ResponseParser::TakeLine(std::string_view data, size_t* pos, size_t cap, co
 }
 
 size_t ResponseParser::Feed(std::string_view data) {
+  if (response_.body_over_cap) return data.size();  // more of the body that is not read
   if (state_ != State::kIncomplete) return 0;
   if (!data.empty()) received_any_ = true;
   size_t pos = 0;
@@ -205,8 +215,10 @@ size_t ResponseParser::Feed(std::string_view data) {
       case Phase::kBodyToEof: {
         const size_t take = data.size() - pos;
         if (response_.body.size() + take > kMaxBodyBytes) {
-          Fail("body is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
-          return pos;
+          if (!OverCap("body is larger than " + std::to_string(kMaxBodyBytes) + " bytes")) {
+            return pos;
+          }
+          break;
         }
         response_.body.append(data.substr(pos));
         pos = data.size();
@@ -214,7 +226,7 @@ size_t ResponseParser::Feed(std::string_view data) {
       }
     }
   }
-  return pos;
+  return response_.body_over_cap ? data.size() : pos;
 }
 
 void ResponseParser::FeedEof() {
@@ -321,7 +333,7 @@ bool ResponseParser::OnHeadersDone() {
   }
   if (has_length_) {
     if (length_ > kMaxBodyBytes) {
-      return Fail("Content-Length is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
+      return OverCap("Content-Length is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
     }
     remaining_ = length_;
     phase_ = Phase::kBodyLength;
@@ -339,7 +351,7 @@ bool ResponseParser::OnChunkSizeLine() {
   for (; i < line.size() && HexDigitValue(line[i]) >= 0; ++i) {
     size = size * 16 + static_cast<uint64_t>(HexDigitValue(line[i]));
     if (size > kMaxBodyBytes) {
-      return Fail("chunk is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
+      return OverCap("chunk is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
     }
   }
   if (i == 0) return Fail("chunk size is not hexadecimal");
@@ -361,7 +373,7 @@ bool ResponseParser::OnChunkSizeLine() {
     return true;
   }
   if (response_.body.size() + size > kMaxBodyBytes) {
-    return Fail("body is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
+    return OverCap("body is larger than " + std::to_string(kMaxBodyBytes) + " bytes");
   }
   remaining_ = size;
   phase_ = Phase::kChunkData;

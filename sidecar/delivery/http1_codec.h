@@ -21,7 +21,10 @@
 //   ignored. With neither, the body runs to the end of the connection.
 // - The head (status line and headers, and a trailer section) is at most 64 KiB, the body at most
 //   16 MiB (a handler's answer is a status and a short verdict; the first 1 KiB goes to the dead
-//   letter): larger is an error, not a truncation.
+//   letter). Past that cap a non-2xx answer is an error. A 2xx is complete the moment its body
+//   would pass the cap (body_over_cap, body dropped, connection not reusable): the status already
+//   says success, and a verdict object that large is not one (SPEC 3.2), so neither the rest of
+//   the body nor its end is waited for.
 
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +67,8 @@ struct Response {
   HeaderList headers;      // as received (the final answer's, not an interim's)
   std::string body;        // de-chunked
   bool keep_alive = true;  // false: the connection must be closed after this answer
+  // A 2xx whose body would pass kMaxBodyBytes: the rest was not read and `body` is empty.
+  bool body_over_cap = false;
 
   // The first header of this name (case-insensitive), or nullptr.
   const std::string* Find(std::string_view name) const;
@@ -77,7 +82,8 @@ class ResponseParser {
 
   // Feeds the next bytes of the connection. Returns how many were consumed: after kComplete,
   // data.substr(consumed) are bytes the peer sent after its answer, which the caller must treat as
-  // a protocol violation. Feeding in kComplete or kError consumes nothing.
+  // a protocol violation. Feeding in kComplete or kError consumes nothing, except after an answer
+  // complete with body_over_cap: every byte after its head is its own unread body, consumed.
   size_t Feed(std::string_view data);
   // The peer closed the connection: ends a close-delimited body (kComplete), anything else
   // unfinished is kError. Nothing received at all is kError too (see received_any()).
@@ -108,6 +114,9 @@ class ResponseParser {
   };
 
   bool Fail(std::string why);
+  // The body would pass kMaxBodyBytes: a 2xx is complete without it (true), anything else fails
+  // with `why` (false).
+  bool OverCap(std::string why);
   // Accumulates one CRLF-terminated line from data[*pos...]; true when line_ holds a whole line
   // (without its CRLF).
   bool TakeLine(std::string_view data, size_t* pos, size_t cap, const char* what);

@@ -337,6 +337,11 @@ void Http1Client::ReadAnswer(Connection* connection) {
     response.retry_after = *retry_after;
   }
   response.body = std::move(answer.body);
+  if (answer.body_over_cap) {
+    // A success all the same (SPEC 3.2); the rest of the body is left unread with the connection.
+    LogDebug("handler's 2xx answer has a body over the cap; counted without it, connection closed",
+             {{"url", origin}, {"status", static_cast<int64_t>(answer.status)}});
+  }
   Finish(connection, std::move(response), answer.keep_alive && !ended);
 }
 

@@ -23,7 +23,10 @@ Decision RetryOrExhaust(const OutcomePolicy& policy, Decision decision, int atte
     return decision;
   }
   decision.action = Action::kRetry;
-  decision.delay = requested_delay ? std::min(*requested_delay, policy.backoff.max)
+  // A Retry-After replaces the backoff but never goes below initial_backoff: "0" or a date in the
+  // past would otherwise make a handler that keeps answering 503 a tight loop through Redis.
+  decision.delay = requested_delay ? std::min(std::max(*requested_delay, policy.backoff.initial),
+                                              policy.backoff.max)
                                    : ComputeBackoff(policy.backoff, attempts, unit_random);
   return decision;
 }

@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 
 #include <cctype>
+#include <optional>
 
 #include "sidecar/common/text.h"
 
@@ -18,6 +19,33 @@ BodyVerdict VerdictOf(const rapidjson::Value& value) {
   return BodyVerdict::kSuccess;
 }
 
+// The verdict of an object's "status" member; nullopt when it has none. An object that names
+// "status" twice is ambiguous (RFC 8259 leaves duplicate names to the parser, rapidjson takes the
+// first, others the last): it is a retry whatever the values say, which loses nothing and, if the
+// handler keeps answering so, ends in a dead letter that shows the body.
+std::optional<BodyVerdict> StatusVerdict(const rapidjson::Value& object) {
+  const rapidjson::Value* status = nullptr;
+  for (const auto& member : object.GetObject()) {
+    if (std::string_view(member.name.GetString(), member.name.GetStringLength()) != "status") {
+      continue;
+    }
+    if (status != nullptr) return BodyVerdict::kRetry;
+    status = &member.value;
+  }
+  if (status == nullptr) return std::nullopt;
+  return VerdictOf(*status);
+}
+
+// A UTF-8 byte-order mark before the JSON is not part of it: RFC 8259 lets a parser ignore it,
+// and a handler whose framework writes one means the object that follows.
+std::string_view WithoutByteOrderMark(std::string_view body) {
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  if (body.substr(0, kByteOrderMark.size()) == kByteOrderMark) {
+    body.remove_prefix(kByteOrderMark.size());
+  }
+  return body;
+}
+
 bool LooksLikeObject(std::string_view body) {
   for (char c : body) {
     if (std::isspace(static_cast<unsigned char>(c))) continue;
@@ -29,16 +57,17 @@ bool LooksLikeObject(std::string_view body) {
 }  // namespace
 
 BodyVerdict ParseEntryVerdict(std::string_view body) {
+  body = WithoutByteOrderMark(body);
   if (!LooksLikeObject(body)) return BodyVerdict::kSuccess;  // cheap exit for the common case
   rapidjson::Document document;
   document.Parse(body.data(), body.size());
   if (document.HasParseError() || !document.IsObject()) return BodyVerdict::kSuccess;
-  if (!document.HasMember("status")) return BodyVerdict::kSuccess;
-  return VerdictOf(document["status"]);
+  return StatusVerdict(document).value_or(BodyVerdict::kSuccess);
 }
 
 BatchAnswer ParseBatchAnswer(std::string_view body) {
   BatchAnswer answer;
+  body = WithoutByteOrderMark(body);
   if (!LooksLikeObject(body)) return answer;
   rapidjson::Document document;
   document.Parse(body.data(), body.size());
@@ -57,7 +86,7 @@ BatchAnswer ParseBatchAnswer(std::string_view body) {
     BatchFailure failure;
     failure.id.assign(item["id"].GetString(), item["id"].GetStringLength());
     // A listed entry without a readable status is a failure all the same: retry it.
-    failure.verdict = item.HasMember("status") ? VerdictOf(item["status"]) : BodyVerdict::kRetry;
+    failure.verdict = StatusVerdict(item).value_or(BodyVerdict::kRetry);
     if (failure.verdict == BodyVerdict::kSuccess) failure.verdict = BodyVerdict::kRetry;
     if (item.HasMember("error") && item["error"].IsString()) {
       failure.error.assign(item["error"].GetString(), item["error"].GetStringLength());

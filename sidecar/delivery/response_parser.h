@@ -10,7 +10,8 @@ namespace streamcar::delivery {
 
 enum class BodyVerdict { kSuccess, kRetry, kDrop };
 
-// For one entry: RETRY or DROP (any case) in a top-level "status"; anything else is success.
+// For one entry: RETRY or DROP (any case) in a top-level "status"; anything else is success. A
+// UTF-8 byte-order mark before the object is skipped; an object naming "status" twice is a retry.
 BodyVerdict ParseEntryVerdict(std::string_view body);
 
 struct BatchFailure {
@@ -25,6 +26,8 @@ struct BatchAnswer {
   int malformed = 0;  // failure items we could not read (no id, unknown status): counted, skipped
 };
 
+// {"failures":[...]}, likewise after a byte-order mark; a failure item naming "status" twice is a
+// retry.
 BatchAnswer ParseBatchAnswer(std::string_view body);
 
 }  // namespace streamcar::delivery

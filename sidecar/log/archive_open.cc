@@ -1,6 +1,7 @@
 // OpenArchive: the backend by URL scheme. PostgreSQL is compiled in only with
 // STREAMCAR_POSTGRES (CMake defines STREAMCAR_HAVE_POSTGRES then).
 
+#include "sidecar/config/redis_url.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/log/sqlite_archive.h"
 #ifdef STREAMCAR_HAVE_POSTGRES
@@ -16,8 +17,8 @@ StatusOr<std::unique_ptr<ArchiveStore>> OpenArchive(const std::string& url) {
     // relative path would depend on the working directory of whoever started the sidecar).
     const std::string path = url.substr(kSqlite.size());
     if (path.empty() || path[0] != '/') {
-      return Status(StatusCode::kInvalid,
-                    "archive url " + url + ": expected sqlite:///absolute/path/to/file.db");
+      return Status(StatusCode::kInvalid, "archive url " + config::MaskUrlPassword(url) +
+                                              ": expected sqlite:///absolute/path/to/file.db");
     }
     return OpenSqliteArchive(path);
   }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tests/e2e/e2e_fixture.h"
 
@@ -220,6 +221,35 @@ TEST_F(BoundsTest, BatchRetryFailuresHonourRetryAfter) {
   // Retry-After: 1 second, not the 50 ms backoff.
   EXPECT_GE(requests[1].at - requests[0].at, milliseconds(900));
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+}
+
+// Review F9 (issue 29): Retry-After: 0, or a date in the past, gave a zero delay, so a handler
+// answering 503 to every delivery with max_attempts: 0 met a tight loop through Redis (hundreds of
+// deliveries a second). Every retry now waits at least initial_backoff.
+TEST_F(BoundsTest, RetryAfterZeroOrPastStillWaitsTheInitialBackoff) {
+  std::atomic<int> calls{0};
+  handler_.SetBehaviour([&](const ReceivedRequest&) {
+    const bool date = ++calls % 2 == 0;
+    return HandlerReply{
+        503, "busy", {{"Retry-After", date ? "Thu, 01 Jan 1970 00:00:00 GMT" : "0"}}};
+  });
+  SidecarConfig c;
+  c.max_attempts = 0;  // retry forever
+  c.initial_backoff = "200ms";
+  c.max_backoff = "1s";
+  c.handler_extra = "concurrency: 1";
+  Add({"n", "1"});
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(handler_.WaitForCount(1, seconds(10))) << sidecar->Logs();
+  std::this_thread::sleep_for(milliseconds(2000));
+  const auto requests = handler_.Requests();
+  ASSERT_GE(requests.size(), 3u) << "the entry is still retried";
+  // About 2 s / 200 ms of them; a zero delay gave hundreds.
+  EXPECT_LE(requests.size(), 13u);
+  for (size_t i = 1; i < requests.size(); ++i) {
+    EXPECT_GE(requests[i].at - requests[i - 1].at, milliseconds(190)) << "retry " << i;
+  }
+  EXPECT_EQ(Len("orders:dlq"), 0);
 }
 
 TEST_F(BoundsTest, CheckMasksSecretHeaders) {

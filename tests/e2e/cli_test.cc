@@ -85,6 +85,34 @@ TEST_F(CliTest, CheckUsesStreamcarConfigAndMasksThePassword) {
   EXPECT_NE(result.out.find("password: \"***\""), std::string::npos);
 }
 
+// Review F7 (issue 29): libpq takes passwords as URL parameters too, and check printed them.
+// Every credential-like parameter's value is "***", the user info's password too; the rest of
+// the URL is left as it is.
+TEST_F(CliTest, CheckMasksPasswordParametersOfUrls) {
+  struct Case {
+    std::string url;
+    std::string shown;
+  };
+  const Case cases[] = {
+      {"postgres://bob:PGPASS-4@127.0.0.1:1/db?password=PGPASS-5",
+       "postgres://bob:***@127.0.0.1:1/db?password=***"},
+      {"postgresql://127.0.0.1:1/db?user=bob&password=PGPASS-7&sslpassword=PGPASS-8"
+       "&oauth_client_secret=PGPASS-9&Pass%77ord=PGPASS-10&sslmode=disable",
+       "postgresql://127.0.0.1:1/db?user=bob&password=***&sslpassword=***"
+       "&oauth_client_secret=***&Pass%77ord=***&sslmode=disable"},
+  };
+  for (const Case& each : cases) {
+    SidecarConfig c;
+    c.top_extra =
+        "streams: [ { name: feed, archive: true } ]\narchive: { url: \"" + each.url + "\" }\n";
+    const std::string path = WriteConfig(c);
+    auto result = RunStreamcar({"check", "-c", path});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out.find("PGPASS"), std::string::npos) << result.out;
+    EXPECT_NE(result.out.find(each.shown), std::string::npos) << result.out;
+  }
+}
+
 TEST_F(CliTest, CheckRejectsBadConfigNamingTheKey) {
   std::string yaml = Yaml({});
   yaml.replace(yaml.find("max_attempts"), 12, "max_attemps");

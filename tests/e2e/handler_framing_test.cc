@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -126,6 +128,63 @@ TEST_F(HandlerFramingTest, TricklingAnswerTimesOutAtTheHandlerTimeout) {
   EXPECT_LT(exchanges.front(), std::chrono::milliseconds(2000)) << "the timeout did not bound the "
                                                                    "whole exchange";
   EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"success\""}), 0);
+}
+
+// A 2xx is a success however large its body (SPEC 3.2; review F8, issue 29). Three handlers that
+// answer 200 and then never stop: a Content-Length of 100 MiB, HTTP/1.0 with 100 MiB to the end
+// of the connection, endless chunks. Each entry is acknowledged after its one delivery (before,
+// each was delivered max_attempts times and dead-lettered "body is larger than 16777216 bytes"),
+// and the sidecar closes the connection instead of reading on.
+TEST_F(HandlerFramingTest, A2xxWithABodyPastTheCapIsASuccessAndEndsTheConnection) {
+  std::mutex mu;
+  std::map<std::string, int> requests;  // mode -> deliveries
+  std::atomic<int> cut_off{0};          // answers the sidecar stopped reading
+  RawServer server([&](Peer& peer, int) {
+    const std::string request = peer.ReadRequest();
+    if (request.empty()) return;
+    std::string mode;
+    for (const char* name : {"huge_length", "huge_eof", "endless_chunks"}) {
+      if (request.find(name) != std::string::npos) mode = name;
+    }
+    {
+      std::lock_guard lock(mu);
+      ++requests[mode];
+    }
+    const size_t total = size_t{100} << 20;
+    const std::string block(64 * 1024, 'x');
+    char chunk_size[16];
+    std::snprintf(chunk_size, sizeof(chunk_size), "%zx\r\n", block.size());
+    const std::string chunk = chunk_size + block + "\r\n";
+    bool sending = true;
+    if (mode == "huge_length") {
+      sending =
+          peer.Send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(total) + "\r\n\r\n");
+    } else if (mode == "huge_eof") {
+      sending = peer.Send("HTTP/1.0 200 OK\r\n\r\n");
+    } else {
+      sending = peer.Send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    }
+    for (size_t sent = 0; sending && (mode == "endless_chunks" || sent < total);
+         sent += block.size()) {
+      sending = peer.Send(mode == "endless_chunks" ? chunk : block);
+    }
+    if (!sending) ++cut_off;
+  });
+  for (const char* mode : {"huge_length", "huge_eof", "endless_chunks"}) Add({"mode", mode});
+  SidecarConfig c;
+  c.handler_url = server.url("/");
+  c.handler_extra = "concurrency: 3, timeout: 20s";
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitMetric("streamcar_deliveries_total", {"outcome=\"success\""}, 3, seconds(40)))
+      << sidecar->Logs() << Metrics();
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10))) << sidecar->Logs();
+  EXPECT_EQ(Len("orders:dlq"), 0);
+  EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"error\""}), 0);
+  ASSERT_TRUE(Eventually([&] { return cut_off.load() == 3; }, seconds(20)))
+      << "the sidecar read an answer past the cap";
+  std::lock_guard lock(mu);
+  EXPECT_EQ(requests, (std::map<std::string, int>{
+                          {"endless_chunks", 1}, {"huge_eof", 1}, {"huge_length", 1}}));
 }
 
 }  // namespace

@@ -83,6 +83,27 @@ TEST(Outcome, RetryAfterReplacesBackoffCappedAtMax) {
   EXPECT_EQ(Decide(Policy(), Answer(503, "", "later"), 1, kNow, 0.5).delay, Millis(1000));
 }
 
+// Retry-After never brings a retry below initial_backoff (review F9, issue 29): "0" or a date in
+// the past used to give a zero delay, a tight loop through Redis with max_attempts: 0.
+TEST(Outcome, RetryAfterNeverGoesBelowInitialBackoff) {
+  const Millis initial = Policy().backoff.initial;
+  for (const char* value :
+       {"0", "Wed, 21 Oct 2015 07:27:00 GMT", "Thu, 01 Jan 1970 00:00:00 GMT"}) {
+    EXPECT_EQ(Decide(Policy(0), Answer(503, "", value), 1, kNow, 0.5).delay, initial) << value;
+    EXPECT_EQ(Decide(Policy(0), Answer(503, "", value), 9, kNow, 0.5).delay, initial) << value;
+    EXPECT_EQ(DecideBatchFailure(Policy(0), false, "later", 1, value, kNow, 0.5).delay, initial)
+        << value;
+    const std::vector<BatchItem> items = {{"1-0", 1}};
+    EXPECT_EQ(DecideBatch(Policy(0), Answer(429, "", value), items, kNow, [] { return 0.5; })
+                  .decisions[0]
+                  .delay,
+              initial)
+        << value;
+  }
+  // Above the floor it is honoured as it is.
+  EXPECT_EQ(Decide(Policy(0), Answer(503, "", "2"), 1, kNow, 0.5).delay, Millis(2000));
+}
+
 TEST(Outcome, TimeoutAndResetRetry) {
   HandlerResponse timeout;
   timeout.kind = HandlerResponse::Kind::kTimeout;

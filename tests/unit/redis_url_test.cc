@@ -64,5 +64,26 @@ TEST(RedisUrl, MasksPasswordInText) {
   EXPECT_EQ(MaskUrlPassword("redis://user@h:1/0"), "redis://user@h:1/0");
 }
 
+// Credentials as query parameters (review F7, issue 29): libpq reads password, sslpassword and
+// oauth_client_secret from the URI, percent-decoded names included.
+TEST(RedisUrl, MasksCredentialParametersInTheQuery) {
+  EXPECT_EQ(MaskUrlPassword("postgres://bob:P4@h/db?password=P5"),
+            "postgres://bob:***@h/db?password=***");
+  EXPECT_EQ(MaskUrlPassword("postgresql://h:1/db?user=bob&password=P7&sslpassword=P8"),
+            "postgresql://h:1/db?user=bob&password=***&sslpassword=***");
+  EXPECT_EQ(MaskUrlPassword("postgres:///db?host=/run&PASSWORD=a&pass%77ord=b&%70assword=c"),
+            "postgres:///db?host=/run&PASSWORD=***&pass%77ord=***&%70assword=***");
+  EXPECT_EQ(MaskUrlPassword("postgres://h/db?oauth_client_secret=s&auth_token=t&passfile=/p"),
+            "postgres://h/db?oauth_client_secret=***&auth_token=***&passfile=***");
+  EXPECT_EQ(MaskUrlPassword("redis://h:1/0?password=x#frag"), "redis://h:1/0?password=***#frag");
+  // Nothing secret: unchanged, empty values and names without '=' included.
+  for (const char* plain : {"postgres://h/db?sslmode=require&application_name=sc",
+                            "postgres://h/db?password=&x", "postgres://h/db?", "sqlite:///a?b"}) {
+    EXPECT_EQ(MaskUrlPassword(plain), plain);
+  }
+  // A password holding '?' or '&' is still the user info's, masked whole.
+  EXPECT_EQ(MaskUrlPassword("redis://u:a?b&password=c@h:1/0"), "redis://u:***@h:1/0");
+}
+
 }  // namespace
 }  // namespace streamcar::config
