@@ -1,23 +1,32 @@
 #pragma once
-// The admin HTTP server: GET /healthz, /readyz, /metrics on one port (SPEC section 5).
+// The admin HTTP server: GET /healthz, /readyz, /metrics on one port (SPEC section 5), a service
+// on the inbound HTTP server (http/server.h) with a loop thread of its own.
 //
 // It must answer the kubelet's probes within 1 s whatever other clients of the port do (idle,
-// trickling or half-open connections), so it is event-driven rather than thread-per-connection:
-// one thread polls the listener and every connection, all non-blocking. No client can hold the
-// thread: each request must arrive whole within kRequestTimeout of the connection's start (or of
-// the previous answer), a request head is bounded to kMaxRequestBytes, answers are written as the
-// socket takes them, and past kMaxConnections the connection idle the longest is closed to make
-// room. Only GET is served; HEAD and every other method get 405 on every path.
+// trickling, half-open or non-reading connections): the server never blocks on a client, bounds
+// every request (a head of kMaxRequestBytes, kRequestTimeout from its first byte), evicts the
+// quietest idle connection past kMaxConnections, and /metrics, the one answer that costs, is
+// rendered on a worker thread of its own, so a burst of scrapes never delays a probe. Only GET is
+// served; HEAD and every other method get 405 on every path.
 //
-// Threads: Start and Stop are called by one owner thread; the handlers run on the server's own
-// thread and must be thread-safe.
+// Threads: Start and Stop are called by one owner thread; the handlers run on the server's
+// threads (the probes on its loop, metrics_text on its worker) and must be thread-safe.
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
+
+namespace streamcar {
+class EventLoop;
+}
+namespace streamcar::http {
+class Server;
+class WorkerPool;
+}  // namespace streamcar::http
 
 namespace streamcar::admin {
 
@@ -29,14 +38,15 @@ struct AdminHandlers {
 
 class AdminServer {
  public:
-  // The most bytes of one request (request line, headers and any body) the server reads.
+  // The most bytes of one request head (request line and headers), and of a body, it reads.
   static constexpr size_t kMaxRequestBytes = 4096;
-  // Open connections at most; a new one beyond it closes the one idle the longest.
+  // Open connections at most; a new one beyond it closes an idle one (the quietest first).
   static constexpr size_t kMaxConnections = 256;
-  // A request must arrive whole within this time (slow senders do not extend it); an idle
-  // keep-alive connection is closed after it too.
+  // A request must arrive whole within this time of its first byte (slow senders do not extend
+  // it); a new connection must start its request, and an idle keep-alive connection its next
+  // one, within it too.
   static constexpr Millis kRequestTimeout{5000};
-  // An answer must be taken by the client within this time.
+  // An answer must keep being taken by the client within this time.
   static constexpr Millis kWriteTimeout{5000};
   // After answering a request that must close the connection, its unread input is drained this
   // long at most, so the answer is not destroyed by a reset.
@@ -55,13 +65,14 @@ class AdminServer {
   int port() const { return port_; }
 
  private:
-  struct Connection;
-  class Loop;
+  class Service;
 
   AdminHandlers handlers_;
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;
   int port_ = 0;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<http::WorkerPool> metrics_worker_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<http::Server> server_;
   std::thread thread_;
 };
 

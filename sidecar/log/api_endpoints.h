@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sidecar/log/api_request.h"
+#include "sidecar/http/request.h"
 #include "sidecar/log/api_response.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/api_sessions.h"
@@ -18,6 +18,9 @@
 #include "sidecar/log/producer.h"
 
 namespace streamcar::log {
+
+// A parsed request (the one request parser is http/request.h).
+using ApiRequest = http::Request;
 
 // The route label of streamcar_api_requests_total.
 enum class ApiRoute { kProduce, kRead, kFollow, kOther };

@@ -17,13 +17,19 @@
 
 #include "sidecar/common/listen_socket.h"
 #include "sidecar/common/log.h"
+#include "sidecar/http/request.h"
 #include "sidecar/log/api_endpoints.h"
-#include "sidecar/log/api_request.h"
 #include "sidecar/log/api_response.h"
 #include "sidecar/log/api_socket.h"
 
 namespace streamcar::log {
 namespace {
+
+using http::ChunkedState;
+using http::DecodeChunked;
+using http::FindHeadEnd;
+using http::HeadProblem;
+using http::ParseRequestHead;
 
 // How long unread input is drained after an answer that closes the connection.
 constexpr Millis kLinger{1000};

@@ -105,7 +105,8 @@ TEST_F(AdminTest, MalformedAndOversizedRequestsAreRefusedAndServingGoesOn) {
                         "GET /healthz HTTP/1.1\r\nX-Big: " + std::string(8192, 'a') + "\r\n\r\n",
                         seconds(5))),
       431);
-  EXPECT_EQ(StatusOf(Exchange(admin_port_, "GET /healthz HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",
+  EXPECT_EQ(StatusOf(Exchange(admin_port_,
+                              "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n",
                               seconds(5))),
             413);
   // Two pipelined requests on one connection get two answers, in order.

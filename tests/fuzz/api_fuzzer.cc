@@ -1,5 +1,6 @@
-// libFuzzer: the log API's request side (sidecar/log/api_request.h, api_route.h, api_json.h),
-// which reads whatever a client of api.listen sends. Input: one byte choosing where to split the
+// libFuzzer: the request side of the inbound servers (sidecar/http/request.h, the one parser of
+// the admin port and the log API) and the log API's own (log/api_route.h, api_json.h), which read
+// whatever a client sends. Input: one byte choosing where to split the
 // rest, then the bytes a client sent. Asserts that nothing crashes, that a head that is accepted
 // has unambiguous framing and no control character in any field, that a chunked body decodes to
 // the same result whether it arrives whole or in two reads (ChunkedState), and that a decoded
@@ -11,16 +12,16 @@
 #include <string>
 #include <string_view>
 
+#include "sidecar/http/request.h"
 #include "sidecar/log/api_json.h"
-#include "sidecar/log/api_request.h"
 #include "sidecar/log/api_route.h"
 
 namespace {
 
-using streamcar::log::ApiRequest;
-using streamcar::log::ChunkedState;
-using streamcar::log::DecodeChunked;
-using streamcar::log::HeadProblem;
+using streamcar::http::ChunkedState;
+using streamcar::http::DecodeChunked;
+using streamcar::http::HeadProblem;
+using streamcar::http::Request;
 
 constexpr uint64_t kMaxBody = 4096;
 
@@ -63,14 +64,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t cut = wire.empty() ? 0 : data[0] % (wire.size() + 1);
 
   // The head: accepted only with one framing, and nothing in it can carry a line break on.
-  const size_t head_end = streamcar::log::FindHeadEnd(wire);
+  const size_t head_end = streamcar::http::FindHeadEnd(wire);
   std::string_view rest = wire;
   if (head_end != std::string_view::npos) {
     Check(head_end <= wire.size() && wire.substr(0, head_end).ends_with("\r\n\r\n"));
-    ApiRequest request;
-    if (!streamcar::log::ParseRequestHead(wire.substr(0, head_end), &request)) {
+    Request request;
+    if (!streamcar::http::ParseRequestHead(wire.substr(0, head_end), &request)) {
       Check(!request.method.empty());
       Check(!(request.chunked && request.content_length.has_value()));
+      // Exactly one Host on HTTP/1.1, at most one on HTTP/1.0.
+      int hosts = 0;
+      for (const auto& field : request.headers) hosts += field.first == "host" ? 1 : 0;
+      Check(hosts <= 1);
       Check(!HasControl(request.method) && !HasControl(request.path) && !HasControl(request.query));
       for (const auto& [name, value] : request.headers) {
         Check(!name.empty() && !HasControl(name) && !HasControl(value));

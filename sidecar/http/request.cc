@@ -1,4 +1,4 @@
-#include "sidecar/log/api_request.h"
+#include "sidecar/http/request.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 
 #include "sidecar/common/text.h"
 
-namespace streamcar::log {
+namespace streamcar::http {
 namespace {
 
 bool IsTokenChar(char c) {
@@ -34,7 +34,7 @@ HeadProblem Bad(std::string message) { return HeadProblem{400, std::move(message
 
 }  // namespace
 
-const std::string* ApiRequest::Header(std::string_view lower_name) const {
+const std::string* Request::Header(std::string_view lower_name) const {
   for (const auto& [name, value] : headers) {
     if (name == lower_name) return &value;
   }
@@ -50,7 +50,7 @@ namespace {
 
 // The request line "METHOD TARGET VERSION" into *request (method, path, query, keep_alive as
 // the version implies); *version is the line's.
-std::optional<HeadProblem> ParseRequestLine(std::string_view line, ApiRequest* request,
+std::optional<HeadProblem> ParseRequestLine(std::string_view line, Request* request,
                                             std::string_view* version) {
   if (line.find('\n') != std::string_view::npos) return Bad("bare LF in the request line");
   const size_t sp1 = line.find(' ');
@@ -88,11 +88,12 @@ struct FramingFields {
   bool connection_keep_alive = false;
   int content_lengths = 0;
   int transfer_encodings = 0;
+  int hosts = 0;
 };
 
 // The framing header fields: Content-Length, Transfer-Encoding and Connection.
 std::optional<HeadProblem> NoteFraming(const std::string& lower, std::string_view value,
-                                       ApiRequest* request, FramingFields* framing) {
+                                       Request* request, FramingFields* framing) {
   if (lower == "content-length") {
     if (++framing->content_lengths > 1) return Bad("more than one Content-Length");
     uint64_t length = 0;
@@ -112,9 +113,10 @@ std::optional<HeadProblem> NoteFraming(const std::string& lower, std::string_vie
   return std::nullopt;
 }
 
-// One header field line (without its CRLF), added to request->headers by its lower-case name.
-std::optional<HeadProblem> ParseHeaderField(std::string_view field, ApiRequest* request,
-                                            FramingFields* framing) {
+// One field line (without its CRLF) of the head or of the trailers, checked into its lower-case
+// name and its trimmed value.
+std::optional<HeadProblem> SplitField(std::string_view field, std::string* lower,
+                                      std::string_view* value) {
   if (field.find('\n') != std::string_view::npos || field.find('\r') != std::string_view::npos) {
     return Bad("bare CR or LF in a header field");
   }
@@ -125,24 +127,99 @@ std::optional<HeadProblem> ParseHeaderField(std::string_view field, ApiRequest* 
   if (colon == std::string_view::npos) return Bad("malformed header field");
   const std::string_view name = field.substr(0, colon);
   if (!IsToken(name)) return Bad("malformed header field name");
-  const std::string_view value = TrimBlanks(field.substr(colon + 1));
+  *value = TrimBlanks(field.substr(colon + 1));
   // RFC 9110 5.5: visible characters, obs-text, spaces and tabs; any other control character
   // (NUL, BEL, ESC, DEL, ...) is refused rather than passed on to a log or into an entry.
-  for (char c : value) {
+  for (char c : *value) {
     const auto byte = static_cast<unsigned char>(c);
     if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
       return Bad("control character in a header field value");
     }
   }
-  std::string lower = LowerAscii(name);
+  *lower = LowerAscii(name);
+  return std::nullopt;
+}
+
+// One header field line, added to request->headers by its lower-case name.
+std::optional<HeadProblem> ParseHeaderField(std::string_view field, Request* request,
+                                            FramingFields* framing) {
+  std::string lower;
+  std::string_view value;
+  if (auto problem = SplitField(field, &lower, &value)) return problem;
+  if (lower == "host") ++framing->hosts;
   if (auto problem = NoteFraming(lower, value, request, framing)) return problem;
   request->headers.emplace_back(std::move(lower), std::string(value));
   return std::nullopt;
 }
 
+// One trailer field line: well-formed, and none of the fields that frame, route or manage the
+// connection (RFC 9110 6.5.1), which a front end could honour where this server ignores them.
+std::optional<HeadProblem> CheckTrailerField(std::string_view field) {
+  std::string lower;
+  std::string_view value;
+  if (auto problem = SplitField(field, &lower, &value)) return problem;
+  static constexpr std::string_view kRefused[] = {
+      "content-length", "transfer-encoding", "host", "connection", "te", "trailer", "expect"};
+  for (std::string_view refused : kRefused) {
+    if (lower == refused) return Bad("trailer field " + lower + " is not accepted");
+  }
+  return std::nullopt;
+}
+
+// A quoted-string (RFC 9110 5.6.4) at the start of `text`: its length with both quotes, 0 when
+// malformed.
+size_t QuotedStringLength(std::string_view text) {
+  if (text.empty() || text.front() != '"') return 0;
+  for (size_t i = 1; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (text[i] == '"') return i + 1;
+    if (text[i] == '\\') {
+      if (++i == text.size()) return 0;
+      const auto escaped = static_cast<unsigned char>(text[i]);
+      if ((escaped < 0x20 && text[i] != '\t') || escaped == 0x7f) return 0;
+      continue;
+    }
+    if ((byte < 0x20 && text[i] != '\t') || byte == 0x7f) return 0;
+  }
+  return 0;
+}
+
+size_t TokenLength(std::string_view text) {
+  size_t n = 0;
+  while (n < text.size() && IsTokenChar(text[n])) ++n;
+  return n;
+}
+
+std::string_view SkipBlanks(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  return text;
+}
+
+// The chunk extensions after a chunk size (RFC 9112 7.1.1):
+// *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ). True when well-formed.
+bool ValidChunkExtensions(std::string_view text) {
+  while (!text.empty()) {
+    // Blanks only before a ';' (BWS): trailing ones could hide a line end from this parser.
+    text = SkipBlanks(text);
+    if (text.empty() || text.front() != ';') return false;
+    text = SkipBlanks(text.substr(1));
+    const size_t name = TokenLength(text);
+    if (name == 0) return false;
+    text = text.substr(name);
+    if (const std::string_view after = SkipBlanks(text); !after.empty() && after.front() == '=') {
+      text = SkipBlanks(after.substr(1));
+      size_t value = TokenLength(text);
+      if (value == 0) value = QuotedStringLength(text);
+      if (value == 0) return false;
+      text = text.substr(value);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* request) {
+std::optional<HeadProblem> ParseRequestHead(std::string_view head, Request* request) {
   size_t line_end = head.find("\r\n");
   if (line_end == std::string_view::npos) return Bad("malformed request line");
   std::string_view version;
@@ -162,6 +239,10 @@ std::optional<HeadProblem> ParseRequestHead(std::string_view head, ApiRequest* r
   }
   if (framing.content_lengths > 0 && framing.transfer_encodings > 0) {
     return Bad("Content-Length together with Transfer-Encoding");
+  }
+  // RFC 9112 3.2: an HTTP/1.1 request without Host, or any request with two, is answered 400.
+  if (framing.hosts > 1 || (framing.hosts == 0 && version == "HTTP/1.1")) {
+    return Bad("exactly one Host field is required");
   }
   if (request->chunked && version == "HTTP/1.0") {
     return Bad("Transfer-Encoding in an HTTP/1.0 request");
@@ -188,13 +269,17 @@ size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
       if (in.size() - at > 1024) *problem = Bad("chunk size line too long");
       return 0;
     }
-    std::string_view size_text = in.substr(at, line_end - at);
-    size_text = size_text.substr(0, size_text.find(';'));  // extensions are ignored
+    const std::string_view line = in.substr(at, line_end - at);
     uint64_t size = 0;
-    auto [ptr, ec] =
-        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
-    if (size_text.empty() || ec != std::errc() || ptr != size_text.data() + size_text.size()) {
+    auto [ptr, ec] = std::from_chars(line.data(), line.data() + line.size(), size, 16);
+    if (ptr == line.data() || ec != std::errc()) {
       *problem = Bad("malformed chunk size");
+      return 0;
+    }
+    // Extensions are ignored, but only once they are well-formed: a bare LF or any other byte
+    // a lenient front end might end the line at is refused.
+    if (!ValidChunkExtensions(line.substr(static_cast<size_t>(ptr - line.data())))) {
+      *problem = Bad("malformed chunk size or extension");
       return 0;
     }
     const size_t data = line_end + 2;
@@ -217,7 +302,7 @@ size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
     at = data + size + 2;
     state->at = at;
   }
-  // Trailer fields up to the blank line; discarded.
+  // Trailer fields up to the blank line; checked, then discarded.
   while (true) {
     const size_t line_end = in.find("\r\n", at);
     if (line_end == std::string_view::npos) {
@@ -225,10 +310,16 @@ size_t DecodeChunked(std::string_view in, uint64_t max_body, std::string* body,
       return 0;
     }
     const bool blank = line_end == at;
+    if (!blank) {
+      if (auto refused = CheckTrailerField(in.substr(at, line_end - at))) {
+        *problem = std::move(refused);
+        return 0;
+      }
+    }
     at = line_end + 2;
     state->at = at;
     if (blank) return at;
   }
 }
 
-}  // namespace streamcar::log
+}  // namespace streamcar::http
