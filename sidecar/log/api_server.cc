@@ -262,10 +262,11 @@ class ApiServer::Impl {
     in->erase(0, head_end);
     if (auto early = endpoints_.Screen(*request, route)) {
       // Answered from the head: with a body announced, the body is not read, so the
-      // connection cannot carry another request.
+      // connection cannot carry another request. A 401 closes it too (issue 29, F2): a client
+      // without the token must not keep a connection that those with it need.
       const bool body = request->chunked || request->content_length.value_or(0) > 0;
       *refusal = std::move(*early);
-      return body ? ReadOutcome::kRefused : ReadOutcome::kEarly;
+      return body || (*refusal)->status == 401 ? ReadOutcome::kRefused : ReadOutcome::kEarly;
     }
     const SteadyTime body_deadline = deadline.value_or(SteadyClock::now() + kRequestTimeout);
     const bool has_body = request->chunked || request->content_length.value_or(0) > 0;
