@@ -55,6 +55,13 @@ class ApiServer::Impl {
     if (!fd.ok()) return fd.status();
     listen_fd_ = *fd;
     port_ = BoundPort(listen_fd_);
+    if (api_.token_file.empty() && !BoundToLoopback(listen_fd_)) {
+      // Without a token anyone who reaches the address may append and read (README, "Log API").
+      LogWarn(
+          "api.listen is reachable from other hosts and api.token_file is not set: any client "
+          "that reaches it may append to and read every configured stream",
+          {{"listen", api_.listen}});
+    }
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) {
       ::close(listen_fd_);
