@@ -15,4 +15,8 @@ StatusOr<int> ListenTcp(const std::string& listen, const std::string& setting);
 // The port a bound socket listens on.
 int BoundPort(int fd);
 
+// True when a bound socket is reachable from this host only (127.0.0.0/8, ::1, or ::ffff:127.x):
+// what a server without credentials may safely listen on.
+bool BoundToLoopback(int fd);
+
 }  // namespace streamcar

@@ -55,6 +55,13 @@ class ApiServer::Impl {
     if (!fd.ok()) return fd.status();
     listen_fd_ = *fd;
     port_ = BoundPort(listen_fd_);
+    if (api_.token_file.empty() && !BoundToLoopback(listen_fd_)) {
+      // Without a token anyone who reaches the address may append and read (README, "Log API").
+      LogWarn(
+          "api.listen is reachable from other hosts and api.token_file is not set: any client "
+          "that reaches it may append to and read every configured stream",
+          {{"listen", api_.listen}});
+    }
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) {
       ::close(listen_fd_);
@@ -262,10 +269,11 @@ class ApiServer::Impl {
     in->erase(0, head_end);
     if (auto early = endpoints_.Screen(*request, route)) {
       // Answered from the head: with a body announced, the body is not read, so the
-      // connection cannot carry another request.
+      // connection cannot carry another request. A 401 closes it too (issue 29, F2): a client
+      // without the token must not keep a connection that those with it need.
       const bool body = request->chunked || request->content_length.value_or(0) > 0;
       *refusal = std::move(*early);
-      return body ? ReadOutcome::kRefused : ReadOutcome::kEarly;
+      return body || (*refusal)->status == 401 ? ReadOutcome::kRefused : ReadOutcome::kEarly;
     }
     const SteadyTime body_deadline = deadline.value_or(SteadyClock::now() + kRequestTimeout);
     const bool has_body = request->chunked || request->content_length.value_or(0) > 0;

@@ -488,6 +488,8 @@ TEST_F(ApiTest, BearerTokenIsRequiredAndReReadWhenTheFileChanges) {
   Reply missing = Call("GET", "/v1/streams/feed/entries", {}, "", /*authorized=*/false);
   EXPECT_EQ(missing.status, 401);
   EXPECT_EQ(missing.Header("www-authenticate"), "Bearer");
+  // A 401 closes its connection (issue 29, F2): unauthenticated clients cannot hold connections.
+  EXPECT_EQ(missing.Header("connection"), "close");
   EXPECT_EQ(missing.body, R"({"error":"missing bearer token"})");
   EXPECT_EQ(
       Call("GET", "/v1/streams/feed/entries", {"Authorization: Bearer nope"}, "", false).status,

@@ -22,6 +22,7 @@
 
 #include "sidecar/common/clock.h"
 #include "sidecar/common/event_loop.h"
+#include "sidecar/common/listen_socket.h"
 #include "sidecar/http/server.h"
 #include "sidecar/http/worker_pool.h"
 
@@ -465,3 +466,19 @@ TEST(WorkerPoolTest, RunsTasksOnAtMostItsThreadsAndHoldsNoneWhenIdle) {
 
 }  // namespace
 }  // namespace streamcar::http
+
+namespace streamcar {
+namespace {
+
+TEST(ListenSocketTest, TellsLoopbackFromReachableAddresses) {
+  for (const auto& [listen, loopback] : std::vector<std::pair<std::string, bool>>{
+           {"127.0.0.1:0", true}, {"[::1]:0", true}, {"0.0.0.0:0", false}, {":0", false}}) {
+    auto fd = ListenTcp(listen, "test.listen");
+    if (!fd.ok()) continue;  // no IPv6 here
+    EXPECT_EQ(BoundToLoopback(*fd), loopback) << listen;
+    ::close(*fd);
+  }
+}
+
+}  // namespace
+}  // namespace streamcar
