@@ -3,7 +3,9 @@
 
 #include <httplib.h>
 
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/e2e/e2e_fixture.h"
@@ -102,6 +104,46 @@ TEST_F(ApiAppendTest, MaxFutureSkewIsConfigurable) {
   EXPECT_EQ(Post("feed", R"({"a":"1"})", {{"Streamcar-Entry-Id", ahead}}).status, 400);
   const std::string past = std::to_string(RedisNowMs(*redis_) - 5'000) + "-0";
   EXPECT_EQ(Post("feed", R"({"a":"1"})", {{"Streamcar-Entry-Id", past}}).status, 201);
+}
+
+// Review F5's reproduction (hashtag_collision.py): streams "feed2" and "{feed2}" shared their
+// idempotency keys (a POST to "{feed2}" answered 200 with feed2's receipt and appended nothing)
+// and their archive keys (the archive's watermark of one hid the other's entries from reads).
+TEST_F(ApiAppendTest, StreamsXAndBracedXShareNoKeys) {
+  const std::string archive = MakeTempDir("streamcar-htc-");
+  StartApi(
+      "  - name: feed2\n    archive: true\n    retention: { max_len: 2, interval: 1s }\n"
+      "  - name: \"{feed2}\"\n    archive: true\n    retention: { max_len: 1000, interval: 1s }\n"
+      "archive: { url: \"sqlite://" +
+      archive + "/a.db\", interval: 1s }\n");
+  Answer plain = Post("feed2", R"({"i":"0"})", {{"Idempotency-Key", "K"}});
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  Answer braced = Post("%7Bfeed2%7D", R"({"i":"0"})", {{"Idempotency-Key", "K"}});
+  EXPECT_EQ(braced.status, 201) << braced.body;
+  EXPECT_EQ(JsonString(braced.body, "stream"), "{feed2}");
+  EXPECT_EQ(redis_->Run({"XLEN", "{feed2}"}).view().Integer(), 1);
+
+  std::vector<std::string> appended = {JsonString(braced.body, "id")};
+  for (int i = 1; i <= 5; ++i) {
+    appended.push_back(JsonString(Post("%7Bfeed2%7D", R"({"i":"b"})").body, "id"));
+  }
+  for (int i = 1; i <= 10; ++i) ASSERT_EQ(Post("feed2", R"({"i":"a"})").status, 201);
+  // feed2 folds and trims (1 s beats), then "{feed2}" must read back every entry it was given.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return redis_->Run({"XLEN", "feed2"}).view().Integer() < 11;
+      },
+      seconds(15)));
+  std::this_thread::sleep_for(seconds(2));
+  httplib::Client client("127.0.0.1", api_port_);
+  auto read = client.Get("/v1/streams/%7Bfeed2%7D/entries?count=1000");
+  ASSERT_TRUE(read);
+  ASSERT_EQ(read->status, 200) << read->body;
+  for (const auto& id : appended) {
+    EXPECT_NE(read->body.find("\"" + id + "\""), std::string::npos)
+        << id << " missing: " << read->body;
+  }
+  std::filesystem::remove_all(archive);
 }
 
 // The "ids" of a batch's answer, in order.
