@@ -2,8 +2,9 @@
 // same json envelope to the handler for SECONDS. Prints requests per second. No Redis.
 // With MODE "api" it is a producer of the log API instead: it POSTs the entry {n, pad} as a JSON
 // object to URL (.../v1/streams/<name>/entries) with no delivery headers, optionally with
-// "Authorization: Bearer TOKEN"; a 2xx is a receipt.
-// Usage: http_load URL CONCURRENCY SECONDS [api [TOKEN]]
+// "Authorization: Bearer TOKEN"; a 2xx is a receipt. With MODE "batch<N>" (batch100) each POST is
+// a batch append of N such entries (a JSON array), and the rate printed counts entries.
+// Usage: http_load URL CONCURRENCY SECONDS [api|batch<N> [TOKEN]]
 
 #include <httplib.h>
 
@@ -21,13 +22,21 @@ int main(int argc, char** argv) {
   const double seconds = std::atof(argv[3]);
   const auto slash = url.find('/', url.find("://") + 3);
   const std::string origin = url.substr(0, slash), path = url.substr(slash);
-  const bool api = argc > 4 && std::string(argv[4]) == "api";
+  const std::string mode = argc > 4 ? argv[4] : "";
+  const int per_request = mode.starts_with("batch") ? std::atoi(mode.c_str() + 5) : 1;
+  const bool api = mode == "api" || mode.starts_with("batch");
   const std::string token = argc > 5 ? argv[5] : "";
   const std::string pad(64, 'x');
-  const std::string body =
-      api ? R"({"n":"1","pad":")" + pad + R"("})"
+  const std::string entry = R"({"n":"1","pad":")" + pad + R"("})";
+  std::string body =
+      api ? entry
           : R"({"id":"1700000000000-0","stream":"bench","group":"g","attempts":1,"payload":{"n":"1","pad":")" +
                 pad + R"("}})";
+  if (mode.starts_with("batch")) {
+    body = "[";
+    for (int i = 0; i < per_request; ++i) body += (i > 0 ? "," : "") + entry;
+    body += "]";
+  }
   std::atomic<int64_t> done{0}, failed{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
@@ -50,7 +59,7 @@ int main(int argc, char** argv) {
       while (!stop) {
         auto result = client.Post(path, headers, body, "application/json");
         if (result && result->status < 300) {
-          ++done;
+          done += per_request;
         } else {
           ++failed;
         }

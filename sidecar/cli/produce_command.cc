@@ -24,7 +24,7 @@ int ProduceCommand(const Arguments& args) {
   if (!options) return exit_code;
   auto session = SessionOrReport(*options, &health, &exit_code);
   if (!session) return exit_code;
-  log::Producer producer(stream, config->api.idempotency_ttl);
+  log::Producer producer(stream, config->api.idempotency_ttl, config->api.max_future_skew);
   log::AppendRequest request;
   request.fields = args.fields;
   request.idempotency_key = args.idempotency_key;
@@ -49,6 +49,11 @@ int ProduceCommand(const Arguments& args) {
     case log::AppendResult::Kind::kNonMonotonic:
       std::cerr << "streamcar: entry id " << args.entry_id << " is not above the top of "
                 << args.stream << " (top: " << result->id << "): nothing appended\n";
+      return 1;
+    case log::AppendResult::Kind::kOutOfRange:
+      std::cerr << "streamcar: entry id " << args.entry_id
+                << " is the maximum id or more than api.max_future_skew ahead of Redis's clock: "
+                   "nothing appended\n";
       return 1;
   }
   return 1;

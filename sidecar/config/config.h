@@ -180,6 +180,9 @@ struct ApiConfig {
   std::string token_file;  // set: every request needs "Authorization: Bearer <content>"
   uint64_t max_body = uint64_t{1024} * 1024;
   Millis idempotency_ttl{Millis(24LL * 60 * 60 * 1000)};
+  // An explicit Streamcar-Entry-Id whose ms part is further ahead of Redis's clock is refused:
+  // it would future-date every later automatic id (time windows, max_age retention).
+  Millis max_future_skew{Millis(60 * 1000)};
 };
 
 // A stream the log API serves (SPEC section 10, `streams:`).

@@ -387,6 +387,7 @@ constexpr auto kApiFields = std::to_array<Field<ApiConfig>>({
     Text<&ApiConfig::token_file>("token_file"),  // printed by path; its content is never read here
     Size<&ApiConfig::max_body>("max_body"),
     Duration<&ApiConfig::idempotency_ttl>("idempotency_ttl"),
+    Duration<&ApiConfig::max_future_skew>("max_future_skew", Millis(0)),
 });
 
 constexpr auto kLogStreamFields = std::to_array<Field<LogStream>>({

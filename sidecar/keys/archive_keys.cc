@@ -5,8 +5,8 @@
 namespace streamcar::keys {
 
 ArchiveKeys ArchiveKeysOf(std::string_view stream) {
-  return {keys::SameSlotKey(stream, "archive:lease"), keys::SameSlotKey(stream, "archive:token"),
-          keys::SameSlotKey(stream, "archive:watermark")};
+  return {OwnedKey(stream, "archive:lease"), OwnedKey(stream, "archive:token"),
+          OwnedKey(stream, "archive:watermark")};
 }
 
 }  // namespace streamcar::keys

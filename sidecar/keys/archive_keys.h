@@ -13,8 +13,10 @@ struct ArchiveKeys {
   std::string watermark;  // W as last recorded, "<ms>-<seq>" (only ever raised)
 };
 
-// The keys of `stream`'s folder, named by keys::SameSlotKey (keys/key_slot.h: the one
-// rule for keys in a stream's slot): "{orders}:archive:lease", "app:{feed}:archive:lease", ...
+// The keys of `stream`'s folder, named by keys::OwnedKey (keys/key_slot.h: the one rule for
+// keys in a stream's slot), so streams "x" and "{x}" never share a folder's keys:
+// "{orders}:archive:lease", "app:{feed}:archive:lease", "{5061}~{x}:archive:lease", ...
+// No suffix here ends another, which OwnedKey needs for the names to differ.
 ArchiveKeys ArchiveKeysOf(std::string_view stream);
 
 }  // namespace streamcar::keys

@@ -24,6 +24,18 @@ const std::vector<std::string>& TagPerSlot() {
   return tags;
 }
 
+// "{x}": one hash tag and nothing else (x not empty, without '}'): the name (a) gives "x".
+bool IsOneTag(std::string_view key) {
+  return key.size() >= 3 && key.front() == '{' && key.find('}') == key.size() - 1;
+}
+
+// "{<digits>}~...": the form (c) gives.
+bool StartsLikeSlotTag(std::string_view key) {
+  size_t at = 1;
+  while (at < key.size() && key[at] >= '0' && key[at] <= '9') ++at;
+  return !key.empty() && key[0] == '{' && at > 1 && key.substr(at, 2) == "}~";
+}
+
 }  // namespace
 
 uint16_t Crc16Xmodem(std::string_view bytes) {
@@ -61,6 +73,18 @@ std::string SameSlotKey(std::string_view key, std::string_view suffix) {
     out.append(key).append(":").append(suffix);
   }
   return out;
+}
+
+std::string OwnedKey(std::string_view key, std::string_view suffix) {
+  std::string out;
+  if (!key.empty() && key.find('}') == std::string_view::npos) {
+    out.append("{").append(key).append("}");
+  } else if (HasHashTag(key) && !IsOneTag(key) && !StartsLikeSlotTag(key)) {
+    out.append(key);
+  } else {
+    out.append("{").append(TagPerSlot()[KeySlot(key)]).append("}~").append(key);
+  }
+  return out.append(":").append(suffix);
 }
 
 }  // namespace streamcar::keys

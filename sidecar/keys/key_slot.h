@@ -25,8 +25,6 @@ int KeySlot(std::string_view key);
 
 // Whether `key` has a hash tag (HashedPart is not the whole key).
 bool HasHashTag(std::string_view key);
-// The part of `key` Redis hashes: the content of its first non-empty {...}, else the whole key.
-std::string_view HashedPart(std::string_view key);
 
 // The key "<suffix>" of `key`, in the slot of `key`:
 //   - `key` has a hash tag ("{orders}", "app:{feed}"):   "<key>:<suffix>"
@@ -35,6 +33,21 @@ std::string_view HashedPart(std::string_view key);
 //     "{<tag>}:<key>:<suffix>" with a short decimal tag chosen to hash to the slot of `key`
 //     (the same tag for every key of that slot).
 // The suffix never changes the slot: the tag comes first.
+// Two keys can get the same name ("x" and "{x}" both give "{x}:<suffix>"): fit for a default
+// dead-letter stream (an existing deployment's name), not for keys one stream owns (OwnedKey).
 std::string SameSlotKey(std::string_view key, std::string_view suffix);
+
+// The key "<suffix>" that belongs to `key` alone, in the slot of `key`: "<owner>:<suffix>" where
+// <owner> is
+//   (a) "{<key>}" when `key` is not empty and has no '}' ("orders" -> "{orders}");
+//   (b) `key` itself when it has a hash tag and is neither one tag alone ("{x}") nor starts
+//       like (c) ("app:{feed}", "{tenant}.orders", "orders:{3}");
+//   (c) otherwise "{<tag>}~<key>", the short decimal tag of the slot of `key` as in SameSlotKey
+//       ("{x}", "a}b", "", "{12}~x").
+// <owner> is one-to-one: (a) is exactly the one-tag form "{...}" that (b) leaves out, (c) starts
+// with "{<digits>}~" that (a) cannot and (b) leaves out, and each form gives `key` back. So for
+// a set of suffixes none of which ends another (":" included), two keys never share a name.
+// (a) and (b) are SameSlotKey's names, so most keys kept the names they had before issue 29.
+std::string OwnedKey(std::string_view key, std::string_view suffix);
 
 }  // namespace streamcar::keys

@@ -10,7 +10,8 @@ std::string DefaultDeadLetterStream(std::string_view stream, bool cluster) {
 }
 
 std::string IdempotencyKey(std::string_view stream, std::string_view key) {
-  return SameSlotKey(stream, std::string("idem:").append(key));
+  return OwnedKey(stream,
+                  std::string("idem:").append(key).append(":").append(std::to_string(key.size())));
 }
 
 std::string NotifyChannel(std::string_view stream) { return std::string(stream) + ":events"; }

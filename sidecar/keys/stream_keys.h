@@ -19,7 +19,10 @@ inline constexpr std::string_view kDeadLetterSuffix = "dlq";
 std::string DefaultDeadLetterStream(std::string_view stream, bool cluster);
 
 // The idempotency key of an append to `stream` with Idempotency-Key `key`:
-// SameSlotKey(stream, "idem:" + key).
+// OwnedKey(stream, "idem:<key>:<length of key>"), e.g. "{orders}:idem:order-7:7". Read from the
+// end, the length says where `key` starts, so the name gives back stream and key even when
+// either holds ':' ("{a}b" with key "c:idem:d" and "{a}b:idem:c" with key "d" differ), and it
+// ends in a digit where every archive key ends in a letter.
 std::string IdempotencyKey(std::string_view stream, std::string_view key);
 
 // The channel a stream with `notify: true` publishes each append's id on: "<stream>:events".

@@ -95,8 +95,8 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
           }(),
           nullptr) {  // each follower gets its stream's archive, if it has one
   for (const auto& stream : streams) {
-    streams_[stream.name] =
-        std::make_unique<Stream>(Stream{stream, Producer(stream, api.idempotency_ttl)});
+    streams_[stream.name] = std::make_unique<Stream>(
+        Stream{stream, Producer(stream, api.idempotency_ttl, api.max_future_skew)});
     if (deps_.metrics != nullptr) {
       deps_.metrics->Produced(stream.name);
       deps_.metrics->Followers(stream.name);
@@ -244,40 +244,99 @@ ApiResponse ApiEndpoints::ReadFailure(const Status& status) const {
   }
 }
 
-ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {
-  AppendRequest append;
+namespace {
+
+// The appends a POST asks for, in *appends: one entry, or one per element of a JSON array body
+// (a batch). An answer when the request is malformed.
+std::optional<ApiResponse> AppendsOf(const ApiRequest& request, std::vector<AppendRequest>* appends,
+                                     bool* batch) {
   const std::string* content_type = request.Header("content-type");
-  if (content_type != nullptr && MediaType(*content_type) == "application/json") {
+  const bool json = content_type != nullptr && MediaType(*content_type) == "application/json";
+  *batch = json && IsJsonArray(request.body);
+  if (*batch) {
+    auto entries = EntriesFromJson(request.body);
+    if (!entries.ok()) return ApiResponse::Error(400, entries.status().message());
+    if (entries->size() > Producer::kMaxBatch) {
+      return ApiResponse::Error(400, "a batch holds at most " +
+                                         std::to_string(Producer::kMaxBatch) + " entries (got " +
+                                         std::to_string(entries->size()) + ")");
+    }
+    for (auto& fields : *entries) appends->push_back(AppendRequest{.fields = std::move(fields)});
+  } else if (json) {
     auto fields = FieldsFromJson(request.body);
     if (!fields.ok()) return ApiResponse::Error(400, fields.status().message());
-    append.fields = std::move(*fields);
+    appends->push_back(AppendRequest{.fields = std::move(*fields)});
   } else {
-    append.fields.emplace_back("data", request.body);
-    append.fields.emplace_back("content_type", content_type != nullptr
-                                                   ? *content_type
-                                                   : std::string("application/octet-stream"));
+    appends->push_back(
+        AppendRequest{.fields = {{"data", request.body},
+                                 {"content_type", content_type != nullptr
+                                                      ? *content_type
+                                                      : std::string("application/octet-stream")}}});
   }
   if (const std::string* key = request.Header("idempotency-key")) {
     if (key->empty() || key->size() > kMaxIdempotencyKey) {
       return ApiResponse::Error(
           400, "Idempotency-Key must be 1.." + std::to_string(kMaxIdempotencyKey) + " bytes");
     }
-    append.idempotency_key = *key;
+    // A batch's entry i has the key "K/i" (SPEC 10): a retry of the whole batch repeats every
+    // key, and entry i is the same append as a single one with "K/i".
+    for (size_t i = 0; i < appends->size(); ++i) {
+      (*appends)[i].idempotency_key = *batch ? *key + "/" + std::to_string(i) : *key;
+    }
   }
   if (const std::string* id = request.Header("streamcar-entry-id")) {
+    if (*batch) {
+      return ApiResponse::Error(
+          400, "Streamcar-Entry-Id names one entry's id: a batch's entries get Redis's ids");
+    }
     if (!ParseId(*id)) {
       return ApiResponse::Error(400, "Streamcar-Entry-Id must be <ms>-<seq>, like 1764513000000-0");
     }
-    append.entry_id = *id;
+    appends->front().entry_id = *id;
   }
-  if (const std::string* key = request.Header("streamcar-key")) append.shard_key = *key;
+  if (const std::string* key = request.Header("streamcar-key")) {
+    for (auto& append : *appends) append.shard_key = *key;
+  }
+  return std::nullopt;
+}
+
+// The answer to a single append.
+ApiResponse SingleAnswer(const AppendResult& result, const std::string& stream) {
+  ApiResponse response;
+  switch (result.kind) {
+    case AppendResult::Kind::kAppended:
+      response.status = 201;
+      response.body = ReceiptJson(result.id, stream);
+      break;
+    case AppendResult::Kind::kDuplicate:
+      response.status = 200;
+      response.body = ReceiptJson(result.id, stream);
+      break;
+    case AppendResult::Kind::kNonMonotonic:
+      response.status = 409;
+      response.body = NonMonotonicJson(result.id);
+      break;
+    case AppendResult::Kind::kOutOfRange:
+      response.status = 400;
+      response.body = ErrorJson(kIdOutOfRange);
+      break;
+  }
+  return response;
+}
+
+}  // namespace
+
+ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {
+  std::vector<AppendRequest> appends;
+  bool batch = false;
+  if (auto refused = AppendsOf(request, &appends, &batch)) return *refused;
 
   int retry_after = 1;
   auto lease = sessions_.Acquire(ApiServer::kSessionWait, &retry_after);
   if (!lease.ok()) return Unavailable(lease.status(), retry_after);
-  auto result = stream.producer.Append(lease->session(), append);
-  if (!result.ok()) {
-    const Status& status = result.status();
+  auto results = stream.producer.AppendAll(lease->session(), appends);
+  if (!results.ok()) {
+    const Status& status = results.status();
     if (status.code() == StatusCode::kInvalid) return ApiResponse::Error(400, status.message());
     if (status.code() == StatusCode::kServerError) {
       LogWarn("api: append refused by Redis",
@@ -286,22 +345,20 @@ ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& strea
     }
     return Unavailable(status, 1);
   }
-  ApiResponse response;
-  switch (result->kind) {
-    case AppendResult::Kind::kAppended:
-      response.status = 201;
-      response.body = ReceiptJson(result->id, stream.config.name);
-      if (deps_.metrics != nullptr) deps_.metrics->Produced(stream.config.name).Increment();
-      break;
-    case AppendResult::Kind::kDuplicate:
-      response.status = 200;
-      response.body = ReceiptJson(result->id, stream.config.name);
-      break;
-    case AppendResult::Kind::kNonMonotonic:
-      response.status = 409;
-      response.body = NonMonotonicJson(result->id);
-      break;
+  int64_t appended = 0;
+  for (const auto& result : *results) appended += result.kind == AppendResult::Kind::kAppended;
+  if (deps_.metrics != nullptr && appended > 0) {
+    deps_.metrics->Produced(stream.config.name).Increment(static_cast<double>(appended));
   }
+  if (!batch) return SingleAnswer(results->front(), stream.config.name);
+  // A batch has no explicit ids: each entry is appended or a repeat of its idempotency key, and
+  // its receipt is its id either way (SPEC 10: 201 with the ids in order).
+  std::vector<std::string> ids;
+  ids.reserve(results->size());
+  for (auto& result : *results) ids.push_back(std::move(result.id));
+  ApiResponse response;
+  response.status = 201;
+  response.body = BatchReceiptsJson(ids, stream.config.name);
   return response;
 }
 

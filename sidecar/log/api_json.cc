@@ -53,16 +53,16 @@ bool NestsTooDeep(std::string_view body) {
 
 namespace {
 
-// Builds the fields while parsing (SAX): a member's string value is kept as it is; any other
-// value is written back as compact JSON. Numbers arrive as their source text
+// Builds the entries' fields while parsing (SAX): a member's string value is kept as it is; any
+// other value is written back as compact JSON. Numbers arrive as their source text
 // (kParseNumbersAsStringsFlag) and are written verbatim, so 12.50 stays 12.50 and a 30-digit
-// integer keeps every digit.
+// integer keeps every digit. The body is one entry (an object) or, for a batch, an array of them.
 class FieldsHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, FieldsHandler> {
  public:
-  explicit FieldsHandler(std::vector<std::pair<std::string, std::string>>* fields)
-      : fields_(fields) {}
+  FieldsHandler(std::vector<EntryFields>* entries, bool batch)
+      : entries_(entries), batch_(batch), entry_depth_(batch ? 2 : 1) {}
 
-  bool not_an_object() const { return not_an_object_; }
+  bool wrong_shape() const { return wrong_shape_; }
 
   bool Null() {
     return Scalar("null", [&] { return writer_->Null(); });
@@ -78,80 +78,93 @@ class FieldsHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Fie
     return Scalar(std::string(text, length), [&] { return writer_->String(text, length); });
   }
   bool Key(const char* text, rapidjson::SizeType length, bool) {
-    if (depth_ == 1) {
+    if (depth_ == entry_depth_) {
       key_.assign(text, length);
       return true;
     }
     return writer_->Key(text, length);
   }
   bool StartObject() {
-    if (depth_ == 0) {
-      depth_ = 1;
+    if (depth_ < entry_depth_ - 1) return WrongShape();
+    if (depth_ == entry_depth_ - 1) {
+      entries_->emplace_back();
+      depth_ = entry_depth_;
       return true;
     }
     Open();
     return writer_->StartObject();
   }
   bool EndObject(rapidjson::SizeType) {
-    if (depth_ == 1) {
-      depth_ = 0;
+    if (depth_ == entry_depth_) {
+      --depth_;
       return true;
     }
     return Close(writer_->EndObject());
   }
   bool StartArray() {
-    if (depth_ == 0) return NotAnObject();
+    if (batch_ && depth_ == 0) {
+      depth_ = 1;
+      return true;
+    }
+    if (depth_ < entry_depth_) return WrongShape();
     Open();
     return writer_->StartArray();
   }
-  bool EndArray(rapidjson::SizeType) { return Close(writer_->EndArray()); }
+  bool EndArray(rapidjson::SizeType) {
+    if (batch_ && depth_ == 1) {
+      depth_ = 0;
+      return true;
+    }
+    return Close(writer_->EndArray());
+  }
 
  private:
-  bool NotAnObject() {
-    not_an_object_ = true;
+  bool WrongShape() {
+    wrong_shape_ = true;
     return false;
   }
   template <typename Nested>
   bool Scalar(std::string text, Nested nested) {
-    if (depth_ == 0) return NotAnObject();
-    if (depth_ == 1) {
-      fields_->emplace_back(std::move(key_), std::move(text));
+    if (depth_ < entry_depth_) return WrongShape();
+    if (depth_ == entry_depth_) {
+      entries_->back().emplace_back(std::move(key_), std::move(text));
       return true;
     }
     return nested();
   }
   // A member's value that is an array or object: written into a buffer of its own.
   void Open() {
-    if (depth_ == 1) {
+    if (depth_ == entry_depth_) {
       buffer_.Clear();
       writer_ = std::make_unique<JsonWriter>(buffer_);
     }
     ++depth_;
   }
   bool Close(bool written) {
-    if (--depth_ == 1) {
-      fields_->emplace_back(std::move(key_), std::string(buffer_.GetString(), buffer_.GetSize()));
+    if (--depth_ == entry_depth_) {
+      entries_->back().emplace_back(std::move(key_),
+                                    std::string(buffer_.GetString(), buffer_.GetSize()));
     }
     return written;
   }
 
-  std::vector<std::pair<std::string, std::string>>* fields_;
-  int depth_ = 0;  // 0: before the root object; 1: inside it; more: inside a member's value
+  std::vector<EntryFields>* entries_;
+  bool batch_;
+  int entry_depth_;  // the depth inside an entry's object: 1, or 2 inside a batch's array
+  int depth_ = 0;    // 0: before the root; entry_depth_: inside an entry; more: inside a value
   std::string key_;
   rapidjson::StringBuffer buffer_;
   std::unique_ptr<JsonWriter> writer_;
-  bool not_an_object_ = false;
+  bool wrong_shape_ = false;
 };
 
-}  // namespace
-
-StatusOr<std::vector<std::pair<std::string, std::string>>> FieldsFromJson(std::string_view body) {
+StatusOr<std::vector<EntryFields>> ParseEntries(std::string_view body, bool batch) {
   if (NestsTooDeep(body)) {
     return Status(StatusCode::kInvalid,
                   "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
   }
-  std::vector<std::pair<std::string, std::string>> fields;
-  FieldsHandler handler(&fields);
+  std::vector<EntryFields> entries;
+  FieldsHandler handler(&entries, batch);
   rapidjson::Reader reader;
   rapidjson::MemoryStream stream(body.data(), body.size());
   // Strict RFC 8259: UTF-8 validated, no comments, no trailing commas, nothing after the value.
@@ -159,16 +172,45 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> FieldsFromJson(std::s
                               rapidjson::kParseIterativeFlag |
                               rapidjson::kParseNumbersAsStringsFlag;
   auto result = reader.Parse<kFlags>(stream, handler);
-  if (handler.not_an_object()) {
-    return Status(StatusCode::kInvalid, "a JSON body must be an object of fields");
+  if (handler.wrong_shape()) {
+    return Status(StatusCode::kInvalid, batch ? "a JSON array body must hold objects of fields"
+                                              : "a JSON body must be an object of fields");
   }
   if (result.IsError()) {
     return Status(StatusCode::kInvalid, "malformed JSON at byte " +
                                             std::to_string(result.Offset()) + ": " +
                                             rapidjson::GetParseError_En(result.Code()));
   }
-  if (fields.empty()) return Status(StatusCode::kInvalid, "an entry needs at least one field");
-  return fields;
+  return entries;
+}
+
+}  // namespace
+
+StatusOr<EntryFields> FieldsFromJson(std::string_view body) {
+  auto entries = ParseEntries(body, /*batch=*/false);
+  if (!entries.ok()) return entries.status();
+  if (entries->size() != 1 || entries->front().empty()) {
+    return Status(StatusCode::kInvalid, "an entry needs at least one field");
+  }
+  return std::move(entries->front());
+}
+
+bool IsJsonArray(std::string_view body) {
+  const auto first = body.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && body[first] == '[';
+}
+
+StatusOr<std::vector<EntryFields>> EntriesFromJson(std::string_view body) {
+  auto entries = ParseEntries(body, /*batch=*/true);
+  if (!entries.ok()) return entries.status();
+  if (entries->empty()) return Status(StatusCode::kInvalid, "a batch needs at least one entry");
+  for (size_t i = 0; i < entries->size(); ++i) {
+    if ((*entries)[i].empty()) {
+      return Status(StatusCode::kInvalid,
+                    "entry " + std::to_string(i) + " of the batch needs at least one field");
+    }
+  }
+  return entries;
 }
 
 std::string ErrorJson(std::string_view message) {
@@ -201,6 +243,20 @@ std::string ReceiptJson(std::string_view id, std::string_view stream) {
   WriteString(writer, id);
   writer.Key("stream");
   WriteString(writer, stream);
+  writer.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string BatchReceiptsJson(const std::vector<std::string>& ids, std::string_view stream) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.StartObject();
+  writer.Key("stream");
+  WriteString(writer, stream);
+  writer.Key("ids");
+  writer.StartArray();
+  for (const auto& id : ids) WriteString(writer, id);
+  writer.EndArray();
   writer.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize());
 }

@@ -2,6 +2,7 @@
 // Appending to a stream with a receipt (SPEC section 10, POST .../entries and `produce`): the
 // one place that builds the append, so the API and the CLI append the same way.
 
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@ struct AppendResult {
     kAppended,      // a new entry: `id` is its receipt
     kDuplicate,     // the idempotency key was seen within the TTL: `id` is the first append's
     kNonMonotonic,  // `entry_id` is not above the stream's top: `id` is the top
+    kOutOfRange,    // `entry_id` is too far ahead of Redis's clock, or the maximum id: `id` ""
   };
   Kind kind = Kind::kAppended;
   std::string id;
@@ -32,7 +34,13 @@ struct AppendResult {
 
 class Producer {
  public:
-  Producer(config::LogStream stream, Millis idempotency_ttl);
+  // `max_future_skew`: how far ahead of Redis's TIME an explicit id's ms part may be.
+  Producer(config::LogStream stream, Millis idempotency_ttl,
+           Millis max_future_skew = config::ApiConfig{}.max_future_skew);
+
+  // At most this many entries in one AppendAll: each is a few Lua values, and the script holds
+  // the whole batch's arguments at once.
+  static constexpr size_t kMaxBatch = 1000;
 
   // Appends on the caller's session and thread. The idempotency decision and the append are one
   // atomic step in Redis, in the stream's slot. A `notify` stream PUBLISHes after the append
@@ -40,9 +48,21 @@ class Producer {
   // (the append may or may not have happened: the idempotency key makes a retry safe).
   StatusOr<AppendResult> Append(redis::Session& session, const AppendRequest& request) const;
 
+  // Appends `requests` in order in one script call (one round trip), one result per request.
+  // Each entry is decided on its own (a duplicate or a refused id does not stop the others); all
+  // must have the same shard_key. kInvalid (nothing sent) when any request is malformed. An error
+  // reply from Redis (WRONGTYPE) ends the batch: entries before it may have been appended, and
+  // their idempotency keys make a retry of the whole batch safe.
+  StatusOr<std::vector<AppendResult>> AppendAll(redis::Session& session,
+                                                std::span<const AppendRequest> requests) const;
+
  private:
+  Status Validate(const AppendRequest& request) const;
+  StatusOr<std::string> Target(const AppendRequest& request) const;
+
   config::LogStream stream_;
   Millis idempotency_ttl_;
+  Millis max_future_skew_;
 };
 
 }  // namespace streamcar::log

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <set>
 #include <thread>
 
 #include "sidecar/keys/stream_keys.h"
+#include "sidecar/log/entry_id.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sidecar_process.h"
 
@@ -75,8 +77,9 @@ TEST_F(ProducerTest, IdempotencyKeyAppendsOnceAndAnswersTheFirstId) {
   EXPECT_EQ(again->id, first->id);
   EXPECT_EQ(Len("feed"), 1);
   // The key lives in the stream's slot, with the TTL asked for.
-  EXPECT_EQ(server_.Run({"GET", "{feed}:idem:order-17"}).view().Str(), first->id);
-  const int64_t ttl = server_.Run({"PTTL", "{feed}:idem:order-17"}).view().Integer();
+  EXPECT_EQ(server_.Run({"GET", keys::IdempotencyKey("feed", "order-17")}).view().Str(), first->id);
+  const int64_t ttl =
+      server_.Run({"PTTL", keys::IdempotencyKey("feed", "order-17")}).view().Integer();
   EXPECT_GT(ttl, 50000);
   EXPECT_LE(ttl, 60000);
   // Another key appends.
@@ -128,7 +131,10 @@ TEST_F(ProducerTest, ExplicitIdIsKeptAndANonMonotonicOneAnswersTheTop) {
     EXPECT_EQ(refused->kind, AppendResult::Kind::kNonMonotonic) << stale;
     EXPECT_EQ(refused->id, "1000-5");
     // Refused appends record no idempotency key: a retry with a good id can still append.
-    EXPECT_EQ(server_.Run({"EXISTS", "{feed}:idem:k-" + std::string(stale)}).view().Integer(), 0);
+    EXPECT_EQ(server_.Run({"EXISTS", keys::IdempotencyKey("feed", std::string("k-") + stale)})
+                  .view()
+                  .Integer(),
+              0);
   }
   // The top XADD compares with survives deleting the last entry.
   server_.Run({"XDEL", "feed", "1000-5"});
@@ -142,6 +148,80 @@ TEST_F(ProducerTest, ExplicitIdIsKeptAndANonMonotonicOneAnswersTheTop) {
   ASSERT_TRUE(zero.ok());
   EXPECT_EQ(zero->kind, AppendResult::Kind::kNonMonotonic);
   EXPECT_EQ(Len("feed"), 0);
+}
+
+// Issue 29 (review F4): an id more than the skew ahead of Redis's TIME, or the maximum id, is
+// refused without appending or spending its idempotency key; within the skew it is kept.
+TEST_F(ProducerTest, IdsTooFarAheadOrTheMaximumIdAreOutOfRange) {
+  Producer producer(Stream("feed"), Millis(60000), Millis(10'000));
+  auto time = server_.Run({"TIME"});
+  const int64_t now_ms = std::stoll(std::string(time.view()[0].Str())) * 1000 +
+                         std::stoll(std::string(time.view()[1].Str())) / 1000;
+  AppendRequest request;
+  request.fields = {{"a", "1"}};
+  request.idempotency_key = "k";
+  for (const std::string& id :
+       {std::string("18446744073709551615-18446744073709551615"),
+        std::string("18446744073709551615-0"), std::to_string(now_ms + 20'000) + "-0"}) {
+    request.entry_id = id;
+    auto refused = producer.Append(*session_, request);
+    ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+    EXPECT_EQ(refused->kind, AppendResult::Kind::kOutOfRange) << id;
+  }
+  EXPECT_EQ(server_.Run({"EXISTS", "feed", keys::IdempotencyKey("feed", "k")}).view().Integer(), 0);
+  request.entry_id = std::to_string(now_ms + 5'000) + "-0";
+  auto kept = producer.Append(*session_, request);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->kind, AppendResult::Kind::kAppended);
+  EXPECT_EQ(kept->id, request.entry_id);
+  request.entry_id.clear();
+  request.idempotency_key.clear();
+  auto automatic = producer.Append(*session_, request);
+  ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();
+  EXPECT_EQ(automatic->kind, AppendResult::Kind::kAppended);
+  EXPECT_EQ(Len("feed"), 2);
+}
+
+// The script calls Redis has run (EVALSHA and EVAL), from INFO commandstats.
+int64_t ScriptCalls(const RedisServer& server) {
+  const std::string info(server.Run({"INFO", "commandstats"}).view().Str());
+  int64_t calls = 0;
+  for (const char* command : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    const size_t at = info.find(command);
+    if (at != std::string::npos) calls += std::stoll(info.substr(at + std::strlen(command)));
+  }
+  return calls;
+}
+
+// Issue 29: a batch is one script call; each entry is decided on its own, in order.
+TEST_F(ProducerTest, AppendAllIsOneScriptCallWithOneResultPerEntryInOrder) {
+  Producer producer(Stream("feed"), Millis(60000));
+  ASSERT_TRUE(
+      producer.Append(*session_, {.fields = {{"warm", "1"}}, .idempotency_key = "k1"}).ok());
+  const std::vector<std::string> idempotency_keys = {"", "", "k1", "k3", "k3"};
+  std::vector<AppendRequest> batch;
+  for (size_t i = 0; i < idempotency_keys.size(); ++i) {
+    batch.push_back({.fields = {{"i", std::to_string(i)}}, .idempotency_key = idempotency_keys[i]});
+  }
+  const int64_t before = ScriptCalls(server_);
+  auto results = producer.AppendAll(*session_, batch);
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  EXPECT_EQ(ScriptCalls(server_) - before, 1);
+  ASSERT_EQ(results->size(), 5u);
+  using Kind = AppendResult::Kind;
+  EXPECT_EQ((*results)[0].kind, Kind::kAppended);
+  EXPECT_EQ((*results)[1].kind, Kind::kAppended);
+  EXPECT_EQ((*results)[2].kind, Kind::kDuplicate);  // k1 from before the batch
+  EXPECT_EQ((*results)[3].kind, Kind::kAppended);
+  EXPECT_EQ((*results)[4].kind, Kind::kDuplicate);  // k3, appended by entry 3 of this batch
+  EXPECT_EQ((*results)[4].id, (*results)[3].id);
+  EXPECT_LT(CompareIds((*results)[0].id, (*results)[1].id), 0);
+  EXPECT_LT(CompareIds((*results)[1].id, (*results)[3].id), 0);
+  EXPECT_EQ(Len("feed"), 4);
+
+  batch.assign(Producer::kMaxBatch + 1, {.fields = {{"a", "1"}}});
+  EXPECT_EQ(producer.AppendAll(*session_, batch).status().code(), StatusCode::kInvalid);
+  EXPECT_EQ(Len("feed"), 4);
 }
 
 TEST_F(ProducerTest, InvalidRequestsAreRefusedBeforeRedis) {
@@ -253,7 +333,7 @@ TEST_F(ProducerTest, WrongTypeIsAServerErrorAndNoKeyIsRecorded) {
   auto result = producer.Append(*session_, request);
   ASSERT_FALSE(result.ok());
   EXPECT_TRUE(result.status().IsServerError("WRONGTYPE")) << result.status().ToString();
-  EXPECT_EQ(server_.Run({"EXISTS", "{feed}:idem:k"}).view().Integer(), 0);
+  EXPECT_EQ(server_.Run({"EXISTS", keys::IdempotencyKey("feed", "k")}).view().Integer(), 0);
 }
 
 TEST_F(ProducerTest, ReloadsTheScriptAfterAFlush) {

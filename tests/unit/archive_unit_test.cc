@@ -74,7 +74,11 @@ TEST(ArchiveKeysTest, KeysShareTheStreamsSlot) {
   EXPECT_EQ(keys::ArchiveKeysOf("orders").watermark, "{orders}:archive:watermark");
   // A name with a hash tag keeps it: the tag decides the slot of both.
   EXPECT_EQ(keys::ArchiveKeysOf("{tenant1}.orders").lease, "{tenant1}.orders:archive:lease");
-  for (const std::string stream : {"orders", "{tenant1}.orders", "a{b", "{}x", "a}b"}) {
+  // Issue 29: "feed2" and "{feed2}" shared every key of their folders.
+  EXPECT_NE(keys::ArchiveKeysOf("{feed2}").watermark, keys::ArchiveKeysOf("feed2").watermark);
+  EXPECT_NE(keys::ArchiveKeysOf("{feed2}").token, keys::ArchiveKeysOf("feed2").token);
+  EXPECT_NE(keys::ArchiveKeysOf("{feed2}").lease, keys::ArchiveKeysOf("feed2").lease);
+  for (const std::string stream : {"orders", "{tenant1}.orders", "a{b", "{}x", "a}b", "{feed2}"}) {
     const auto keys = keys::ArchiveKeysOf(stream);
     for (const auto& key : {keys.lease, keys.token, keys.watermark}) {
       EXPECT_EQ(keys::KeySlot(key), keys::KeySlot(stream))

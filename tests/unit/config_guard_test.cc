@@ -189,7 +189,8 @@ subscriptions:
     start: beginning
     name: second
     handler: { format: cloudevents, batch_size: 1 }
-api: { listen: "127.0.0.1:9465", token_file: /run/token, max_body: 2048KiB, idempotency_ttl: 90m }
+api: { listen: "127.0.0.1:9465", token_file: /run/token, max_body: 2048KiB, idempotency_ttl: 90m,
+       max_future_skew: 1m }
 streams:
   - { name: feed, produce: false, notify: true, archive: true,
       retention: { max_len: 10, max_age: 1h, interval: 5s } }
@@ -277,6 +278,7 @@ api:
   token_file: ""
   max_body: 1MiB
   idempotency_ttl: 24h
+  max_future_skew: 1m
 streams: []
 archive:
   url: ""
@@ -363,6 +365,7 @@ api:
   token_file: ""
   max_body: 1MiB
   idempotency_ttl: 24h
+  max_future_skew: 1m
 streams: []
 archive:
   url: ""
@@ -501,6 +504,7 @@ api:
   token_file: /run/token
   max_body: 2MiB
   idempotency_ttl: 1h30m
+  max_future_skew: 1m
 streams:
   - name: feed
     produce: false
@@ -1113,7 +1117,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 76u) << [&] {
+  EXPECT_EQ(keys.size(), 77u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;

@@ -669,6 +669,7 @@ TEST(LogApiConfig, StreamsWithoutSubscriptionsGetEveryDefault) {
   EXPECT_EQ(c.api.token_file, "");
   EXPECT_EQ(c.api.max_body, uint64_t{1} << 20);
   EXPECT_EQ(c.api.idempotency_ttl, Millis(24LL * 3600 * 1000));
+  EXPECT_EQ(c.api.max_future_skew, Millis(60000));
   EXPECT_EQ(c.archive.url, "");
   EXPECT_EQ(c.archive.interval, Millis(30000));
   EXPECT_EQ(c.archive.batch, 1000);
@@ -688,6 +689,7 @@ api:
   token_file: /run/secrets/${TOKEN_NAME}
   max_body: 64KiB
   idempotency_ttl: 1h30m
+  max_future_skew: 5s
 streams:
   - name: feed
     produce: false
@@ -706,6 +708,7 @@ archive:
   EXPECT_EQ(c.api.token_file, "/run/secrets/api-token");
   EXPECT_EQ(c.api.max_body, uint64_t{64} << 10);
   EXPECT_EQ(c.api.idempotency_ttl, Millis(90 * 60 * 1000));
+  EXPECT_EQ(c.api.max_future_skew, Millis(5000));
   ASSERT_EQ(c.streams.size(), 2u);
   const auto& s = c.streams[0];
   EXPECT_EQ(s.name, "feed");

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "sidecar/keys/archive_keys.h"
 #include "sidecar/keys/key_slot.h"
 #include "sidecar/keys/stream_keys.h"
 #include "sidecar/log/log_reader.h"
@@ -94,8 +97,9 @@ TEST(ParseBoundTest, InvalidInstantsSayWhy) {
 }
 
 TEST(StreamKeysTest, IdempotencyKeyStaysInTheStreamsSlot) {
-  EXPECT_EQ(keys::IdempotencyKey("orders", "k1"), "{orders}:idem:k1");
-  EXPECT_EQ(keys::IdempotencyKey("app:{feed}", "k1"), "app:{feed}:idem:k1");
+  // Issue 29: the key's length ends the name, so stream and key can be read back from it.
+  EXPECT_EQ(keys::IdempotencyKey("orders", "k1"), "{orders}:idem:k1:2");
+  EXPECT_EQ(keys::IdempotencyKey("app:{feed}", "k1"), "app:{feed}:idem:k1:2");
   // Known Redis Cluster slots (CLUSTER KEYSLOT): "foo" is 12182, "{user1000}.following" 3443.
   EXPECT_EQ(KeySlot("foo"), 12182);
   EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("user1000"));
@@ -109,6 +113,44 @@ TEST(StreamKeysTest, IdempotencyKeyStaysInTheStreamsSlot) {
   }
   // Two streams never share an idempotency key.
   EXPECT_NE(keys::IdempotencyKey("a}b", "k"), keys::IdempotencyKey("a}c", "k"));
+}
+
+// Every string over {'{', '}', 'x', ':', '~', '1'} up to `length` characters.
+std::vector<std::string> AllStrings(size_t length) {
+  std::vector<std::string> out = {""};
+  for (size_t from = 0; from < out.size(); ++from) {
+    if (out[from].size() == length) continue;
+    for (char c : std::string("{}x:~1")) out.push_back(out[from] + c);
+  }
+  return out;
+}
+
+// Issue 29 (review F5): streams "x" and "{x}" shared their idempotency keys, so a POST to "{x}"
+// could answer x's receipt and append nothing. No two (stream, key) pairs share a name now, nor
+// does one equal an archive key of any stream, and every name stays in its stream's slot.
+TEST(StreamKeysTest, IdempotencyKeysNeverCollideWithEachOtherOrArchiveKeys) {
+  EXPECT_NE(keys::IdempotencyKey("x", "K"), keys::IdempotencyKey("{x}", "K"));
+  EXPECT_NE(keys::IdempotencyKey("{a}b", "c:idem:d"), keys::IdempotencyKey("{a}b:idem:c", "d"));
+  std::map<std::string, std::string> seen;  // name -> what it was made from
+  const auto streams = AllStrings(4);
+  const auto idempotency_keys = AllStrings(2);
+  for (const auto& stream : streams) {
+    for (const auto& key : idempotency_keys) {
+      if (key.empty()) continue;
+      const std::string name = keys::IdempotencyKey(stream, key);
+      ASSERT_EQ(KeySlot(name), KeySlot(stream)) << stream << " -> " << name;
+      auto [at, fresh] = seen.emplace(name, stream + " / " + key);
+      ASSERT_TRUE(fresh) << name << " from " << stream << " / " << key << " and " << at->second;
+    }
+  }
+  for (const auto& stream : streams) {
+    const auto archive = keys::ArchiveKeysOf(stream);
+    for (const auto& name : {archive.lease, archive.token, archive.watermark}) {
+      ASSERT_EQ(KeySlot(name), KeySlot(stream)) << stream << " -> " << name;
+      auto [at, fresh] = seen.emplace(name, stream + " archive");
+      ASSERT_TRUE(fresh) << name << " from " << stream << " and " << at->second;
+    }
+  }
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace streamcar::redis {
 namespace {
@@ -72,6 +74,43 @@ TEST(KeySlotTest, SameSlotKeyNamesAKeyInTheSlotOfTheFirst) {
   }
   // Two keys of one slot never share a derived key.
   EXPECT_NE(keys::SameSlotKey("a}b", "k"), keys::SameSlotKey("a}c", "k"));
+}
+
+// Issue 29 (review F5): SameSlotKey names "x" and "{x}" alike, so the keys a stream owns are
+// named by OwnedKey: one-to-one, in the slot of the key, and SameSlotKey's name wherever that
+// was already unambiguous (existing deployments keep their keys).
+TEST(KeySlotTest, OwnedKeysOfTwoKeysNeverCollideAndStayInTheSlot) {
+  EXPECT_EQ(keys::OwnedKey("orders", "archive:lease"), "{orders}:archive:lease");
+  EXPECT_EQ(keys::OwnedKey("app:{feed}", "archive:lease"), "app:{feed}:archive:lease");
+  EXPECT_EQ(keys::OwnedKey("{x}y", "s"), "{x}y:s");
+  EXPECT_EQ(keys::OwnedKey("x", "s"), "{x}:s");
+  const std::string braced = keys::OwnedKey("{x}", "s");
+  EXPECT_NE(braced, keys::OwnedKey("x", "s"));
+  EXPECT_EQ(braced.front(), '{') << braced;
+  EXPECT_TRUE(braced.ends_with("}~{x}:s")) << braced;
+  EXPECT_EQ(keys::KeySlot(braced), keys::KeySlot("{x}"));
+  EXPECT_EQ(keys::KeySlot(braced), keys::KeySlot("x"));
+  // A name shaped like form (c) is itself named by (c), so it cannot meet the name it mimics.
+  const std::string mimic = keys::OwnedKey(braced.substr(0, braced.size() - 2), "s");
+  EXPECT_NE(mimic, braced);
+  EXPECT_NE(keys::OwnedKey("{{a}", "s"), keys::OwnedKey("{a", "s"));
+
+  // Every name over the characters the three forms use, up to 5 of them, with each suffix of the
+  // archive: all different, all in the slot of their key.
+  std::vector<std::string> names = {""};
+  for (size_t from = 0; from < names.size(); ++from) {
+    if (names[from].size() == 5) continue;
+    for (char c : std::string("{}x~1:")) names.push_back(names[from] + c);
+  }
+  std::map<std::string, std::string> seen;
+  for (const auto& name : names) {
+    for (const char* suffix : {"archive:lease", "archive:token", "archive:watermark"}) {
+      const std::string owned = keys::OwnedKey(name, suffix);
+      ASSERT_EQ(keys::KeySlot(owned), keys::KeySlot(name)) << name << " -> " << owned;
+      auto [at, fresh] = seen.emplace(owned, name);
+      ASSERT_TRUE(fresh) << owned << " from \"" << name << "\" and \"" << at->second << "\"";
+    }
+  }
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ preStop:
 {{- end -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.api.enabled -}}
-{{- $api := dict "listen" .Values.api.listen "max_body" .Values.api.max_body "idempotency_ttl" .Values.api.idempotency_ttl -}}
+{{- $api := dict "listen" .Values.api.listen "max_body" .Values.api.max_body "idempotency_ttl" .Values.api.idempotency_ttl "max_future_skew" .Values.api.max_future_skew -}}
 {{- if include "streamcar.apiTokenSecret" . -}}
 {{- $_ := set $api "token_file" (printf "%s/%s" (include "streamcar.apiTokenDir" .) .Values.api.token.key) -}}
 {{- end -}}
