@@ -39,8 +39,8 @@ void Responder::Respond(Response response) const {
 void Responder::StartStream(Response head) const {
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;
-  PostToServer(exchange_, [id, exchange, head = std::move(head)](Server* server) mutable {
-    server->DeliverStreamHead(id, exchange, std::move(head));
+  PostToServer(exchange_, [id, exchange, head = std::move(head)](Server* server) {
+    server->DeliverStreamHead(id, exchange, head);
   });
 }
 
@@ -48,8 +48,8 @@ void Responder::Send(std::string bytes) const {
   exchange_->queued.fetch_add(bytes.size(), std::memory_order_relaxed);
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;
-  PostToServer(exchange_, [id, exchange, bytes = std::move(bytes)](Server* server) mutable {
-    server->DeliverStreamBytes(id, exchange, std::move(bytes));
+  PostToServer(exchange_, [id, exchange, bytes = std::move(bytes)](Server* server) {
+    server->DeliverStreamBytes(id, exchange, bytes);
   });
 }
 
