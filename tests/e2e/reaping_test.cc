@@ -1,6 +1,7 @@
 // Consumer reaping (SPEC 4.6) with the real binary: a rollout with reaping on leaves no consumer
-// behind, and with it off nothing is ever removed; the first pass waits for its offset; an ACL
-// that refuses reaping turns it off and delivery goes on. The consumers are made old for real
+// behind (also one that died holding an entry, once a live pod reclaimed it), and with it off
+// nothing is ever removed; the first pass waits for its offset; an ACL that refuses reaping
+// turns it off and delivery goes on. The consumers are made old for real
 // (tests/support/consumer_aging.h): Redis measures idle time itself. The sidecars run with
 // STREAMCAR_TEST_REAP_OFFSET (the first pass's random offset, up to a minute, fixed).
 
@@ -152,6 +153,58 @@ TEST_F(ReapingTest, ARolloutWithReapingOnLeavesNoConsumerBehind) {
   // B still delivers (reaping is a step of the read connection, not in its way).
   Add({"n", "after"});
   ASSERT_TRUE(handler_.WaitForCount(4, seconds(10))) << b->Logs();
+}
+
+// The other half of "no consumer left behind" (docs/reaping.md): c died holding an entry. The
+// surviving pod's beat reclaims it once it is older than claim.min_idle (here 8 s, so the first
+// pass still sees c holding it), delivers and acknowledges it, and the next pass, at most a
+// minute after the first (runtime/cadences.h), removes c. About 70 s.
+TEST_F(ReapingTest, ADeadPodsEntryIsReclaimedAndALaterPassRemovesItsConsumer) {
+  OldPodsLeftBehind();
+  SidecarConfig pod = PodB("1h");
+  pod.min_idle = "8s";
+  auto b = StartSidecar(pod, kFirstPassAtOnce);
+  ASSERT_TRUE(WaitReady()) << b->Logs();
+  // The first pass: a goes, c stays because it holds the entry.
+  ASSERT_TRUE(WaitMetric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""}, 1,
+                         seconds(10)))
+      << b->Logs();
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"b", 0}, {"c", 1}}));
+  const auto first_pass = std::chrono::steady_clock::now();
+  // B's beat reclaims c's entry, delivers it (its second delivery) and acknowledges it.
+  ASSERT_TRUE(handler_.WaitFor(
+      [&](const std::vector<ReceivedRequest>& requests) {
+        for (const auto& r : requests) {
+          if (r.Header("streamcar-id") == held_id_) return true;
+        }
+        return false;
+      },
+      seconds(20)))
+      << b->Logs();
+  for (const auto& r : handler_.Requests()) {
+    if (r.Header("streamcar-id") == held_id_) {
+      EXPECT_EQ(r.Header("streamcar-attempts"), "2");  // c's delivery, then B's reclaim
+    }
+  }
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10))) << b->Logs();
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"b", 0}, {"c", 0}}));
+  // The next pass removes c, now without pending entries, and only c.
+  ASSERT_TRUE(WaitMetric("streamcar_consumers_reaped_total", {"subscription=\"orders/billing\""}, 2,
+                         seconds(75)))
+      << b->Logs();
+  EXPECT_GE(std::chrono::steady_clock::now() - first_pass, seconds(50));  // not before its minute
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"b", 0}}));
+  std::vector<std::string> reaped;
+  for (const auto& line : LogLines(b->Logs(), "consumer reaped")) {
+    rapidjson::Document d;
+    d.Parse(line.c_str());
+    reaped.emplace_back(d["consumer"].GetString());
+    EXPECT_GE(d["idle_ms"].GetInt64(), 7'200'000) << line;
+  }
+  EXPECT_EQ(reaped, (std::vector<std::string>{"a", "c"})) << b->Logs();
+  // Nothing lost, nothing twice: a's three entries and the held one, each answered once.
+  EXPECT_EQ(handler_.Count(), 4u);
+  EXPECT_EQ(Reaped(), 2);
 }
 
 TEST_F(ReapingTest, WithReapingOffNothingIsEverRemoved) {
