@@ -96,26 +96,12 @@ class FollowGapTest : public LogApiTest {
                                   std::string(last.empty() ? "&since=0" : "") +
                                   " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                                   (last.empty() ? "" : "Last-Event-ID: " + last + "\r\n") + "\r\n";
-      std::string buffer;
-      bool closed = !SendAll(fd, request);
-      bool in_body = false;
-      while (!closed && !stop_following_.load()) {
-        ReadSome(fd, &buffer, milliseconds(100), &closed);
-        if (!in_body) {
-          const size_t head_end = buffer.find("\r\n\r\n");
-          if (head_end == std::string::npos) continue;
-          if (!buffer.starts_with("HTTP/1.1 200")) break;
-          buffer.erase(0, head_end + 4);
-          in_body = true;
-        }
-        size_t end;
-        while ((end = buffer.find("\n\n")) != std::string::npos) {
-          const std::string block = buffer.substr(0, end);
-          buffer.erase(0, end + 2);
-          if (!block.starts_with("id: ")) continue;
+      std::atomic<int> status{0};
+      if (SendAll(fd, request)) {
+        ReadEventStream(fd, stop_following_, &status, [this](const std::string& id) {
           std::lock_guard lock(mutex_);
-          events_.push_back(block.substr(4, block.find('\n') - 4));
-        }
+          events_.push_back(id);
+        });
       }
       ::close(fd);
       if (!stop_following_.load()) {

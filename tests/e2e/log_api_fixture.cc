@@ -114,6 +114,43 @@ ApiAnswer Exchange(int port, const std::string& method, const std::string& path,
   return answer;
 }
 
+namespace {
+
+// Takes every whole event off the front of *buffer (the body of an SSE answer) and passes the id of
+// each that has one to `on_id`, in order; a partial event stays in *buffer.
+void TakeEventIds(std::string* buffer, const std::function<void(const std::string&)>& on_id) {
+  size_t end;
+  while ((end = buffer->find("\n\n")) != std::string::npos) {
+    const std::string block = "\n" + buffer->substr(0, end);
+    buffer->erase(0, end + 2);
+    const size_t id_at = block.find("\nid: ");
+    if (id_at == std::string::npos) continue;  // a comment (keep-alive)
+    const size_t from = id_at + 5;
+    on_id(block.substr(from, block.find('\n', from) - from));
+  }
+}
+
+}  // namespace
+
+void ReadEventStream(int fd, const std::atomic<bool>& stop, std::atomic<int>* status,
+                     const std::function<void(const std::string&)>& on_id) {
+  std::string buffer;
+  bool closed = false;
+  bool in_body = false;
+  while (!closed && !stop.load()) {
+    ReadSome(fd, &buffer, milliseconds(50), &closed);
+    if (!in_body) {
+      const size_t head_end = buffer.find("\r\n\r\n");
+      if (head_end == std::string::npos) continue;
+      *status = buffer.size() >= 12 ? std::stoi(buffer.substr(9, 3)) : -1;
+      if (*status != 200) return;
+      buffer.erase(0, head_end + 4);
+      in_body = true;
+    }
+    TakeEventIds(&buffer, on_id);
+  }
+}
+
 SseFollower::SseFollower(int port, const std::string& path,
                          const std::vector<std::string>& headers) {
   std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
@@ -139,28 +176,11 @@ bool SseFollower::WaitEvents(size_t count, milliseconds timeout) const {
 void SseFollower::Run(int port, const std::string& request) {
   const int fd = ConnectTo(port);
   if (fd < 0) return;
-  std::string buffer;
-  bool closed = !SendAll(fd, request);
-  bool in_body = false;
-  while (!closed && !stop_.load()) {
-    ReadSome(fd, &buffer, milliseconds(50), &closed);
-    if (!in_body) {
-      const size_t head_end = buffer.find("\r\n\r\n");
-      if (head_end == std::string::npos) continue;
-      status_ = buffer.size() >= 12 ? std::stoi(buffer.substr(9, 3)) : -1;
-      buffer.erase(0, head_end + 4);
-      in_body = true;
-    }
-    size_t end;
-    while ((end = buffer.find("\n\n")) != std::string::npos) {
-      const std::string block = "\n" + buffer.substr(0, end);
-      buffer.erase(0, end + 2);
-      const size_t id_at = block.find("\nid: ");
-      if (id_at == std::string::npos) continue;
-      const size_t from = id_at + 5;
+  if (SendAll(fd, request)) {
+    ReadEventStream(fd, stop_, &status_, [this](const std::string& id) {
       std::lock_guard lock(mutex_);
-      ids_.push_back(block.substr(from, block.find('\n', from) - from));
-    }
+      ids_.push_back(id);
+    });
   }
   ::close(fd);
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,12 @@ struct ApiAnswer {
 ApiAnswer Exchange(int port, const std::string& method, const std::string& path,
                    const std::vector<std::string>& headers = {}, const std::string& body = "",
                    std::chrono::milliseconds timeout = std::chrono::seconds(3));
+
+// Reads the answer to an SSE request sent on `fd` until the peer closes, `stop` is set, or the
+// answer is not 200: *status gets the answer's status when its head arrives, and `on_id` the id
+// of each event, in order.
+void ReadEventStream(int fd, const std::atomic<bool>& stop, std::atomic<int>* status,
+                     const std::function<void(const std::string&)>& on_id);
 
 // A Server-Sent Events follower on a thread of its own, collecting the ids of the events it reads
 // in order until it is destroyed.
