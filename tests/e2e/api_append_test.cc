@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/e2e/e2e_fixture.h"
+#include "tests/e2e/log_api_fixture.h"
 
 namespace streamcar::testing {
 namespace {
@@ -18,15 +18,6 @@ struct Answer {
   std::string body;
 };
 
-// A JSON string's value after "key": (the first occurrence), for the plain texts used here.
-std::string JsonString(const std::string& json, const std::string& key) {
-  const std::string marker = "\"" + key + "\":\"";
-  const size_t start = json.find(marker);
-  if (start == std::string::npos) return "";
-  const size_t from = start + marker.size();
-  return json.substr(from, json.find('"', from) - from);
-}
-
 // Redis's clock in milliseconds (TIME): the clock the append's range check reads.
 int64_t RedisNowMs(const RedisServer& redis) {
   auto time = redis.Run({"TIME"});
@@ -34,22 +25,8 @@ int64_t RedisNowMs(const RedisServer& redis) {
          std::stoll(std::string(time.view()[1].Str())) / 1000;
 }
 
-class ApiAppendTest : public E2eTest {
+class ApiAppendTest : public LogApiTest {
  protected:
-  ApiAppendTest() : api_port_(FreePort()) {}
-
-  // `api_extra`: more "api:" keys, each line indented 2 spaces.
-  void StartApi(const std::string& streams, const std::string& api_extra = "") {
-    const std::string yaml = "version: 1\nredis: { url: \"" + redis_->url() +
-                             "\", command_timeout: 2s, connect_timeout: 1s }\nadmin: { listen: "
-                             "\"127.0.0.1:" +
-                             std::to_string(admin_port_) +
-                             "\" }\napi:\n  listen: \"127.0.0.1:" + std::to_string(api_port_) +
-                             "\"\n" + api_extra + "streams:\n" + streams;
-    sidecar_ = std::make_unique<SidecarProcess>(yaml, std::vector<std::string>{}, admin_port_);
-    ASSERT_TRUE(WaitReady()) << sidecar_->Logs();
-  }
-
   // POST `body` as JSON to `stream` (its name percent-encoded by the caller where needed).
   Answer Post(const std::string& stream, const std::string& body,
               const httplib::Headers& headers = {}) {
@@ -60,9 +37,6 @@ class ApiAppendTest : public E2eTest {
     if (!result) return {};
     return {result->status, result->body};
   }
-
-  int api_port_;
-  std::unique_ptr<SidecarProcess> sidecar_;
 };
 
 // Review F4: the maximum id made every later append fail with 500 forever, and a far-future id
@@ -111,11 +85,11 @@ TEST_F(ApiAppendTest, MaxFutureSkewIsConfigurable) {
 // and their archive keys (the archive's watermark of one hid the other's entries from reads).
 TEST_F(ApiAppendTest, StreamsXAndBracedXShareNoKeys) {
   const std::string archive = MakeTempDir("streamcar-htc-");
-  StartApi(
-      "  - name: feed2\n    archive: true\n    retention: { max_len: 2, interval: 1s }\n"
-      "  - name: \"{feed2}\"\n    archive: true\n    retention: { max_len: 1000, interval: 1s }\n"
-      "archive: { url: \"sqlite://" +
-      archive + "/a.db\", interval: 1s }\n");
+  StartApi({.streams =
+                "  - name: feed2\n    archive: true\n    retention: { max_len: 2, interval: 1s }\n"
+                "  - name: \"{feed2}\"\n    archive: true\n"
+                "    retention: { max_len: 1000, interval: 1s }\n",
+            .top_extra = "archive: { url: \"sqlite://" + archive + "/a.db\", interval: 1s }\n"});
   Answer plain = Post("feed2", R"({"i":"0"})", {{"Idempotency-Key", "K"}});
   ASSERT_EQ(plain.status, 201) << plain.body;
   Answer braced = Post("%7Bfeed2%7D", R"({"i":"0"})", {{"Idempotency-Key", "K"}});

@@ -7,9 +7,6 @@
 // the shared read resumed after its last id, above entries folded and trimmed meanwhile.
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,73 +17,18 @@
 #include <thread>
 
 #include "sidecar/log/entry_id.h"
-#include "tests/e2e/e2e_fixture.h"
+#include "tests/e2e/log_api_fixture.h"
 
 namespace streamcar::testing {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int ConnectTo(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Reads what arrives within `wait` into *buffer; false when nothing came or the peer closed
-// (then *closed is set).
-bool ReadSome(int fd, std::string* buffer, milliseconds wait, bool* closed) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return false;
-  char chunk[16384];
-  const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-  if (n <= 0) {
-    *closed = true;
-    return false;
-  }
-  buffer->append(chunk, static_cast<size_t>(n));
-  return true;
-}
-
-// One POST on a connection of its own (Connection: close): the status and the body, status 0
-// when nothing answered within 3 s.
+// One POST on a connection of its own: the status and the body, status 0 when nothing answered
+// within 3 s.
 std::pair<int, std::string> Post(int port, const std::string& path, const std::string& key,
                                  const std::string& body) {
-  const int fd = ConnectTo(port);
-  if (fd < 0) return {0, ""};
-  const std::string request = "POST " + path +
-                              " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                              "Idempotency-Key: " +
-                              key + "\r\nContent-Length: " + std::to_string(body.size()) +
-                              "\r\nConnection: close\r\n\r\n" + body;
-  std::string answer;
-  bool closed = false;
-  const auto deadline = Clock::now() + seconds(3);
-  if (SendAll(fd, request)) {
-    while (!closed && Clock::now() < deadline) ReadSome(fd, &answer, milliseconds(100), &closed);
-  }
-  ::close(fd);
-  if (answer.size() < 12 || !answer.starts_with("HTTP/1.1 ")) return {0, ""};
-  const size_t body_at = answer.find("\r\n\r\n");
-  return {std::stoi(answer.substr(9, 3)),
-          body_at == std::string::npos ? "" : answer.substr(body_at + 4)};
+  ApiAnswer answer = Exchange(port, "POST", path,
+                              {"Content-Type: application/json", "Idempotency-Key: " + key}, body);
+  return {answer.status, answer.body};
 }
 
 std::string JsonId(const std::string& json) {
@@ -101,24 +43,20 @@ bool IdLess(const std::string& a, const std::string& b) {
   return *log::ParseId(a) < *log::ParseId(b);
 }
 
-class FollowGapTest : public E2eTest {
+class FollowGapTest : public LogApiTest {
  protected:
-  FollowGapTest() : api_port_(FreePort()) {
+  FollowGapTest() {
     redis_ = std::make_unique<RedisServer>(RedisServerOptions{.append_only = true});
   }
 
   void StartSidecar() {
     const std::string dir = std::filesystem::path(WriteConfig("")).parent_path().string();
-    const std::string yaml =
-        "version: 1\nredis: { url: \"" + redis_->url() +
-        "\", connect_timeout: 500ms, command_timeout: 1s }\nadmin: { listen: \"127.0.0.1:" +
-        std::to_string(admin_port_) +
-        "\" }\napi: { listen: \"127.0.0.1:" + std::to_string(api_port_) +
-        "\" }\nstreams:\n  - name: arch\n    archive: true\n"
-        "    retention: { max_len: 5, interval: 1s }\narchive: { url: \"sqlite://" +
-        dir + "/a.db\", interval: 1s, batch: 3 }\n";
-    sidecar_ = std::make_unique<SidecarProcess>(yaml, std::vector<std::string>{}, admin_port_);
-    ASSERT_TRUE(WaitReady()) << sidecar_->Logs();
+    StartApi(
+        {.streams = "  - name: arch\n    archive: true\n"
+                    "    retention: { max_len: 5, interval: 1s }\n",
+         .top_extra = "archive: { url: \"sqlite://" + dir + "/a.db\", interval: 1s, batch: 3 }\n",
+         .connect_timeout = "500ms",
+         .command_timeout = "1s"});
   }
 
   // Appends about 30 entries a second until stopped, each retried (503 while Redis is away, or no
@@ -158,26 +96,12 @@ class FollowGapTest : public E2eTest {
                                   std::string(last.empty() ? "&since=0" : "") +
                                   " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                                   (last.empty() ? "" : "Last-Event-ID: " + last + "\r\n") + "\r\n";
-      std::string buffer;
-      bool closed = !SendAll(fd, request);
-      bool in_body = false;
-      while (!closed && !stop_following_.load()) {
-        ReadSome(fd, &buffer, milliseconds(100), &closed);
-        if (!in_body) {
-          const size_t head_end = buffer.find("\r\n\r\n");
-          if (head_end == std::string::npos) continue;
-          if (!buffer.starts_with("HTTP/1.1 200")) break;
-          buffer.erase(0, head_end + 4);
-          in_body = true;
-        }
-        size_t end;
-        while ((end = buffer.find("\n\n")) != std::string::npos) {
-          const std::string block = buffer.substr(0, end);
-          buffer.erase(0, end + 2);
-          if (!block.starts_with("id: ")) continue;
+      std::atomic<int> status{0};
+      if (SendAll(fd, request)) {
+        ReadEventStream(fd, stop_following_, &status, [this](const std::string& id) {
           std::lock_guard lock(mutex_);
-          events_.push_back(block.substr(4, block.find('\n') - 4));
-        }
+          events_.push_back(id);
+        });
       }
       ::close(fd);
       if (!stop_following_.load()) {
@@ -187,8 +111,6 @@ class FollowGapTest : public E2eTest {
     }
   }
 
-  int api_port_;
-  std::unique_ptr<SidecarProcess> sidecar_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_following_{false};
   std::atomic<int> reconnects_{0};
