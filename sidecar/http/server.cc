@@ -91,6 +91,7 @@ Status Server::Listen(const std::string& listen, const std::string& setting) {
   }
   listen_fd_ = *fd;
   port_ = BoundPort(listen_fd_);
+  loopback_ = BoundToLoopback(listen_fd_);
   listen_watch_ = std::move(*watch);
   return Status::Ok();
 }

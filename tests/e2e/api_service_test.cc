@@ -1,0 +1,126 @@
+// The log API as a service on the one inbound HTTP server (issue 29), against the binary and a
+// real redis-server: the Origin check, and a thread count that does not grow with connections.
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/e2e/e2e_fixture.h"
+
+namespace streamcar::testing {
+namespace {
+
+// The process's thread count (/proc/<pid>/status, Threads:), or -1.
+int64_t ThreadsOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoll(line.substr(8));
+  }
+  return -1;
+}
+
+// A TCP connection to 127.0.0.1:port that sends nothing; -1 when it cannot be opened.
+int ConnectIdle(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+class ApiServiceTest : public E2eTest {
+ protected:
+  ApiServiceTest() : api_port_(FreePort()) {}
+
+  void StartApi(const std::string& api_extra) {
+    const std::string yaml = "version: 1\nredis: { url: \"" + redis_->url() +
+                             "\", command_timeout: 2s, connect_timeout: 1s }\nadmin: { listen: "
+                             "\"127.0.0.1:" +
+                             std::to_string(admin_port_) +
+                             "\" }\napi:\n  listen: \"127.0.0.1:" + std::to_string(api_port_) +
+                             "\"\n" + api_extra + "streams:\n  - name: feed\n";
+    sidecar_ = std::make_unique<SidecarProcess>(yaml, std::vector<std::string>{}, admin_port_);
+    ASSERT_TRUE(WaitReady()) << sidecar_->Logs();
+  }
+
+  std::pair<int, std::string> Post(const httplib::Headers& headers) {
+    httplib::Client client("127.0.0.1", api_port_);
+    client.set_read_timeout(std::chrono::seconds(10));
+    auto result =
+        client.Post("/v1/streams/feed/entries", headers, R"({"a":"1"})", "application/json");
+    if (!result) return {0, ""};
+    return {result->status, result->body};
+  }
+
+  int api_port_;
+  std::unique_ptr<SidecarProcess> sidecar_;
+};
+
+// Issue 29, F6: a web page in a browser on the same host could append with a cross-site POST.
+// A request with an Origin not listed in api.allowed_origins is 403 and appends nothing; a
+// listed one, or none (a client that is not a browser), is served.
+TEST_F(ApiServiceTest, AForeignOriginIs403AndAppendsNothing) {
+  StartApi("  allowed_origins: [\"https://app.example.com\"]\n");
+  for (const std::string origin : {"https://evil.example", "https://app.example.com.evil.example",
+                                   "null", "https://APP.example.com"}) {
+    auto refused = Post({{"Origin", origin}});
+    EXPECT_EQ(refused.first, 403) << origin << ": " << refused.second;
+    EXPECT_EQ(refused.second, R"({"error":"origin_not_allowed"})") << origin;
+  }
+  EXPECT_EQ(redis_->Run({"EXISTS", "feed"}).view().Integer(), 0);
+  auto allowed = Post({{"Origin", "https://app.example.com"}});
+  EXPECT_EQ(allowed.first, 201) << allowed.second;
+  auto none = Post({});
+  EXPECT_EQ(none.first, 201) << none.second;
+  EXPECT_EQ(redis_->Run({"XLEN", "feed"}).view().Integer(), 2);
+}
+
+// Without api.allowed_origins every Origin is refused: the default lets no page in.
+TEST_F(ApiServiceTest, WithoutAllowedOriginsEveryOriginIsRefused) {
+  StartApi("");
+  EXPECT_EQ(Post({{"Origin", "http://localhost:9465"}}).first, 403);
+  EXPECT_EQ(Post({}).first, 201);
+  EXPECT_EQ(redis_->Run({"XLEN", "feed"}).view().Integer(), 1);
+}
+
+// Issue 29: the API used one thread per connection (up to 512). On the one server its threads are
+// a constant: 200 idle connections add none, and the API still answers.
+TEST_F(ApiServiceTest, ThreadsStayConstantWith200IdleConnections) {
+  StartApi("");
+  ASSERT_EQ(Post({}).first, 201);
+  const pid_t pid = sidecar_->pid();
+  // Short-lived threads (a connector, an idle worker about to end) settle first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int64_t before = ThreadsOf(pid);
+  ASSERT_GT(before, 0);
+  std::vector<int> idle;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = ConnectIdle(api_port_);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const int64_t during = ThreadsOf(pid);
+  // The count may move by the workers and the probe coming and going, never by the connections.
+  EXPECT_LE(during, before + 2) << "before " << before;
+  EXPECT_LE(during, 24);
+  EXPECT_EQ(Post({}).first, 201);
+  for (int fd : idle) ::close(fd);
+}
+
+}  // namespace
+}  // namespace streamcar::testing
