@@ -5,8 +5,11 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -120,6 +123,53 @@ TEST_F(ApiServiceTest, ThreadsStayConstantWith200IdleConnections) {
   EXPECT_LE(during, 24);
   EXPECT_EQ(Post({}).first, 201);
   for (int fd : idle) ::close(fd);
+}
+
+// Seconds until the server closes `fd` (recv returns 0 or fails), reading and dropping what it
+// sends; -1 when it is still open after `limit`.
+double SecondsUntilClosed(int fd, std::chrono::seconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  timeval tick{.tv_sec = 0, .tv_usec = 100'000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() - start < limit) {
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+  return -1;
+}
+
+// Issue 29, F3: with a token file, a connection that has not presented the token gets 2 s (not
+// 10 s) to send its head, so connections without it cannot hold the cap; one that presented the
+// token keeps its keep-alive connection past that.
+TEST_F(ApiServiceTest, WithATokenAConnectionWithoutItGetsTwoSeconds) {
+  const std::string dir = MakeTempDir("streamcar-api-token-");
+  {
+    std::ofstream token(dir + "/token");
+    token << "tok-7c1d\n";
+  }
+  StartApi("  token_file: " + dir + "/token\n");
+  const int silent = ConnectIdle(api_port_);
+  ASSERT_GE(silent, 0);
+  const double closed_after = SecondsUntilClosed(silent, std::chrono::seconds(8));
+  EXPECT_GE(closed_after, 1.5);
+  EXPECT_LE(closed_after, 4.0) << "-1: still open after 8 s";
+  ::close(silent);
+
+  const int vouched = ConnectIdle(api_port_);
+  ASSERT_GE(vouched, 0);
+  const std::string request =
+      "GET /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-7c1d\r\n\r\n";
+  ASSERT_EQ(::send(vouched, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  char head[12] = {};
+  ASSERT_EQ(::recv(vouched, head, sizeof(head), MSG_WAITALL), static_cast<ssize_t>(sizeof(head)));
+  EXPECT_EQ(std::string(head, sizeof(head)), "HTTP/1.1 200");
+  EXPECT_EQ(SecondsUntilClosed(vouched, std::chrono::seconds(4)), -1)
+      << "an authenticated keep-alive connection idles up to 60 s";
+  ::close(vouched);
 }
 
 }  // namespace
