@@ -74,6 +74,7 @@ class Server {
   bool MakeRoom();
   void OnReady(Connection* c, uint32_t ready);
   void ReadAvailable(Connection* c);
+  void DrainStreaming(Connection* c);
   void Advance(Connection* c);
   bool AdvanceHead(Connection* c);
   bool AdvanceBody(Connection* c);

@@ -172,5 +172,37 @@ TEST_F(ApiServiceTest, WithATokenAConnectionWithoutItGetsTwoSeconds) {
   ::close(vouched);
 }
 
+// A follower is handed to the follow pump once its head is sent; when its client leaves, the pump
+// ends it and the streamcar_followers gauge comes back down (FollowPump's on_end), while the
+// follower got its entries in between.
+TEST_F(ApiServiceTest, AFollowerThatLeavesIsCountedOut) {
+  StartApi("");
+  ASSERT_EQ(Post({}).first, 201);
+  const int fd = ConnectIdle(api_port_);
+  ASSERT_GE(fd, 0);
+  const std::string request =
+      "GET /v1/streams/feed/entries?follow=true&since=0 HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  timeval tick{.tv_sec = 0, .tv_usec = 100'000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
+  std::string received;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (received.find("\ndata: ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    char buffer[4096];
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n > 0) received.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_TRUE(received.starts_with("HTTP/1.1 200")) << received;
+  EXPECT_NE(received.find("text/event-stream"), std::string::npos) << received;
+  EXPECT_NE(received.find("\ndata: "), std::string::npos) << "the first entry: " << received;
+  EXPECT_EQ(Metric("streamcar_followers", {"stream=\"feed\""}), 1);
+  ::close(fd);
+  EXPECT_TRUE(Eventually([&] { return Metric("streamcar_followers", {"stream=\"feed\""}) == 0; },
+                         std::chrono::seconds(5)))
+      << "a follower whose client left ends when it leaves, not at a failed write 15 s later";
+}
+
 }  // namespace
 }  // namespace streamcar::testing
