@@ -183,6 +183,11 @@ struct ApiConfig {
   // An explicit Streamcar-Entry-Id whose ms part is further ahead of Redis's clock is refused:
   // it would future-date every later automatic id (time windows, max_age retention).
   Millis max_future_skew{Millis(60 * 1000)};
+  // A request carrying an Origin header (a browser's) is refused with 403 unless its value is
+  // exactly one of these: a web page must not append or read through a user's browser.
+  std::vector<std::string> allowed_origins;
+  // What every SSE follower's unsent output may hold together (log/follow_pump.h).
+  uint64_t max_follow_buffer = uint64_t{64} << 20;
 };
 
 // A stream the log API serves (SPEC section 10, `streams:`).

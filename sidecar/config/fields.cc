@@ -156,6 +156,41 @@ void WriteAddresses(Writer& out, const Field<fields_internal::ClassOf<M>>& field
   out << YAML::Key << std::string(field.key) << YAML::Value << YAML::Flow << value.*M;
 }
 
+// api.allowed_origins: a list of origins as a browser sends them ("https://app.example.com"),
+// compared exactly; null is an empty list. No wildcard: "*" would be an origin no browser sends.
+void ReadOrigins(Reader& in, const Field<ApiConfig>&, const YAML::Node&, const YAML::Node& value,
+                 const std::string& path, ApiConfig* out) {
+  out->allowed_origins.clear();
+  if (value.IsNull()) return;
+  if (!value.IsSequence()) {
+    in.Fail(value, path, "must be a list of origins, e.g. [\"https://app.example.com\"]");
+  }
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const std::string origin = in.Text(value[i], item_path);
+    if (origin.empty()) in.Fail(value[i], item_path, "an origin is not empty");
+    out->allowed_origins.push_back(origin);
+  }
+}
+
+void WriteOrigins(Writer& out, const Field<ApiConfig>& field, const ApiConfig& api) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << YAML::Flow << api.allowed_origins;
+}
+
+// api.max_follow_buffer: a size, at least kMinFollowBuffer (below it every follower would sit at
+// its least share).
+constexpr uint64_t kMinFollowBuffer = uint64_t{1} << 20;
+
+void ReadFollowBuffer(Reader& in, const Field<ApiConfig>&, const YAML::Node&,
+                      const YAML::Node& value, const std::string& path, ApiConfig* out) {
+  out->max_follow_buffer = in.Size(value, path);
+  if (out->max_follow_buffer < kMinFollowBuffer) in.Fail(value, path, "must be at least 1MiB");
+}
+
+void WriteFollowBuffer(Writer& out, const Field<ApiConfig>& field, const ApiConfig& api) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << FormatSize(api.max_follow_buffer);
+}
+
 // dead_letter.stream, with the name a cluster would give it when `mode: auto` leaves that open.
 void WriteDeadLetterStream(Writer& out, const Field<DeadLetterConfig>& field,
                            const DeadLetterConfig& dead_letter) {
@@ -388,6 +423,8 @@ constexpr auto kApiFields = std::to_array<Field<ApiConfig>>({
     Size<&ApiConfig::max_body>("max_body"),
     Duration<&ApiConfig::idempotency_ttl>("idempotency_ttl"),
     Duration<&ApiConfig::max_future_skew>("max_future_skew", Millis(0)),
+    Custom<ApiConfig>("allowed_origins", &ReadOrigins, &WriteOrigins),
+    Custom<ApiConfig>("max_follow_buffer", &ReadFollowBuffer, &WriteFollowBuffer),
 });
 
 constexpr auto kLogStreamFields = std::to_array<Field<LogStream>>({

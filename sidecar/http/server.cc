@@ -91,6 +91,7 @@ Status Server::Listen(const std::string& listen, const std::string& setting) {
   }
   listen_fd_ = *fd;
   port_ = BoundPort(listen_fd_);
+  loopback_ = BoundToLoopback(listen_fd_);
   listen_watch_ = std::move(*watch);
   return Status::Ok();
 }
@@ -181,8 +182,26 @@ void Server::OnReady(Connection* c, uint32_t ready) {
       Advance(c);
       return;
     }
-    // Waiting for an answer or streaming, with reads off: only a hang-up gets here.
+    if (c->state == Connection::State::kStreaming) {
+      DrainStreaming(c);
+      return;
+    }
+    // Waiting for an answer, with reads off: only a hang-up gets here.
     if ((ready & EventLoop::kHangup) != 0) Close(c);
+  }
+}
+
+// A stream's client sends nothing more that means anything; its end of input means it left (an
+// event stream has no answer to wait for), so the stream ends now, not at its next failed write.
+void Server::DrainStreaming(Connection* c) {
+  char buffer[4096];
+  while (true) {
+    const ssize_t n = ::recv(c->fd, buffer, sizeof(buffer), 0);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    Close(c);
+    return;
   }
 }
 
@@ -385,7 +404,10 @@ void Server::Flush(Connection* c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      c->watch->SetInterest(EventLoop::kWritable);
+      // A stream also watches for its client leaving (DrainStreaming).
+      c->watch->SetInterest(c->state == Connection::State::kStreaming
+                                ? uint32_t{EventLoop::kWritable | EventLoop::kReadable}
+                                : uint32_t{EventLoop::kWritable});
       Rearm(c);
       return;
     }
@@ -408,9 +430,9 @@ void Server::AfterWritten(Connection* c) {
     return;
   }
   if (c->state == Connection::State::kStreaming || c->state == Connection::State::kBody) {
-    // More stream bytes may come; a 100 Continue was sent and the body is awaited.
-    c->watch->SetInterest(c->state == Connection::State::kBody ? uint32_t{EventLoop::kReadable}
-                                                               : 0u);
+    // More stream bytes may come (and the client may leave: DrainStreaming); a 100 Continue was
+    // sent and the body is awaited.
+    c->watch->SetInterest(EventLoop::kReadable);
     Rearm(c);
     return;
   }

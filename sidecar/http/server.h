@@ -62,6 +62,8 @@ class Server {
   // now on; kFatal naming `setting` when the address cannot be bound.
   Status Listen(const std::string& listen, const std::string& setting);
   int port() const { return port_; }
+  // Whether the bound address is reachable from this host only (common/listen_socket.h).
+  bool bound_to_loopback() const { return loopback_; }
   size_t connections() const { return live_; }
 
  private:
@@ -72,6 +74,7 @@ class Server {
   bool MakeRoom();
   void OnReady(Connection* c, uint32_t ready);
   void ReadAvailable(Connection* c);
+  void DrainStreaming(Connection* c);
   void Advance(Connection* c);
   bool AdvanceHead(Connection* c);
   bool AdvanceBody(Connection* c);
@@ -98,6 +101,7 @@ class Server {
   std::shared_ptr<ServerLink> link_;
   int listen_fd_ = -1;
   int port_ = 0;
+  bool loopback_ = false;
   std::unique_ptr<EventLoop::FdWatch> listen_watch_;
   uint64_t next_id_ = 1;
   size_t live_ = 0;  // connections not closed yet (a closed one is freed on the next turn)

@@ -6,16 +6,14 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <thread>
 
 #include "sidecar/admin/metrics.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/text.h"
-#include "sidecar/delivery/encoder.h"
+#include "sidecar/http/json_error.h"
 #include "sidecar/keys/sharding_keys.h"
 #include "sidecar/log/api_json.h"
 #include "sidecar/log/api_route.h"
-#include "sidecar/log/api_socket.h"
 #include "sidecar/log/entry_id.h"
 #include "sidecar/log/log_reader.h"
 
@@ -24,8 +22,6 @@ namespace {
 
 // An Idempotency-Key longer than this is refused: it becomes part of a Redis key.
 constexpr size_t kMaxIdempotencyKey = 512;
-// A follower waits at most this long in one Next, so it notices a gone client or a stop.
-constexpr Millis kFollowPoll{1000};
 
 // The media type of a Content-Type value, lower-cased, without parameters.
 std::string MediaType(std::string_view content_type) {
@@ -36,8 +32,17 @@ bool HasBody(const ApiRequest& request) {
   return request.chunked || request.content_length.value_or(0) > 0;
 }
 
-ApiResponse MethodNotAllowed(std::string allow) {
-  ApiResponse response = ApiResponse::Error(405, "method not allowed: use " + allow);
+// A JSON answer (receipts, pages).
+http::Response Json(int status, std::string body) {
+  http::Response response;
+  response.status = status;
+  response.content_type = "application/json";
+  response.body = std::move(body);
+  return response;
+}
+
+http::Response MethodNotAllowed(std::string allow) {
+  http::Response response = http::JsonError(405, "method not allowed: use " + allow);
   response.headers.emplace_back("Allow", std::move(allow));
   return response;
 }
@@ -93,7 +98,10 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
             options.client_name += ":api-follow";
             return options;
           }(),
-          nullptr) {  // each follower gets its stream's archive, if it has one
+          nullptr),  // each follower gets its stream's archive, if it has one
+      pump_(&hub_, FollowPumpOptions{.threads = ApiServer::kPumpThreads,
+                                     .max_buffer_bytes = api.max_follow_buffer,
+                                     .keep_alive = ApiServer::kKeepAliveInterval}) {
   for (const auto& stream : streams) {
     streams_[stream.name] = std::make_unique<Stream>(
         Stream{stream, Producer(stream, api.idempotency_ttl, api.max_future_skew)});
@@ -110,7 +118,7 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
         {ApiRoute::kProduce, {200, 201, 400, 405, 409, 413, 500, 503}},
         {ApiRoute::kRead, {200, 400, 500, 503}},
         {ApiRoute::kFollow, {200, 400, 500, 503}},
-        {ApiRoute::kOther, {400, 401, 404, 405, 408, 431, 503}},
+        {ApiRoute::kOther, {400, 401, 403, 404, 405, 408, 413, 431, 503}},
     };
     for (const auto& [route, codes] : known) {
       for (int code : codes) deps_.metrics->ApiRequests(RouteName(route), code);
@@ -120,6 +128,7 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
 
 void ApiEndpoints::Stop() {
   stopping_ = true;
+  pump_.Stop();  // every follower ends (on_end), before the hub they read from
   hub_.Stop();
 }
 
@@ -148,99 +157,128 @@ const ApiEndpoints::Stream* ApiEndpoints::Find(const std::string& name) const {
   return it == streams_.end() ? nullptr : it->second.get();
 }
 
-std::optional<ApiResponse> ApiEndpoints::Screen(const ApiRequest& request, ApiRoute* route) {
+ApiRoute RouteOf(const ApiRequest& request) {
+  if (request.method == "POST") return ApiRoute::kProduce;
+  if (request.method != "GET") return ApiRoute::kOther;
+  auto query = ParseQuery(request.query);
+  return query.ok() && WantsFollow(request, *query) ? ApiRoute::kFollow : ApiRoute::kRead;
+}
+
+std::optional<http::Response> ApiEndpoints::Screen(const ApiRequest& request, ApiRoute* route,
+                                                   bool* authenticated) {
   *route = ApiRoute::kOther;
+  *authenticated = false;
   // The token first: without it, nothing else is told (not even which streams exist).
   if (token_) {
     const std::string* authorization = request.Header("authorization");
     if (authorization == nullptr || !token_->Allows(*authorization)) {
-      ApiResponse response = ApiResponse::Error(
+      http::Response response = http::JsonError(
           401, authorization == nullptr ? "missing bearer token" : "wrong bearer token");
       response.headers.emplace_back("WWW-Authenticate", "Bearer");
+      // A client without the token must not keep a connection that those with it need.
+      response.close = true;
       return response;
     }
+    *authenticated = true;
   }
+  // A browser names the page's origin: a page from elsewhere must not append or read through it
+  // (a cross-site text/plain POST needs no preflight). Clients that are not browsers send none.
+  if (const std::string* origin = request.Header("origin")) {
+    const auto& allowed = api_.allowed_origins;
+    if (std::find(allowed.begin(), allowed.end(), *origin) == allowed.end()) {
+      return http::JsonError(403, "origin_not_allowed");
+    }
+  }
+  return ScreenStream(request, route);
+}
+
+std::optional<http::Response> ApiEndpoints::ScreenStream(const ApiRequest& request,
+                                                         ApiRoute* route) {
   auto name = StreamOfPath(request.path);
-  if (!name.ok()) return ApiResponse::Error(400, "malformed path: " + name.status().message());
+  if (!name.ok()) return http::JsonError(400, "malformed path: " + name.status().message());
   if (!name->has_value()) {
-    return ApiResponse::Error(404, "not found: the API serves /v1/streams/{name}/entries");
+    return http::JsonError(404, "not found: the API serves /v1/streams/{name}/entries");
   }
   const Stream* stream = Find(**name);
   if (stream == nullptr) {
-    return ApiResponse::Error(
+    return http::JsonError(
         404, "unknown stream \"" + PrintableOneLine(**name) + "\": not listed in streams");
   }
   const std::string allow = stream->config.produce ? "GET, POST" : "GET";
-  if (request.method == "POST") {
-    *route = ApiRoute::kProduce;
+  const ApiRoute routed = RouteOf(request);
+  if (routed == ApiRoute::kOther) return MethodNotAllowed(allow);
+  *route = routed;
+  if (routed == ApiRoute::kProduce) {
     // SPEC 10 lists 405 for a method a resource does not serve: a read-only stream serves GET.
     if (!stream->config.produce) return MethodNotAllowed(allow);
     if (request.content_length && *request.content_length > api_.max_body) {
-      return ApiResponse::Error(
+      return http::JsonError(
           413, "request body over api.max_body (" + std::to_string(api_.max_body) + " bytes)");
     }
     return std::nullopt;
   }
-  if (request.method == "GET") {
-    auto query = ParseQuery(request.query);
-    *route = query.ok() && WantsFollow(request, *query) ? ApiRoute::kFollow : ApiRoute::kRead;
-    if (HasBody(request)) return ApiResponse::Error(400, "a GET request has no body");
-    return std::nullopt;
-  }
-  return MethodNotAllowed(allow);
+  if (HasBody(request)) return http::JsonError(400, "a GET request has no body");
+  return std::nullopt;
 }
 
-std::optional<ApiResponse> ApiEndpoints::Handle(const ApiRequest& request, ApiRoute route, int fd) {
+void ApiEndpoints::Handle(const ApiRequest& request, ApiRoute route,
+                          const http::Responder& responder) {
   auto name = StreamOfPath(request.path);
   const Stream* stream = name.ok() && name->has_value() ? Find(**name) : nullptr;
-  if (stream == nullptr) return ApiResponse::Error(404, "unknown stream");  // Screen ruled it out
-  if (stream->config.shards > 0 && (route == ApiRoute::kRead || route == ApiRoute::kFollow)) {
-    // Its entries are in its shard streams (SPEC 9), each its own log.
-    return ApiResponse::Error(400, "stream \"" + stream->config.name + "\" is sharded into " +
-                                       std::to_string(stream->config.shards) + " shard streams (" +
-                                       keys::ShardKey(stream->config.shard_key_pattern, 0) +
-                                       " ...): list a shard stream under streams to read it");
+  std::optional<http::Response> answer;
+  if (stream == nullptr) {
+    answer = http::JsonError(404, "unknown stream");  // Screen ruled it out
+  } else if (route == ApiRoute::kFollow && stream->config.shards == 0) {
+    answer = Follow(request, *stream, responder);
+    if (!answer) return;  // an event stream now, counted when it started
+  } else {
+    answer = Answer(request, route, *stream);
   }
-  switch (route) {
-    case ApiRoute::kProduce:
-      return Produce(request, *stream);
-    case ApiRoute::kRead:
-      return Read(request, *stream);
-    case ApiRoute::kFollow:
-      return Follow(request, *stream, fd);
-    case ApiRoute::kOther:
-      break;
-  }
-  return ApiResponse::Error(404, "not found");
+  Count(route, answer->status);
+  responder.Respond(std::move(*answer));
 }
 
-ApiResponse ApiEndpoints::Unavailable(const Status& status, int retry_after) const {
+http::Response ApiEndpoints::Answer(const ApiRequest& request, ApiRoute route,
+                                    const Stream& stream) {
+  if (stream.config.shards > 0 && (route == ApiRoute::kRead || route == ApiRoute::kFollow)) {
+    // Its entries are in its shard streams (SPEC 9), each its own log.
+    return http::JsonError(400, "stream \"" + stream.config.name + "\" is sharded into " +
+                                    std::to_string(stream.config.shards) + " shard streams (" +
+                                    keys::ShardKey(stream.config.shard_key_pattern, 0) +
+                                    " ...): list a shard stream under streams to read it");
+  }
+  if (route == ApiRoute::kProduce) return Produce(request, stream);
+  if (route == ApiRoute::kRead) return Read(request, stream);
+  return http::JsonError(404, "not found");
+}
+
+http::Response ApiEndpoints::Unavailable(const Status& status, int retry_after) const {
   // A LogReader marks the archive's errors; every other outage is Redis's.
   const std::string& message = status.message();
-  ApiResponse response =
+  http::Response response =
       message.starts_with(kArchiveErrorPrefix)
-          ? ApiResponse::Error(503,
-                               "archive unavailable: " + message.substr(kArchiveErrorPrefix.size()))
-          : ApiResponse::Error(503, "Redis unavailable: " + message);
+          ? http::JsonError(503,
+                            "archive unavailable: " + message.substr(kArchiveErrorPrefix.size()))
+          : http::JsonError(503, "Redis unavailable: " + message);
   response.headers.emplace_back("Retry-After", std::to_string(retry_after));
   return response;
 }
 
-ApiResponse ApiEndpoints::ReadFailure(const Status& status) const {
+http::Response ApiEndpoints::ReadFailure(const Status& status) const {
   const std::string& message = status.message();
   switch (status.code()) {
     case StatusCode::kInvalid:
-      return ApiResponse::Error(400, message);
+      return http::JsonError(400, message);
     case StatusCode::kIo:
     case StatusCode::kTimeout:
       return Unavailable(status, 1);
     default:
       // Retrying cannot fix these: a key of another type, a damaged archive.
       if (message.starts_with(kArchiveErrorPrefix)) {
-        return ApiResponse::Error(
+        return http::JsonError(
             500, "the archive cannot be read: " + message.substr(kArchiveErrorPrefix.size()));
       }
-      return ApiResponse::Error(500, "Redis refused the read: " + message);
+      return http::JsonError(500, "Redis refused the read: " + message);
   }
 }
 
@@ -248,23 +286,22 @@ namespace {
 
 // The appends a POST asks for, in *appends: one entry, or one per element of a JSON array body
 // (a batch). An answer when the request is malformed.
-std::optional<ApiResponse> AppendsOf(const ApiRequest& request, std::vector<AppendRequest>* appends,
-                                     bool* batch) {
+std::optional<http::Response> AppendsOf(const ApiRequest& request,
+                                        std::vector<AppendRequest>* appends, bool* batch) {
   const std::string* content_type = request.Header("content-type");
   const bool json = content_type != nullptr && MediaType(*content_type) == "application/json";
   *batch = json && IsJsonArray(request.body);
   if (*batch) {
     auto entries = EntriesFromJson(request.body);
-    if (!entries.ok()) return ApiResponse::Error(400, entries.status().message());
+    if (!entries.ok()) return http::JsonError(400, entries.status().message());
     if (entries->size() > Producer::kMaxBatch) {
-      return ApiResponse::Error(400, "a batch holds at most " +
-                                         std::to_string(Producer::kMaxBatch) + " entries (got " +
-                                         std::to_string(entries->size()) + ")");
+      return http::JsonError(400, "a batch holds at most " + std::to_string(Producer::kMaxBatch) +
+                                      " entries (got " + std::to_string(entries->size()) + ")");
     }
     for (auto& fields : *entries) appends->push_back(AppendRequest{.fields = std::move(fields)});
   } else if (json) {
     auto fields = FieldsFromJson(request.body);
-    if (!fields.ok()) return ApiResponse::Error(400, fields.status().message());
+    if (!fields.ok()) return http::JsonError(400, fields.status().message());
     appends->push_back(AppendRequest{.fields = std::move(*fields)});
   } else {
     appends->push_back(
@@ -275,7 +312,7 @@ std::optional<ApiResponse> AppendsOf(const ApiRequest& request, std::vector<Appe
   }
   if (const std::string* key = request.Header("idempotency-key")) {
     if (key->empty() || key->size() > kMaxIdempotencyKey) {
-      return ApiResponse::Error(
+      return http::JsonError(
           400, "Idempotency-Key must be 1.." + std::to_string(kMaxIdempotencyKey) + " bytes");
     }
     // A batch's entry i has the key "K/i" (SPEC 10): a retry of the whole batch repeats every
@@ -286,11 +323,11 @@ std::optional<ApiResponse> AppendsOf(const ApiRequest& request, std::vector<Appe
   }
   if (const std::string* id = request.Header("streamcar-entry-id")) {
     if (*batch) {
-      return ApiResponse::Error(
+      return http::JsonError(
           400, "Streamcar-Entry-Id names one entry's id: a batch's entries get Redis's ids");
     }
     if (!ParseId(*id)) {
-      return ApiResponse::Error(400, "Streamcar-Entry-Id must be <ms>-<seq>, like 1764513000000-0");
+      return http::JsonError(400, "Streamcar-Entry-Id must be <ms>-<seq>, like 1764513000000-0");
     }
     appends->front().entry_id = *id;
   }
@@ -301,32 +338,23 @@ std::optional<ApiResponse> AppendsOf(const ApiRequest& request, std::vector<Appe
 }
 
 // The answer to a single append.
-ApiResponse SingleAnswer(const AppendResult& result, const std::string& stream) {
-  ApiResponse response;
+http::Response SingleAnswer(const AppendResult& result, const std::string& stream) {
   switch (result.kind) {
     case AppendResult::Kind::kAppended:
-      response.status = 201;
-      response.body = ReceiptJson(result.id, stream);
-      break;
+      return Json(201, ReceiptJson(result.id, stream));
     case AppendResult::Kind::kDuplicate:
-      response.status = 200;
-      response.body = ReceiptJson(result.id, stream);
-      break;
+      return Json(200, ReceiptJson(result.id, stream));
     case AppendResult::Kind::kNonMonotonic:
-      response.status = 409;
-      response.body = NonMonotonicJson(result.id);
-      break;
+      return Json(409, NonMonotonicJson(result.id));
     case AppendResult::Kind::kOutOfRange:
-      response.status = 400;
-      response.body = ErrorJson(kIdOutOfRange);
       break;
   }
-  return response;
+  return http::JsonError(400, kIdOutOfRange);
 }
 
 }  // namespace
 
-ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {
+http::Response ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {
   std::vector<AppendRequest> appends;
   bool batch = false;
   if (auto refused = AppendsOf(request, &appends, &batch)) return *refused;
@@ -337,11 +365,11 @@ ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& strea
   auto results = stream.producer.AppendAll(lease->session(), appends);
   if (!results.ok()) {
     const Status& status = results.status();
-    if (status.code() == StatusCode::kInvalid) return ApiResponse::Error(400, status.message());
+    if (status.code() == StatusCode::kInvalid) return http::JsonError(400, status.message());
     if (status.code() == StatusCode::kServerError) {
       LogWarn("api: append refused by Redis",
               {{"stream", stream.config.name}, {"error", status.message()}});
-      return ApiResponse::Error(500, "Redis refused the append: " + status.message());
+      return http::JsonError(500, "Redis refused the append: " + status.message());
     }
     return Unavailable(status, 1);
   }
@@ -356,32 +384,29 @@ ApiResponse ApiEndpoints::Produce(const ApiRequest& request, const Stream& strea
   std::vector<std::string> ids;
   ids.reserve(results->size());
   for (auto& result : *results) ids.push_back(std::move(result.id));
-  ApiResponse response;
-  response.status = 201;
-  response.body = BatchReceiptsJson(ids, stream.config.name);
-  return response;
+  return Json(201, BatchReceiptsJson(ids, stream.config.name));
 }
 
-ApiResponse ApiEndpoints::Read(const ApiRequest& request, const Stream& stream) {
+http::Response ApiEndpoints::Read(const ApiRequest& request, const Stream& stream) {
   auto query = ParseQuery(request.query);
-  if (!query.ok()) return ApiResponse::Error(400, "malformed query: " + query.status().message());
+  if (!query.ok()) return http::JsonError(400, "malformed query: " + query.status().message());
   WindowQuery window;
   for (const auto& [name, value] : *query) {
     if (name == "since" || name == "until" || name == "after") {
       auto bound = ParseBound(value);
-      if (!bound.ok()) return ApiResponse::Error(400, name + ": " + bound.status().message());
+      if (!bound.ok()) return http::JsonError(400, name + ": " + bound.status().message());
       (name == "since" ? window.since : name == "until" ? window.until : window.after) = *bound;
     } else if (name == "count") {
       int count = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), count);
       if (value.empty() || ec != std::errc() || end != value.data() + value.size() || count < 1 ||
           count > 10000) {
-        return ApiResponse::Error(400, "count must be a whole number from 1 to 10000");
+        return http::JsonError(400, "count must be a whole number from 1 to 10000");
       }
       window.count = count;
     } else if (name != "follow") {
-      return ApiResponse::Error(400, "unknown query parameter \"" + PrintableOneLine(name) +
-                                         "\" (since, until, after, count, follow)");
+      return http::JsonError(400, "unknown query parameter \"" + PrintableOneLine(name) +
+                                      "\" (since, until, after, count, follow)");
     }
   }
   int retry_after = 1;
@@ -390,9 +415,7 @@ ApiResponse ApiEndpoints::Read(const ApiRequest& request, const Stream& stream) 
   LogReader reader(&lease->session(), ArchiveOf(stream));
   auto page = reader.Read(stream.config.name, window);
   if (!page.ok()) return ReadFailure(page.status());
-  ApiResponse response;
-  response.body = PageJson(page->entries, page->next);
-  return response;
+  return Json(200, PageJson(page->entries, page->next));
 }
 
 namespace {
@@ -400,24 +423,24 @@ namespace {
 // Where a follow starts, in *start: just after Last-Event-ID (a reconnecting EventSource sends
 // it, and it is later than the `since` of the URL it reconnects to), else after `after`, else from
 // `since` inclusive, else from now on ("$"). An answer when the request cannot be followed.
-std::optional<ApiResponse> FollowStart(const ApiRequest& request, std::string* start) {
+std::optional<http::Response> FollowStart(const ApiRequest& request, std::string* start) {
   auto query = ParseQuery(request.query);
-  if (!query.ok()) return ApiResponse::Error(400, "malformed query: " + query.status().message());
+  if (!query.ok()) return http::JsonError(400, "malformed query: " + query.status().message());
   *start = "$";
   std::optional<std::string> since;
   std::optional<std::string> after;
   for (const auto& [name, value] : *query) {
     if (name == "since" || name == "after") {
       auto bound = ParseBound(value);
-      if (!bound.ok()) return ApiResponse::Error(400, name + ": " + bound.status().message());
+      if (!bound.ok()) return http::JsonError(400, name + ": " + bound.status().message());
       (name == "since" ? since : after) = *bound;
     } else if (name != "follow") {
-      return ApiResponse::Error(400, "\"" + PrintableOneLine(name) +
-                                         "\" does not apply to follow (since, after, follow)");
+      return http::JsonError(400, "\"" + PrintableOneLine(name) +
+                                      "\" does not apply to follow (since, after, follow)");
     }
   }
   if (const std::string* last = request.Header("last-event-id")) {
-    if (!ParseId(*last)) return ApiResponse::Error(400, "Last-Event-ID must be an entry id");
+    if (!ParseId(*last)) return http::JsonError(400, "Last-Event-ID must be an entry id");
     *start = *last;
   } else if (after) {
     *start = *after;
@@ -429,82 +452,48 @@ std::optional<ApiResponse> FollowStart(const ApiRequest& request, std::string* s
   return std::nullopt;
 }
 
-ApiResponse ShuttingDown() {
-  ApiResponse response = ApiResponse::Error(503, "the API is shutting down");
+http::Response ShuttingDown() {
+  http::Response response = http::JsonError(503, "the API is shutting down");
   response.headers.emplace_back("Retry-After", "1");
   return response;
 }
 
 }  // namespace
 
-std::optional<ApiResponse> ApiEndpoints::Follow(const ApiRequest& request, const Stream& stream,
-                                                int fd) {
+std::optional<http::Response> ApiEndpoints::Follow(const ApiRequest& request, const Stream& stream,
+                                                   const http::Responder& responder) {
   std::string start;
   if (auto refused = FollowStart(request, &start)) return refused;
   if (stopping_) return ShuttingDown();
   if (followers_.fetch_add(1) >= ApiServer::kMaxFollowers) {
     followers_.fetch_sub(1);
-    ApiResponse response = ApiResponse::Error(503, "too many followers");
+    http::Response response = http::JsonError(503, "too many followers");
     response.headers.emplace_back("Retry-After", "5");
     return response;
   }
-  struct Leave {
-    ApiEndpoints* self;
-    const std::string& stream;
-    ~Leave() {
-      self->followers_.fetch_sub(1);
-      if (self->deps_.metrics != nullptr) self->deps_.metrics->Followers(stream).Decrement();
-    }
-  } leave{this, stream.config.name};
   if (deps_.metrics != nullptr) deps_.metrics->Followers(stream.config.name).Increment();
+  // Runs once when the follower ends, whichever way (here, or on a pump thread).
+  auto leave = [this, name = stream.config.name] {
+    followers_.fetch_sub(1);
+    if (deps_.metrics != nullptr) deps_.metrics->Followers(name).Decrement();
+  };
 
   // Where "$" is and the first catch-up page are read before the 200 head, so that an outage
   // answers 503 + Retry-After and a key that is not a stream an error, as the other endpoints do.
   auto follower = hub_.Follow(stream.config.name, start, ArchiveOf(stream));
   std::vector<StreamEntry> entries;
   const Status first = follower->Next(&entries, Millis(0));
-  if (first.code() == StatusCode::kCancelled) return ShuttingDown();
-  if (!first.ok()) return ReadFailure(first);
-  Count(ApiRoute::kFollow, 200);
-
-  const std::string head =
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
-      "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n";
-  if (!SendAll(fd, head, SteadyClock::now() + ApiServer::kWriteTimeout)) return std::nullopt;
-  StreamEvents(*follower, std::move(entries), fd);
-  return std::nullopt;
-}
-
-void ApiEndpoints::StreamEvents(Follower& follower, std::vector<StreamEntry> entries, int fd) {
-  SteadyTime last_write = SteadyClock::now();
-  std::string out;
-  bool have = true;  // `entries` holds the first page already
-  while (!stopping_) {
-    if (!have) {
-      entries.clear();
-      const Status status = follower.Next(&entries, kFollowPoll);
-      if (status.code() == StatusCode::kIo || status.code() == StatusCode::kTimeout) {
-        // Redis unreachable: the follower resumes where it was; keep the client, pace the retry.
-        std::this_thread::sleep_for(Millis(200));
-      } else if (!status.ok()) {
-        // Stopped, or an error retrying cannot fix (the key became another type): end the
-        // event stream; the client's reconnect gets the error as an answer.
-        break;
-      }
-    }
-    have = false;
-    out.clear();
-    for (const auto& entry : entries) {
-      out += "id: " + entry.id + "\ndata: " + delivery::EncodeLogEntry(entry) + "\n\n";
-    }
-    const SteadyTime now = SteadyClock::now();
-    if (out.empty() && now - last_write >= ApiServer::kKeepAliveInterval) out = ": keep-alive\n\n";
-    if (!out.empty()) {
-      if (!SendAll(fd, out, now + ApiServer::kWriteTimeout)) break;
-      last_write = now;
-    }
-    if (PeerGone(fd)) break;
+  if (!first.ok()) {
+    leave();
+    return first.code() == StatusCode::kCancelled ? ShuttingDown() : ReadFailure(first);
   }
+  Count(ApiRoute::kFollow, 200);
+  http::Response head;
+  head.content_type = "text/event-stream";
+  head.headers.emplace_back("X-Accel-Buffering", "no");
+  responder.StartStream(std::move(head));
+  pump_.Add(std::move(follower), std::move(entries), responder, std::move(leave));
+  return std::nullopt;
 }
 
 }  // namespace streamcar::log

@@ -1,6 +1,7 @@
 #pragma once
-// What the log API answers (SPEC section 10), apart from the sockets and threads that carry it
-// (api_server.cc): authentication, routing, appends, window reads and the SSE follow loop.
+// What the log API answers (SPEC section 10), apart from the server that carries it
+// (api_service.cc, api_server.cc): authentication, origins, routing, appends, window reads, and
+// the start of an SSE follow (its events are carried by a FollowPump).
 
 #include <atomic>
 #include <map>
@@ -10,11 +11,13 @@
 #include <vector>
 
 #include "sidecar/http/request.h"
-#include "sidecar/log/api_response.h"
+#include "sidecar/http/response.h"
+#include "sidecar/http/service.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/api_sessions.h"
 #include "sidecar/log/api_token.h"
 #include "sidecar/log/follow_hub.h"
+#include "sidecar/log/follow_pump.h"
 #include "sidecar/log/producer.h"
 
 namespace streamcar::log {
@@ -32,13 +35,16 @@ class ApiEndpoints {
                const ApiServerDeps& deps);
 
   // What can be decided from the head alone, before a byte of the body is read: the token, the
-  // path, the stream, the method and the declared body size. An answer here is sent instead of
-  // reading the body (and the connection is then closed if a body was announced).
-  std::optional<ApiResponse> Screen(const ApiRequest& request, ApiRoute* route);
+  // Origin, the path, the stream, the method and the declared body size. An answer here is sent
+  // instead of reading the body (and the connection is then closed if a body was announced; after
+  // a 401 it is closed in any case). *authenticated: a valid token was presented.
+  std::optional<http::Response> Screen(const ApiRequest& request, ApiRoute* route,
+                                       bool* authenticated);
 
-  // Answers a whole request. A follow request streams its events on `fd` and returns nullopt
-  // once the follower ends (the connection is then closed).
-  std::optional<ApiResponse> Handle(const ApiRequest& request, ApiRoute route, int fd);
+  // Answers a whole request through `responder`, counting the answer. Blocks on Redis: runs on a
+  // worker thread. A follow request, once its start and first page are read, becomes an event
+  // stream carried by the follow pump.
+  void Handle(const ApiRequest& request, ApiRoute route, const http::Responder& responder);
 
   // Counts one answer in streamcar_api_requests_total.
   void Count(ApiRoute route, int status);
@@ -49,7 +55,7 @@ class ApiEndpoints {
   // one thread.
   void Probe();
 
-  // Ends every follower (their Handle calls return) and refuses new ones.
+  // Ends every follower and refuses new ones.
   void Stop();
 
  private:
@@ -60,15 +66,17 @@ class ApiEndpoints {
 
   ArchiveStore* ArchiveOf(const Stream& stream) const;
   const Stream* Find(const std::string& name) const;
-  ApiResponse Produce(const ApiRequest& request, const Stream& stream);
-  ApiResponse Read(const ApiRequest& request, const Stream& stream);
-  std::optional<ApiResponse> Follow(const ApiRequest& request, const Stream& stream, int fd);
-  // The SSE loop of a follow whose 200 head is sent: `entries` (the first page), then each page
-  // the follower gives, until the API stops, the peer leaves or the follower ends.
-  void StreamEvents(Follower& follower, std::vector<StreamEntry> entries, int fd);
-  ApiResponse Unavailable(const Status& status, int retry_after) const;
+  std::optional<http::Response> ScreenStream(const ApiRequest& request, ApiRoute* route);
+  http::Response Answer(const ApiRequest& request, ApiRoute route, const Stream& stream);
+  http::Response Produce(const ApiRequest& request, const Stream& stream);
+  http::Response Read(const ApiRequest& request, const Stream& stream);
+  // A follow: the answer when it cannot start (sent by the caller), else nullopt once the event
+  // stream is started and handed to the pump.
+  std::optional<http::Response> Follow(const ApiRequest& request, const Stream& stream,
+                                       const http::Responder& responder);
+  http::Response Unavailable(const Status& status, int retry_after) const;
   // The answer to a failed read or follow: 400, 503 (an outage, with Retry-After) or 500.
-  ApiResponse ReadFailure(const Status& status) const;
+  http::Response ReadFailure(const Status& status) const;
 
   config::ApiConfig api_;
   ApiServerDeps deps_;
@@ -77,9 +85,13 @@ class ApiEndpoints {
   SessionPool sessions_;
   redis::Session probe_;
   FollowHub hub_;
+  FollowPump pump_;
   std::atomic<size_t> followers_{0};
   std::atomic<bool> stopping_{false};
 };
+
+// The route of a request that passed Screen.
+ApiRoute RouteOf(const ApiRequest& request);
 
 // Whether a GET asks for the SSE follow: follow=true in the query or Accept: text/event-stream.
 bool WantsFollow(const ApiRequest& request,

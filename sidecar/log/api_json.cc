@@ -213,16 +213,6 @@ StatusOr<std::vector<EntryFields>> EntriesFromJson(std::string_view body) {
   return entries;
 }
 
-std::string ErrorJson(std::string_view message) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter writer(buffer);
-  writer.StartObject();
-  writer.Key("error");
-  WriteString(writer, message);
-  writer.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
 std::string NonMonotonicJson(std::string_view top) {
   rapidjson::StringBuffer buffer;
   JsonWriter writer(buffer);

@@ -31,8 +31,7 @@ StatusOr<std::vector<EntryFields>> EntriesFromJson(std::string_view body);
 // The error of an explicit id too far ahead of Redis's clock or the maximum id (SPEC 10).
 inline constexpr std::string_view kIdOutOfRange = "id_out_of_range";
 
-// {"error":"<message>"} and, for a non-monotonic id, {"error":"nonmonotonic","top":"<id>"}.
-std::string ErrorJson(std::string_view message);
+// For a non-monotonic id, {"error":"nonmonotonic","top":"<id>"} (other errors: http/json_error.h).
 std::string NonMonotonicJson(std::string_view top);
 // {"id":"<id>","stream":"<name>"}
 std::string ReceiptJson(std::string_view id, std::string_view stream);

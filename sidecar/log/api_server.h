@@ -1,20 +1,23 @@
 #pragma once
 // The log API server (SPEC section 10) on api.listen: POST and GET /v1/streams/{name}/entries and
-// their Server-Sent Events follow. docs/api.md is the reference; docs/api-server.md says why the
-// server is built this way.
+// their Server-Sent Events follow. docs/api.md is the reference; docs/architecture.md counts the
+// threads.
 //
-// One thread per connection, bounded: a request that waits on Redis blocks only its own
-// connection, and a follower (SSE) holds one thread for as long as it follows. Followers are
-// capped below the connection cap (kMaxFollowers < kMaxConnections), so followers can never take
-// the threads that POSTs and GETs need; past either cap the answer is 503 with Retry-After.
-// Every request must arrive whole within kRequestTimeout of its first byte, its head within
-// kMaxHeadBytes, its body within api.max_body (413 before reading it); a new connection that
-// sends nothing within kRequestTimeout, and an idle keep-alive connection after kIdleTimeout, is
-// closed; an answer must be taken within kWriteTimeout.
+// A service (log/api_service.h) on the inbound HTTP server (http/server.h), built like the admin
+// server: one loop thread carries every connection, so its threads do not grow with connections.
+// Requests that wait on Redis run on kWorkers worker threads, each with its own Redis session;
+// followers (SSE) are carried by kPumpThreads pump threads (log/follow_pump.h) and share one
+// FollowHub, so each followed stream costs one blocking read however many follow it. Followers are
+// capped below the connection cap (kMaxFollowers < kMaxConnections); past the follower cap the
+// answer is 503 with Retry-After. Bounds: a head of kMaxHeadBytes, a body of api.max_body (413
+// before reading it), a whole request within kRequestTimeout of its first byte, an answer taken
+// within kWriteTimeout, an idle keep-alive connection closed after kIdleTimeout. With a token
+// file, a connection that has not presented the token gets kUnauthenticatedTimeout to send its
+// head and to idle, and is the first evicted at the connection cap.
 //
-// Redis work uses the server's own sessions (a pool of kSessions), never a subscription's; all
-// followers share one FollowHub, so each followed stream costs one blocking read however many
-// follow it. Redis down: 503 with Retry-After, within the connect and command timeouts.
+// Redis work uses the server's own sessions, never a subscription's. Redis down: 503 with
+// Retry-After, within the connect and command timeouts. A probe checks Redis every kProbeInterval
+// on a thread of its own, for readiness.
 
 #include <memory>
 #include <string>
@@ -46,14 +49,24 @@ class ApiServer {
   static constexpr size_t kMaxHeadBytes = size_t{16} * 1024;
   static constexpr size_t kMaxConnections = 512;
   static constexpr size_t kMaxFollowers = 384;
-  static constexpr int kSessions = 16;
+  // Threads that answer POST and GET (and start follows), and the Redis sessions they use.
+  static constexpr int kWorkers = 8;
+  static constexpr int kSessions = kWorkers;
+  // Threads that carry the followers' events.
+  static constexpr int kPumpThreads = 2;
   static constexpr Millis kRequestTimeout{10000};
   static constexpr Millis kIdleTimeout{60000};
   static constexpr Millis kWriteTimeout{10000};
+  // With api.token_file: how long a connection that has not presented the token may take to send
+  // its head or stay idle, so that connections without it cannot hold the connection cap.
+  static constexpr Millis kUnauthenticatedTimeout{2000};
+  // How long unread input is drained after an answer that closes the connection.
+  static constexpr Millis kLingerTimeout{1000};
   // How long a request waits for a free Redis session before 503.
   static constexpr Millis kSessionWait{2000};
   // SSE: a comment line this often keeps proxies from closing an idle stream (SPEC 10).
   static constexpr Millis kKeepAliveInterval{15000};
+  static constexpr Millis kProbeInterval{1000};
 
   ApiServer(config::ApiConfig api, const std::vector<config::LogStream>& streams,
             const ApiServerDeps& deps);

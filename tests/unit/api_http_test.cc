@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "sidecar/http/json_error.h"
 #include "sidecar/log/api_json.h"
 #include "sidecar/log/api_route.h"
 #include "sidecar/log/api_token.h"
@@ -62,7 +63,11 @@ TEST(ApiJsonTest, RefusesDeepNestingBeforeParsing) {
 }
 
 TEST(ApiJsonTest, Answers) {
-  EXPECT_EQ(ErrorJson("bad \"x\"\n"), R"({"error":"bad \"x\"\n"})");
+  EXPECT_EQ(http::ErrorJson("bad \"x\"\n"), R"({"error":"bad \"x\"\n"})");
+  const http::Response refused = http::JsonError(403, "origin_not_allowed");
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_EQ(refused.content_type, "application/json");
+  EXPECT_EQ(refused.body, R"({"error":"origin_not_allowed"})");
   EXPECT_EQ(NonMonotonicJson("5-1"), R"({"error":"nonmonotonic","top":"5-1"})");
   EXPECT_EQ(ReceiptJson("5-1", "feed"), R"({"id":"5-1","stream":"feed"})");
   StreamEntry entry;

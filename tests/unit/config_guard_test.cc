@@ -190,7 +190,8 @@ subscriptions:
     name: second
     handler: { format: cloudevents, batch_size: 1 }
 api: { listen: "127.0.0.1:9465", token_file: /run/token, max_body: 2048KiB, idempotency_ttl: 90m,
-       max_future_skew: 1m }
+       max_future_skew: 1m, allowed_origins: ["https://app.example.com"],
+       max_follow_buffer: 8MiB }
 streams:
   - { name: feed, produce: false, notify: true, archive: true,
       retention: { max_len: 10, max_age: 1h, interval: 5s } }
@@ -279,6 +280,8 @@ api:
   max_body: 1MiB
   idempotency_ttl: 24h
   max_future_skew: 1m
+  allowed_origins: []
+  max_follow_buffer: 64MiB
 streams: []
 archive:
   url: ""
@@ -366,6 +369,8 @@ api:
   max_body: 1MiB
   idempotency_ttl: 24h
   max_future_skew: 1m
+  allowed_origins: []
+  max_follow_buffer: 64MiB
 streams: []
 archive:
   url: ""
@@ -505,6 +510,8 @@ api:
   max_body: 2MiB
   idempotency_ttl: 1h30m
   max_future_skew: 1m
+  allowed_origins: [https://app.example.com]
+  max_follow_buffer: 8MiB
 streams:
   - name: feed
     produce: false
@@ -1117,7 +1124,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 77u) << [&] {
+  EXPECT_EQ(keys.size(), 79u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;

@@ -670,6 +670,8 @@ TEST(LogApiConfig, StreamsWithoutSubscriptionsGetEveryDefault) {
   EXPECT_EQ(c.api.max_body, uint64_t{1} << 20);
   EXPECT_EQ(c.api.idempotency_ttl, Millis(24LL * 3600 * 1000));
   EXPECT_EQ(c.api.max_future_skew, Millis(60000));
+  EXPECT_TRUE(c.api.allowed_origins.empty());
+  EXPECT_EQ(c.api.max_follow_buffer, uint64_t{64} << 20);
   EXPECT_EQ(c.archive.url, "");
   EXPECT_EQ(c.archive.interval, Millis(30000));
   EXPECT_EQ(c.archive.batch, 1000);
@@ -690,6 +692,8 @@ api:
   max_body: 64KiB
   idempotency_ttl: 1h30m
   max_future_skew: 5s
+  allowed_origins: ["https://app.example.com", "http://localhost:3000"]
+  max_follow_buffer: 16MiB
 streams:
   - name: feed
     produce: false
@@ -709,6 +713,9 @@ archive:
   EXPECT_EQ(c.api.max_body, uint64_t{64} << 10);
   EXPECT_EQ(c.api.idempotency_ttl, Millis(90 * 60 * 1000));
   EXPECT_EQ(c.api.max_future_skew, Millis(5000));
+  EXPECT_EQ(c.api.allowed_origins,
+            (std::vector<std::string>{"https://app.example.com", "http://localhost:3000"}));
+  EXPECT_EQ(c.api.max_follow_buffer, uint64_t{16} << 20);
   ASSERT_EQ(c.streams.size(), 2u);
   const auto& s = c.streams[0];
   EXPECT_EQ(s.name, "feed");
@@ -772,6 +779,29 @@ TEST(LogApiConfig, MaxBodyIsASizeAboveZero) {
               "greater than 0B", 3);
   ExpectError("version: 1\nstreams: [{name: a}]\napi: { max_body: 1024 }\n", "api.max_body",
               "no unit", 3);
+}
+
+TEST(LogApiConfig, AllowedOriginsIsAListOfStrings) {
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { allowed_origins: https://a.example }\n",
+              "api.allowed_origins", "must be a list of origins", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { allowed_origins: [{a: 1}] }\n",
+              "api.allowed_origins[0]", "", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { allowed_origins: [\"\"] }\n",
+              "api.allowed_origins[0]", "not empty", 3);
+  EXPECT_TRUE(Load("version: 1\nstreams: [{name: a}]\napi: { allowed_origins: ~ }\n")
+                  .api.allowed_origins.empty());
+}
+
+TEST(LogApiConfig, MaxFollowBufferIsASizeOfAtLeastOneMiB) {
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { max_follow_buffer: 512KiB }\n",
+              "api.max_follow_buffer", "at least 1MiB", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { max_follow_buffer: [1] }\n",
+              "api.max_follow_buffer", "", 3);
+  ExpectError("version: 1\nstreams: [{name: a}]\napi: { max_follow_buffer: 1024 }\n",
+              "api.max_follow_buffer", "no unit", 3);
+  EXPECT_EQ(Load("version: 1\nstreams: [{name: a}]\napi: { max_follow_buffer: 1MiB }\n")
+                .api.max_follow_buffer,
+            uint64_t{1} << 20);
 }
 
 TEST(LogApiConfig, IdempotencyTtlIsAPositiveDuration) {

@@ -1,0 +1,36 @@
+#pragma once
+// The log API (SPEC section 10) as a service of the inbound HTTP server (http/service.h): the head
+// is screened on the server's loop (token, Origin, route, stream, method, declared size), and a
+// whole request is answered on a worker thread, since every answer waits on Redis. Every answer,
+// the server's own refusals included, is counted in streamcar_api_requests_total.
+//
+// Threads: Screen, Handle and Refusal on the server's loop thread; the work Handle submits on the
+// worker pool.
+
+#include <cstdint>
+#include <string_view>
+
+#include "sidecar/http/service.h"
+#include "sidecar/http/worker_pool.h"
+#include "sidecar/log/api_endpoints.h"
+
+namespace streamcar::log {
+
+class ApiService final : public http::Service {
+ public:
+  // Both borrowed; they outlive the service and the server that calls it. `max_body` is
+  // api.max_body, named in the server's 413.
+  ApiService(ApiEndpoints* endpoints, http::WorkerPool* workers, uint64_t max_body)
+      : endpoints_(endpoints), workers_(workers), max_body_(max_body) {}
+
+  Screening Screen(const http::Request& head) override;
+  void Handle(http::Request request, http::Responder responder) override;
+  http::Response Refusal(int status, std::string_view message) const override;
+
+ private:
+  ApiEndpoints* endpoints_;
+  http::WorkerPool* workers_;
+  uint64_t max_body_;
+};
+
+}  // namespace streamcar::log
