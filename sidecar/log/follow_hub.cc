@@ -74,6 +74,7 @@ void FollowHub::Impl::Stop() {
   }
   stop_.Request();
   changed_.notify_all();
+  NotifyListeners();
   // No lane is added once stopping_ is set: the map is stable from here on.
   for (auto& [slot, lane] : lanes_) {
     if (lane->thread.joinable()) lane->thread.join();
@@ -85,6 +86,23 @@ int FollowHub::Impl::FollowerCount(const std::string& stream) const {
   std::lock_guard lock(mutex_);
   auto it = followers_.find(stream);
   return it == followers_.end() ? 0 : it->second;
+}
+
+int FollowHub::Impl::AddListener(std::function<void()> on_change) {
+  std::lock_guard lock(listeners_mutex_);
+  const int id = ++next_listener_;
+  listeners_.emplace(id, std::move(on_change));
+  return id;
+}
+
+void FollowHub::Impl::RemoveListener(int id) {
+  std::lock_guard lock(listeners_mutex_);
+  listeners_.erase(id);
+}
+
+void FollowHub::Impl::NotifyListeners() {
+  std::lock_guard lock(listeners_mutex_);
+  for (const auto& [id, on_change] : listeners_) on_change();
 }
 
 void FollowHub::Impl::AddFollower(const std::string& stream) {
@@ -314,6 +332,7 @@ void FollowHub::Impl::FindUnreadableStreams(
     }
   }
   changed_.notify_all();
+  if (found) NotifyListeners();
   if (!found) {
     SetLaneError(lane, error);
     stop_.WaitFor(Millis(500));  // an error no key explains: do not spin on it
@@ -328,6 +347,12 @@ void FollowHub::Impl::SetLaneError(Lane& lane, const Status& status) {
 
 void FollowHub::Impl::Deliver(Lane& lane, const redis::ReplyView& reply,
                               const std::map<std::string, EntryId>& skips) {
+  FillFeeds(lane, reply, skips);
+  if (reply.Size() > 0) NotifyListeners();
+}
+
+void FollowHub::Impl::FillFeeds(Lane& lane, const redis::ReplyView& reply,
+                                const std::map<std::string, EntryId>& skips) {
   std::lock_guard lock(mutex_);
   lane.error = Status::Ok();
   for (size_t i = 0; i < reply.Size(); ++i) {
@@ -407,6 +432,12 @@ std::unique_ptr<Follower> FollowHub::Follow(const std::string& stream, const std
 int FollowHub::FollowerCount(const std::string& stream) const {
   return impl_->FollowerCount(stream);
 }
+
+int FollowHub::AddListener(std::function<void()> on_change) {
+  return impl_->AddListener(std::move(on_change));
+}
+
+void FollowHub::RemoveListener(int id) { impl_->RemoveListener(id); }
 
 void FollowHub::Stop() { impl_->Stop(); }
 

@@ -5,6 +5,7 @@
 // shared read with no gap and no duplicate; a follower that falls too far behind the shared read
 // catches up again the same way instead of holding unbounded memory.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,13 @@ class FollowHub {
                                    ArchiveStore* archive);
   // The followers of `stream` now (the streamcar_followers gauge).
   int FollowerCount(const std::string& stream) const;
+  // Calls `on_change` whenever a followed stream's shared buffer got new entries, or a follower's
+  // Next may answer differently for another reason (a stream became unreadable, Stop), so that a
+  // caller carrying many followers on few threads (follow_pump.h) can sleep in between instead of
+  // polling each one. It runs on a hub thread with no lock of the hub held and must not block;
+  // it is not called once RemoveListener(id) has returned. Thread-safe.
+  int AddListener(std::function<void()> on_change);
+  void RemoveListener(int id);
   // Wakes every waiting follower with kCancelled and joins the hub's threads.
   void Stop();
 

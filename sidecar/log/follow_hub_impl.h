@@ -4,6 +4,7 @@
 // and the followers (hub_follower.cc). Not for other users.
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,8 @@ class FollowHub::Impl {
   int FollowerCount(const std::string& stream) const;
   void AddFollower(const std::string& stream);
   void RemoveFollower(const std::string& stream);
+  int AddListener(std::function<void()> on_change);
+  void RemoveListener(int id);
 
   // The catch-up reads (follow_catch_up.cc), on connections of their own.
   // "$": the id the stream's next entry will be above (its last-generated id, which counts
@@ -101,10 +104,16 @@ class FollowHub::Impl {
   // FindSkips) raise the floors of the streams they name.
   void Deliver(Lane& lane, const redis::ReplyView& reply,
                const std::map<std::string, EntryId>& skips);
+  // Deliver's part under mutex_: the entries into their feeds' buffers.
+  void FillFeeds(Lane& lane, const redis::ReplyView& reply,
+                 const std::map<std::string, EntryId>& skips);
   // A lane the waker must interrupt: it has not issued an XREAD with every stream added to it,
   // or the hub stops (so Stop never waits out a BLOCK). Needs mutex_ held.
   bool BehindLocked(const Lane& lane) const;
   bool AllLanesDoneLocked() const;
+  // Tells the listeners (FollowHub::AddListener) that followers may have news. Call with mutex_
+  // not held, after the change is visible under it.
+  void NotifyListeners();
   // Interrupts each lane's XREAD until it has issued one that includes every stream added to it;
   // on Stop, until every lane's thread has ended. One connection per node the lanes are on.
   void WakerLoop();
@@ -127,6 +136,11 @@ class FollowHub::Impl {
   std::map<int, LaneConnection> catch_up_;  // by slot (-1: the one), like the lanes
 
   std::thread waker_thread_;
+
+  // Held while a listener runs, so that RemoveListener waits for a call in progress.
+  std::mutex listeners_mutex_;
+  std::map<int, std::function<void()>> listeners_;
+  int next_listener_ = 0;
 };
 
 // A follower of `stream` from just after `after` (hub_follower.cc).

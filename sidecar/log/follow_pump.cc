@@ -1,25 +1,45 @@
-// A minimal FollowPump (log/follow_pump.h) for the log API's service: each follower belongs to one
-// pump thread (its lane), which polls it without waiting, skips it while its client has its share
-// of the buffer unread, and sleeps briefly after a pass that moved nothing.
+// The follower pump (follow_pump.h). Each follower is in one of a few waits, and the pump's
+// threads sleep until one of them is over instead of polling every follower:
+//   - ready: worked as soon as a thread is free (new, or its last Next gave entries: a follower
+//     catching up has more pages without any news from the hub);
+//   - news: its last Next gave nothing; worked again when the hub says a shared buffer got new
+//     entries (FollowHub::AddListener), or when its keep-alive is due;
+//   - paused: its client has not taken its share yet; looked at again every kPausedPoll;
+//   - paced: Redis was unreachable; tried again after kUnreachablePace.
+// The hub's news carry a generation number, and a follower remembers the generation at the start
+// of its last Next: news that arrive while it is being worked are not lost.
 
 #include "sidecar/log/follow_pump.h"
 
 #include <algorithm>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "sidecar/common/text.h"
 #include "sidecar/delivery/encoder.h"
 
 namespace streamcar::log {
 namespace {
 
-// How long a lane rests after a pass that moved nothing.
-constexpr Millis kIdlePass{50};
+// Redis unreachable: the follower is tried again after this (the wait the per-follower threads
+// had), so that an outage does not turn the pump into a busy loop.
+constexpr Millis kUnreachablePace{200};
+// How often a paused follower's queued bytes are looked at: a client that reads again resumes
+// within this.
+constexpr Millis kPausedPoll{50};
+// How often a follower waiting for news is checked for a client that left, so that it does not
+// hold its hub follower until its next event or keep-alive.
+constexpr Millis kGoneSweep{1000};
 
-std::string Events(const std::vector<StreamEntry>& entries) {
+constexpr const char* kStopping = "the server is stopping";
+
+// The SSE events of `entries` (SPEC 10: the event id is the entry id, the data its JSON line).
+std::string EventsOf(const std::vector<StreamEntry>& entries) {
   std::string out;
   for (const auto& entry : entries) {
     out += "id: " + entry.id + "\ndata: " + delivery::EncodeLogEntry(entry) + "\n\n";
@@ -31,142 +51,259 @@ std::string Events(const std::vector<StreamEntry>& entries) {
 
 class FollowPump::Impl {
  public:
-  Impl(FollowHub* hub, FollowPumpOptions options) : options_(options) {
-    (void)hub;  // the followers were made by it; they need nothing more of it here
-    const int threads = std::max(1, options_.threads);
-    for (int lane = 0; lane < threads; ++lane) {
-      threads_.emplace_back([this, lane] { Run(lane); });
-    }
-  }
-
+  Impl(FollowHub* hub, FollowPumpOptions options);
   ~Impl() { Stop(); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   void Add(std::unique_ptr<Follower> follower, std::vector<StreamEntry> first,
-           http::Responder responder, std::function<void()> on_end) {
-    auto carried = std::make_shared<Carried>(
-        Carried{std::move(follower), std::move(responder), std::move(on_end), SteadyClock::now(),
-                next_lane_++ % threads_.size(), std::move(first)});
-    {
-      std::lock_guard lock(mutex_);
-      if (!stopping_) {
-        carried_.push_back(carried);
-        return;
-      }
-    }
-    End(*carried, "the API is stopping");
-  }
-
-  size_t size() const {
-    std::lock_guard lock(mutex_);
-    return carried_.size();
-  }
-
-  void Stop() {
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_ && threads_.empty()) return;
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (auto& thread : threads_) thread.join();
-    threads_.clear();
-    std::vector<std::shared_ptr<Carried>> left;
-    {
-      std::lock_guard lock(mutex_);
-      left.swap(carried_);
-    }
-    for (auto& carried : left) End(*carried, "the API is stopping");
-  }
+           http::Responder responder, std::function<void()> on_end);
+  size_t size() const;
+  void Stop();
 
  private:
+  enum class Wait { kReady, kWorking, kNews, kPaused, kPaced };
+  // What one turn of a follower came to.
+  enum class Turn { kMore, kIdle, kPaused, kPaced, kEnded };
+
   struct Carried {
+    Carried(std::unique_ptr<Follower> f, http::Responder r, std::function<void()> e)
+        : follower(std::move(f)), responder(std::move(r)), on_end(std::move(e)) {}
     std::unique_ptr<Follower> follower;
     http::Responder responder;
     std::function<void()> on_end;
-    SteadyTime last_write;
-    size_t lane = 0;
-    std::vector<StreamEntry> pending;  // the first page, sent by the lane's first step
+    // The fields below are read under mutex_ unless the follower is kWorking; then only the
+    // thread working it touches them.
+    Wait wait = Wait::kReady;
+    uint64_t seen_generation = 0;    // the hub's news generation when its last Next started
+    SteadyTime last_write;           // of an event or a keep-alive
+    SteadyTime due;                  // kNews: its keep-alive; kPaused, kPaced: its next look
+    std::string end_reason;          // kEnded: the final comment (empty: the client left)
+    std::vector<StreamEntry> first;  // the page read before Add, sent on its first turn
   };
 
-  static void End(Carried& carried, std::string_view reason) {
-    carried.responder.Send(": " + std::string(reason) + "\n\n");
-    carried.responder.Finish();
-    carried.follower.reset();
-    if (carried.on_end) carried.on_end();
+  void Run();
+  // One turn of `c`, without mutex_: its client, then at most one Next and one Send.
+  Turn Work(Carried& c, size_t share);
+  void KeepAliveIfDue(Carried& c, SteadyTime now) const;
+  // Files `c` after a turn. Needs mutex_ held.
+  void FileLocked(uint64_t id, Carried& c, Turn turn, SteadyTime now);
+  // Makes ready the followers whose wait is over; the earliest time another one's wait ends.
+  // Needs mutex_ held.
+  SteadyTime WakeDueLocked(SteadyTime now);
+  // Ends a follower no longer in carried_: the final comment (when its client is there to read
+  // it), Finish, on_end.
+  static void End(Carried& c, const std::string& reason);
+  size_t ShareLocked() const {
+    return std::max(options_.max_buffer_bytes / std::max<size_t>(carried_.size(), 1), kMinShare);
   }
 
-  size_t Share(size_t followers) const {
-    return std::max(kMinShare, options_.max_buffer_bytes / std::max<size_t>(1, followers));
-  }
+  FollowHub* hub_;
+  FollowPumpOptions options_;
+  int listener_ = 0;
 
-  // Moves one follower along; false when it ended.
-  bool Step(Carried& carried, size_t share, bool* moved) {
-    if (carried.responder.gone()) {
-      carried.follower.reset();
-      if (carried.on_end) carried.on_end();
-      return false;
-    }
-    const SteadyTime now = SteadyClock::now();
-    if (!carried.pending.empty()) {
-      carried.responder.Send(Events(carried.pending));
-      carried.pending.clear();
-      carried.last_write = now;
-      *moved = true;
-      return true;
-    }
-    if (carried.responder.queued_bytes() < share) {
-      std::vector<StreamEntry> entries;
-      const Status status = carried.follower->Next(&entries, Millis(0));
-      if (!status.ok() && status.code() != StatusCode::kIo &&
-          status.code() != StatusCode::kTimeout) {
-        End(carried, status.code() == StatusCode::kCancelled ? "the API is stopping"
-                                                             : "error: " + status.message());
-        return false;
-      }
-      if (!entries.empty()) {
-        carried.responder.Send(Events(entries));
-        carried.last_write = now;
-        *moved = true;
-        return true;
-      }
-    }
-    if (now - carried.last_write >= options_.keep_alive) {
-      carried.responder.Send(": keep-alive\n\n");
-      carried.last_write = now;
-    }
-    return true;
-  }
-
-  void Run(size_t lane) {
-    std::unique_lock lock(mutex_);
-    while (!stopping_) {
-      std::vector<std::shared_ptr<Carried>> mine;
-      for (const auto& carried : carried_) {
-        if (carried->lane == lane) mine.push_back(carried);
-      }
-      const size_t share = Share(carried_.size());
-      lock.unlock();
-      bool moved = false;
-      std::vector<Carried*> ended;
-      for (const auto& carried : mine) {
-        if (!Step(*carried, share, &moved)) ended.push_back(carried.get());
-      }
-      lock.lock();
-      std::erase_if(carried_, [&](const std::shared_ptr<Carried>& c) {
-        return std::find(ended.begin(), ended.end(), c.get()) != ended.end();
-      });
-      if (!moved) wake_.wait_for(lock, kIdlePass, [&] { return stopping_; });
-    }
-  }
-
-  const FollowPumpOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<std::shared_ptr<Carried>> carried_;  // guarded by mutex_
-  bool stopping_ = false;                          // guarded by mutex_
-  std::atomic<size_t> next_lane_{0};
+  bool stopping_ = false;
+  uint64_t generation_ = 0;  // bumped by every piece of hub news
+  uint64_t scanned_generation_ = 0;
+  SteadyTime next_sweep_;
+  uint64_t next_id_ = 0;
+  std::map<uint64_t, std::unique_ptr<Carried>> carried_;
+  std::deque<uint64_t> ready_;
   std::vector<std::thread> threads_;
 };
+
+FollowPump::Impl::Impl(FollowHub* hub, FollowPumpOptions options)
+    : hub_(hub), options_(options), next_sweep_(SteadyClock::now() + kGoneSweep) {
+  listener_ = hub_->AddListener([this] {
+    {
+      std::lock_guard lock(mutex_);
+      ++generation_;
+    }
+    wake_.notify_all();
+  });
+  const int threads = std::max(options_.threads, 1);
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+}
+
+void FollowPump::Impl::Add(std::unique_ptr<Follower> follower, std::vector<StreamEntry> first,
+                           http::Responder responder, std::function<void()> on_end) {
+  auto carried =
+      std::make_unique<Carried>(std::move(follower), std::move(responder), std::move(on_end));
+  carried->last_write = SteadyClock::now();
+  carried->first = std::move(first);
+  std::unique_lock lock(mutex_);
+  if (stopping_) {
+    lock.unlock();
+    End(*carried, kStopping);
+    return;
+  }
+  const uint64_t id = ++next_id_;
+  carried_.emplace(id, std::move(carried));
+  ready_.push_back(id);
+  lock.unlock();
+  wake_.notify_one();
+}
+
+size_t FollowPump::Impl::size() const {
+  std::lock_guard lock(mutex_);
+  return carried_.size();
+}
+
+void FollowPump::Impl::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  if (listener_ != 0) hub_->RemoveListener(listener_);
+  listener_ = 0;
+}
+
+void FollowPump::Impl::Run() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    if (stopping_) {
+      // End the followers no other thread is working; a worked one is ended by its thread.
+      auto it = std::find_if(carried_.begin(), carried_.end(),
+                             [](const auto& item) { return item.second->wait != Wait::kWorking; });
+      if (it == carried_.end()) return;
+      auto owned = std::move(it->second);
+      carried_.erase(it);
+      lock.unlock();
+      End(*owned, kStopping);
+      owned.reset();
+      lock.lock();
+      continue;
+    }
+    if (!ready_.empty()) {
+      const uint64_t id = ready_.front();
+      ready_.pop_front();
+      auto it = carried_.find(id);
+      if (it == carried_.end()) continue;
+      Carried& c = *it->second;
+      c.wait = Wait::kWorking;
+      c.seen_generation = generation_;
+      const size_t share = ShareLocked();
+      lock.unlock();
+      const Turn turn = Work(c, share);
+      lock.lock();
+      if (turn == Turn::kEnded || stopping_) {
+        auto owned = std::move(it->second);
+        carried_.erase(it);
+        lock.unlock();
+        End(*owned, turn == Turn::kEnded ? owned->end_reason : kStopping);
+        owned.reset();  // the hub follower goes before the lock is taken again
+        lock.lock();
+        continue;
+      }
+      FileLocked(id, c, turn, SteadyClock::now());
+      continue;
+    }
+    const SteadyTime next = WakeDueLocked(SteadyClock::now());
+    if (!ready_.empty()) {
+      wake_.notify_all();
+      continue;
+    }
+    wake_.wait_until(lock, next, [&] {
+      return stopping_ || !ready_.empty() || generation_ != scanned_generation_;
+    });
+  }
+}
+
+FollowPump::Impl::Turn FollowPump::Impl::Work(Carried& c, size_t share) {
+  if (c.responder.gone()) return Turn::kEnded;
+  if (!c.first.empty()) {
+    c.responder.Send(EventsOf(c.first));
+    c.first = {};
+    c.last_write = SteadyClock::now();
+    return Turn::kMore;
+  }
+  // Paused: no Next, so the cursor stays where the client's bytes end.
+  if (c.responder.queued_bytes() >= share) return Turn::kPaused;
+  std::vector<StreamEntry> entries;
+  const Status status = c.follower->Next(&entries, Millis(0));
+  const SteadyTime now = SteadyClock::now();
+  if (status.code() == StatusCode::kIo || status.code() == StatusCode::kTimeout) {
+    // Redis unreachable: the follower resumes where it was; the client keeps its stream.
+    KeepAliveIfDue(c, now);
+    return Turn::kPaced;
+  }
+  if (!status.ok()) {
+    // Stopped, or an error retrying cannot fix (the key became another type): the client's
+    // reconnect gets the error as an answer.
+    c.end_reason = status.message();
+    return Turn::kEnded;
+  }
+  if (!entries.empty()) {
+    c.responder.Send(EventsOf(entries));
+    c.last_write = now;
+    return Turn::kMore;
+  }
+  KeepAliveIfDue(c, now);
+  return Turn::kIdle;
+}
+
+void FollowPump::Impl::KeepAliveIfDue(Carried& c, SteadyTime now) const {
+  if (now - c.last_write < options_.keep_alive) return;
+  c.responder.Send(": keep-alive\n\n");
+  c.last_write = now;
+}
+
+void FollowPump::Impl::FileLocked(uint64_t id, Carried& c, Turn turn, SteadyTime now) {
+  switch (turn) {
+    case Turn::kIdle:
+      if (c.seen_generation == generation_) {
+        c.wait = Wait::kNews;
+        c.due = c.last_write + options_.keep_alive;
+        return;
+      }
+      break;  // news arrived while it was worked: it may have missed them
+    case Turn::kPaused:
+      c.wait = Wait::kPaused;
+      c.due = now + kPausedPoll;
+      return;
+    case Turn::kPaced:
+      c.wait = Wait::kPaced;
+      c.due = now + kUnreachablePace;
+      return;
+    case Turn::kMore:
+    case Turn::kEnded:
+      break;
+  }
+  c.wait = Wait::kReady;
+  ready_.push_back(id);
+}
+
+SteadyTime FollowPump::Impl::WakeDueLocked(SteadyTime now) {
+  scanned_generation_ = generation_;
+  const bool sweep = now >= next_sweep_;
+  if (sweep) next_sweep_ = now + kGoneSweep;
+  SteadyTime next = next_sweep_;
+  for (auto& [id, c] : carried_) {
+    if (c->wait == Wait::kReady || c->wait == Wait::kWorking) continue;
+    const bool news = c->wait == Wait::kNews && c->seen_generation != generation_;
+    if (news || now >= c->due || (sweep && c->responder.gone())) {
+      c->wait = Wait::kReady;
+      ready_.push_back(id);
+    } else {
+      next = std::min(next, c->due);
+    }
+  }
+  return next;
+}
+
+void FollowPump::Impl::End(Carried& c, const std::string& reason) {
+  if (!reason.empty() && !c.responder.gone()) {
+    c.responder.Send(": " + PrintableOneLine(reason) + "\n\n");
+  }
+  c.responder.Finish();
+  if (c.on_end) c.on_end();
+}
 
 FollowPump::FollowPump(FollowHub* hub, FollowPumpOptions options)
     : impl_(std::make_unique<Impl>(hub, options)) {}
