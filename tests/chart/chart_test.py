@@ -244,6 +244,12 @@ check(kind(made, "Secret")[0]["stringData"]["token"] == "s3cret"
       "api.token.value: the chart makes the token Secret")
 open_api = yaml.safe_load(kind(render("--set", "api.enabled=true"), "ConfigMap")[0]["data"]["streamcar.yaml"])["api"]
 check("token_file" not in open_api, "api without a token: no token_file")
+check(open_api["allowed_origins"] == [] and open_api["max_follow_buffer"] == "64MiB",
+      "api: allowed_origins and max_follow_buffer rendered with the binary's defaults")
+origins_api = yaml.safe_load(kind(render("--set", "api.enabled=true", "--set", "api.allowed_origins={https://app.example.com}",
+                                         "--set", "api.max_follow_buffer=8MiB"), "ConfigMap")[0]["data"]["streamcar.yaml"])["api"]
+check(origins_api["allowed_origins"] == ["https://app.example.com"] and origins_api["max_follow_buffer"] == "8MiB",
+      "api.allowed_origins and api.max_follow_buffer: rendered into config.api")
 
 claimed = render("-f", os.path.join(CHART, "examples", "log-api.yaml"), "--set", "archive.sqlite.existingClaim=mine")
 check(not kind(claimed, "PersistentVolumeClaim")
@@ -526,12 +532,9 @@ binary_keys = printed_paths(yaml.safe_load(printed.stdout), "", set())
 binary_keys |= {"defaults" + k[len("subscriptions[]"):] for k in binary_keys if k.startswith("subscriptions[].")
                 and k.split(".")[1] not in ("stream", "group", "start", "name")}
 schema_keys = schema_paths(SCHEMA["properties"]["config"], "", set())
-# The log API's keys being added by issue 29: in the schema already, printed once the binary has
-# them (then this set may go).
-IN_FLIGHT = {"api.allowed_origins", "api.max_follow_buffer"}
-check(len(binary_keys) > 90 and binary_keys <= schema_keys and schema_keys - binary_keys <= IN_FLIGHT,
+check(len(binary_keys) > 90 and binary_keys == schema_keys,
       f"schema: config's keys are the binary's ({len(binary_keys)}): missing from the schema "
-      f"{sorted(binary_keys - schema_keys)}, unknown to the binary {sorted(schema_keys - binary_keys - IN_FLIGHT)}")
+      f"{sorted(binary_keys - schema_keys)}, unknown to the binary {sorted(schema_keys - binary_keys)}")
 for key, where in [("keda.lagCount=0", "/keda/lagCount"), ("keda.activationLagCount=-1", "/keda/activationLagCount"),
                    ("keda.scaleOn={cpu}", "/keda/scaleOn"), ("probes.readiness.path=/livez", "/probes/readiness/path"),
                    ("podDisruptionBudget.maxUnavailable=half", "/podDisruptionBudget/maxUnavailable"),

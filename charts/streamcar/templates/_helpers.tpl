@@ -89,7 +89,7 @@ preStop:
 {{- end -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.api.enabled -}}
-{{- $api := dict "listen" .Values.api.listen "max_body" .Values.api.max_body "idempotency_ttl" .Values.api.idempotency_ttl "max_future_skew" .Values.api.max_future_skew -}}
+{{- $api := dict "listen" .Values.api.listen "max_body" .Values.api.max_body "idempotency_ttl" .Values.api.idempotency_ttl "max_future_skew" .Values.api.max_future_skew "allowed_origins" .Values.api.allowed_origins "max_follow_buffer" .Values.api.max_follow_buffer -}}
 {{- if include "streamcar.apiTokenSecret" . -}}
 {{- $_ := set $api "token_file" (printf "%s/%s" (include "streamcar.apiTokenDir" .) .Values.api.token.key) -}}
 {{- end -}}
