@@ -482,7 +482,7 @@ std::optional<http::Response> ApiEndpoints::Follow(const ApiRequest& request, co
   // answers 503 + Retry-After and a key that is not a stream an error, as the other endpoints do.
   auto follower = hub_.Follow(stream.config.name, start, ArchiveOf(stream));
   std::vector<StreamEntry> entries;
-  const Status first = follower->Next(&entries, Millis(0));
+  const Status first = follower->NextWithin(&entries, Millis(0), FollowPump::kMinShare);
   if (!first.ok()) {
     leave();
     return first.code() == StatusCode::kCancelled ? ShuttingDown() : ReadFailure(first);

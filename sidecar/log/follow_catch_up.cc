@@ -2,6 +2,8 @@
 // follower below the shared read's floor reads through a LogReader (archive, then Redis) until
 // it reaches the top. They share one connection per slot, apart from the lanes' blocking ones.
 
+#include <algorithm>
+
 #include "sidecar/log/follow_hub_impl.h"
 
 namespace streamcar::log {
@@ -39,7 +41,8 @@ std::optional<EntryId> FollowHub::Impl::ResolveNow(const std::string& stream, St
 }
 
 StatusOr<LogPage> FollowHub::Impl::CatchUpPage(const std::string& stream, const EntryId& after,
-                                               ArchiveStore* archive, EntryId* top) {
+                                               ArchiveStore* archive, int count,
+                                               EntryId* top) {
   Status error;
   auto now = ResolveNow(stream, &error);
   if (!now) return error;
@@ -51,7 +54,7 @@ StatusOr<LogPage> FollowHub::Impl::CatchUpPage(const std::string& stream, const 
   LogReader reader(*session, archive);
   WindowQuery query;
   query.after = FormatId(after);
-  query.count = kFollowBatch;
+  query.count = std::clamp(count, 1, kFollowBatch);
   auto page = reader.Read(stream, query);
   // The follower asks again on its next call, then on the slot's master.
   if (!page.ok()) sessions_.AfterFailure(connection, page.status());

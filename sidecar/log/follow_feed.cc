@@ -3,15 +3,12 @@
 #include <algorithm>
 
 namespace streamcar::log {
-namespace {
 
 size_t EntryBytes(const StreamEntry& entry) {
   size_t bytes = entry.id.size();
   for (const auto& [name, value] : entry.fields) bytes += name.size() + value.size();
   return bytes;
 }
-
-}  // namespace
 
 void Feed::Append(StreamEntry entry) {
   auto id = ParseId(entry.id);
@@ -40,12 +37,15 @@ void Feed::RaiseFloor(const EntryId& to) {
   }
 }
 
-void Feed::TakeAfter(EntryId* position, std::vector<StreamEntry>* out) const {
+void Feed::TakeAfter(EntryId* position, std::vector<StreamEntry>* out, size_t max_bytes) const {
   auto first = std::upper_bound(buffer.begin(), buffer.end(), *position,
                                 [](const EntryId& id, const Buffered& b) { return id < b.id; });
-  for (auto it = first; it != buffer.end() && out->size() < static_cast<size_t>(kFollowBatch);
+  size_t taken = 0;
+  for (auto it = first; it != buffer.end() && out->size() < static_cast<size_t>(kFollowBatch) &&
+                        (out->empty() || taken < max_bytes);
        ++it) {
     out->push_back(it->entry);
+    taken += it->bytes;
     *position = it->id;
   }
 }

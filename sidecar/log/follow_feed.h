@@ -41,8 +41,12 @@ struct Feed {
   // more followers to the log.
   void RaiseFloor(const EntryId& to);
   // Moves up to kFollowBatch entries above *position into *out (copies: other followers take
-  // them too) and *position to the last one taken.
-  void TakeAfter(EntryId* position, std::vector<StreamEntry>* out) const;
+  // them too), stopping once they hold `max_bytes` (at least one entry), and *position to the
+  // last one taken.
+  void TakeAfter(EntryId* position, std::vector<StreamEntry>* out, size_t max_bytes) const;
 };
+
+// An entry's bytes as the follow buffers count them: its id, field names and values.
+size_t EntryBytes(const StreamEntry& entry);
 
 }  // namespace streamcar::log

@@ -5,7 +5,9 @@
 // shared read with no gap and no duplicate; a follower that falls too far behind the shared read
 // catches up again the same way instead of holding unbounded memory.
 
+#include <cstddef>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +28,14 @@ class Follower {
   // moves them into *out in id order; an empty *out after `wait` is not an error. kCancelled
   // after the hub stopped; kIo/kTimeout while Redis is unreachable (the follower stays usable
   // and resumes where it was). Called on one thread per follower.
-  virtual Status Next(std::vector<StreamEntry>* out, Millis wait) = 0;
+  Status Next(std::vector<StreamEntry>* out, Millis wait) {
+    return NextWithin(out, wait, std::numeric_limits<size_t>::max());
+  }
+  // The same, stopping once *out holds `max_bytes` of ids, field names and values (always at least
+  // one entry when there is one): the follow pump gives each follower only what its client's
+  // share of api.max_follow_buffer has room for, so that a page of large entries is not held
+  // whole for a client that reads slowly. The entries left out come on the next call.
+  virtual Status NextWithin(std::vector<StreamEntry>* out, Millis wait, size_t max_bytes) = 0;
 };
 
 // Tuning of the shared read; the defaults suit production, tests shrink them.

@@ -42,11 +42,11 @@ class FollowHub::Impl {
   // "$": the id the stream's next entry will be above (its last-generated id, which counts
   // deleted entries too; 0-0 when the stream does not exist). nullopt when Redis cannot say.
   std::optional<EntryId> ResolveNow(const std::string& stream, Status* error);
-  // One page of catch-up after `after`, through `archive` (null: Redis only) and Redis, and in
-  // *top the stream's last-generated id read just before it: the page holds every entry up to
-  // at least that top.
+  // One page of up to `count` entries (1..kFollowBatch) of catch-up after `after`, through
+  // `archive` (null: Redis only) and Redis, and in *top the stream's last-generated id read just
+  // before it: a page without `next` holds every entry up to at least that top.
   StatusOr<LogPage> CatchUpPage(const std::string& stream, const EntryId& after,
-                                ArchiveStore* archive, EntryId* top);
+                                ArchiveStore* archive, int count, EntryId* top);
 
   ArchiveStore* archive() const { return archive_; }
 

@@ -224,9 +224,13 @@ FollowPump::Impl::Turn FollowPump::Impl::Work(Carried& c, size_t share) {
     return Turn::kMore;
   }
   // Paused: no Next, so the cursor stays where the client's bytes end.
-  if (c.responder.queued_bytes() >= share) return Turn::kPaused;
+  const size_t queued = c.responder.queued_bytes();
+  if (queued >= share) return Turn::kPaused;
+  // What is left of the share, in entry bytes: their events are up to 4/3 of that (base64 of a
+  // binary value), so the queue stays within the share plus about one entry.
+  const size_t room = (share - queued) / 4 * 3;
   std::vector<StreamEntry> entries;
-  const Status status = c.follower->Next(&entries, Millis(0));
+  const Status status = c.follower->NextWithin(&entries, Millis(0), room);
   const SteadyTime now = SteadyClock::now();
   if (status.code() == StatusCode::kIo || status.code() == StatusCode::kTimeout) {
     // Redis unreachable: the follower resumes where it was; the client keeps its stream.

@@ -5,7 +5,10 @@
 // api.max_follow_buffer, never an unbounded queue.
 //
 // A follower whose queued output (http::Responder::queued_bytes) is at or above its share is
-// paused: the pump stops taking entries from it, and its cursor stays where it was. When the
+// paused: the pump stops taking entries from it, and its cursor stays where it was. Below it, a
+// turn takes only what the rest of the share has room for (Follower::NextWithin), so a page of
+// large entries is never queued whole: a follower's queue stays within its share plus about one
+// entry. When the
 // client has taken its bytes the pump resumes it from that cursor; if the hub's shared buffer has
 // moved on meanwhile, the follower catches up through its LogReader (archive, then Redis), with no
 // gap and no duplicate (follow_hub.h). A client that takes nothing for the server's write timeout
@@ -51,7 +54,8 @@ class FollowPump {
   FollowPump& operator=(const FollowPump&) = delete;
 
   // Takes over a follower whose stream head has been sent through `responder`: `first` (its first
-  // page, already read) is sent, then everything it gives. `on_end` runs once, on a pump thread,
+  // page, already read, at most kMinShare of it: Follower::NextWithin) is sent, then everything it
+  // gives. `on_end` runs once, on a pump thread,
   // when the follower ends for any reason (the client left, an error, Stop).
   void Add(std::unique_ptr<Follower> follower, std::vector<StreamEntry> first,
            http::Responder responder, std::function<void()> on_end);

@@ -27,7 +27,7 @@ class HubFollower final : public Follower {
   }
   ~HubFollower() override { hub_->RemoveFollower(stream_); }
 
-  Status Next(std::vector<StreamEntry>* out, Millis wait) override {
+  Status NextWithin(std::vector<StreamEntry>* out, Millis wait, size_t max_bytes) override {
     out->clear();
     const SteadyTime deadline = SteadyClock::now() + wait;
     if (resolve_now_) {
@@ -39,7 +39,7 @@ class HubFollower final : public Follower {
     }
     while (true) {
       if (!joined_) {
-        Status status = CatchUp(out);
+        Status status = CatchUp(out, max_bytes);
         if (status.code() == StatusCode::kIo || status.code() == StatusCode::kTimeout) {
           // Redis is unreachable: report it after `wait`, so a caller that loops on Next does
           // not spin; the position is kept and the next call resumes from it.
@@ -62,7 +62,7 @@ class HubFollower final : public Follower {
         joined_ = false;  // fell behind more than the buffer holds: catch up from the log
         continue;
       }
-      feed.TakeAfter(&position_, out);
+      feed.TakeAfter(&position_, out, max_bytes);
       if (!out->empty()) return Status::Ok();
       const EntryId seen = feed.last;
       const EntryId floor = feed.floor;
@@ -80,8 +80,9 @@ class HubFollower final : public Follower {
   }
 
  private:
-  // One page from the log; joins (or starts) the shared read once a page reaches the top.
-  Status CatchUp(std::vector<StreamEntry>* out) {
+  // One page from the log, of about `max_bytes`; joins (or starts) the shared read once a page
+  // reaches the top.
+  Status CatchUp(std::vector<StreamEntry>* out, size_t max_bytes) {
     std::optional<EntryId> floor_before;
     {
       std::lock_guard lock(hub_->mutex());
@@ -97,11 +98,22 @@ class HubFollower final : public Follower {
       }
     }
     EntryId top;
-    auto page = hub_->CatchUpPage(stream_, position_, archive_, &top);
+    auto page = hub_->CatchUpPage(stream_, position_, archive_, PageCount(max_bytes), &top);
     if (!page.ok()) return page.status();
-    for (auto& entry : page->entries) out->push_back(std::move(entry));
+    // Entries past `max_bytes` are left for the next call (the page's size is a guess from the
+    // entries seen so far), which reads them again: the position is the last one kept.
+    size_t kept_bytes = 0;
+    for (auto& entry : page->entries) {
+      if (!out->empty() && kept_bytes >= max_bytes) break;
+      const size_t bytes = EntryBytes(entry);
+      kept_bytes += bytes;
+      seen_bytes_ += bytes;
+      ++seen_entries_;
+      out->push_back(std::move(entry));
+    }
+    const bool left_some = out->size() < page->entries.size();
     if (!out->empty()) position_ = *ParseId(out->back().id);
-    if (page->next) return Status::Ok();  // more to catch up on
+    if (page->next || left_some) return Status::Ok();  // more to catch up on
     // The page reached the stream's top: see the comment at the top of follow_hub.cc. The jump is
     // safe only to a floor the page has read up to.
     if (floor_before && position_ < *floor_before && *floor_before <= top) {
@@ -121,12 +133,23 @@ class HubFollower final : public Follower {
     return Status::Ok();
   }
 
+  // How many entries a catch-up page should ask for to hold about `max_bytes`, from the mean size
+  // of the entries read so far (kGuessedEntryBytes before any has been read).
+  int PageCount(size_t max_bytes) const {
+    constexpr size_t kGuessedEntryBytes = 4096;
+    const size_t mean =
+        seen_entries_ == 0 ? kGuessedEntryBytes : std::max<size_t>(seen_bytes_ / seen_entries_, 1);
+    return static_cast<int>(std::clamp<size_t>(max_bytes / mean + 1, 1, kFollowBatch));
+  }
+
   std::shared_ptr<FollowHub::Impl> hub_;
   std::string stream_;
   ArchiveStore* archive_;
   EntryId position_ = kMinId;
   bool resolve_now_ = false;
   bool joined_ = false;
+  uint64_t seen_bytes_ = 0;  // of the catch-up entries read, for PageCount
+  uint64_t seen_entries_ = 0;
 };
 
 }  // namespace

@@ -11,12 +11,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "sidecar/log/api_server.h"
 #include "tests/e2e/log_api_fixture.h"
 
 namespace streamcar::testing {
@@ -222,6 +224,8 @@ TEST_F(ApiHostileTest, SixtyStuckFollowersNeitherGrowMemoryNorSlowTheOthers) {
     std::this_thread::sleep_for(milliseconds(500));
   }
   resident.Stop();
+  std::printf("60 stuck followers, %zu entries (about 6 MiB) appended: peak RSS %lld MiB\n",
+              receipts.size(), static_cast<long long>(resident.peak_mib()));
   EXPECT_GT(resident.peak_mib(), 0);
   EXPECT_LT(resident.peak_mib(), 256);
   EXPECT_GT(health.polls(), 0);
@@ -301,7 +305,9 @@ TEST_F(ApiHostileTest, ANonLoopbackListenWithoutATokenIsWarnedAbout) {
 
 // Issue 29: the log API's thread count is a small constant whatever the number of connections and
 // followers (it was one thread per connection). 300 idle keep-alive connections that were each
-// served once, and 50 followers, add at most 4 threads to the process.
+// served once, and 50 followers, add at most the Redis workers to the process: they start when
+// requests wait for them and end when idle, so the baseline may have fewer of them
+// (docs/architecture.md counts the rest, which are there from the start).
 TEST_F(ApiHostileTest, TheThreadCountStaysConstantWithConnectionsAndFollowers) {
   RaiseOpenFileLimit();
   ASSERT_NO_FATAL_FAILURE(StartApi("  - name: feed\n"));
@@ -339,7 +345,7 @@ TEST_F(ApiHostileTest, TheThreadCountStaysConstantWithConnectionsAndFollowers) {
   }
   for (const auto& follower : followers) ASSERT_TRUE(follower->WaitEvents(1, seconds(10)));
   const int loaded = ThreadCount(sidecar_->pid());
-  EXPECT_LE(std::abs(loaded - baseline), 4)
+  EXPECT_LE(loaded - baseline, log::ApiServer::kWorkers)
       << baseline << " threads idle, " << loaded << " with 300 connections and 50 followers";
 }
 

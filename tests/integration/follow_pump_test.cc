@@ -247,8 +247,9 @@ TEST_F(FollowPumpTest, AFollowerGetsEveryEntryInOrder) {
 TEST_F(FollowPumpTest, AClientThatStopsReadingHoldsItsShareAndThenCatchesUp) {
   constexpr size_t kShare = size_t{128} * 1024;
   constexpr size_t kPad = 1000;
-  // One page (kFollowBatch entries) may be sent once the share is not yet reached.
-  constexpr size_t kPage = kFollowBatch * (kPad + 300);
+  // A turn takes what the rest of the share has room for: one event may pass the share, never a
+  // page of them.
+  constexpr size_t kEvent = kPad + 300;
   constexpr size_t kBufferEntries = 200;
   Start(FollowPumpOptions{.max_buffer_bytes = kShare},
         FollowOptions{.buffer_entries = kBufferEntries});
@@ -264,7 +265,7 @@ TEST_F(FollowPumpTest, AClientThatStopsReadingHoldsItsShareAndThenCatchesUp) {
     std::this_thread::sleep_for(Millis(50));
     most = std::max(most, responder.queued_bytes());
   }
-  EXPECT_LE(most, kShare + kPage);
+  EXPECT_LE(most, kShare + kEvent);
   EXPECT_GE(most, kShare) << "the client never filled its share: the test proves nothing";
   EXPECT_EQ(pump_->size(), 1U);
 
@@ -370,8 +371,8 @@ TEST_F(FollowPumpTest, SixtyFollowersThatNeverReadStayWithinTheBudget) {
       "60 followers that never read, %zu entries of 1 KiB appended: RSS %ld -> %ld KiB "
       "(+%ld KiB at most), queued %zu KiB in all\n",
       ids.size(), before, ResidentKib(), most - before, queued / 1024);
-  // Each share plus one page per follower.
-  EXPECT_LE(queued, kBudget + size_t{60} * kFollowBatch * 1400);
+  // Each share plus one event per follower.
+  EXPECT_LE(queued, kBudget + size_t{60} * 1400);
   // The budget, the pages, the hub's buffer (6 MiB and its copies in flight) and the test's own
   // reading: far below the 60 x 6 MiB a queue per follower would take.
   EXPECT_LT(most - before, 64 * 1024);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "sidecar/log/follow_feed.h"
 
 namespace streamcar::log {
@@ -64,8 +66,32 @@ TEST(FollowFeedTest, RaiseFloorDropsWhatLiesBelowIt) {
   // A follower below the floor must catch up elsewhere; one at it takes the rest.
   EntryId position = Id(2, 5);
   std::vector<StreamEntry> out;
-  feed.TakeAfter(&position, &out);
+  feed.TakeAfter(&position, &out, std::numeric_limits<size_t>::max());
   EXPECT_EQ(out.size(), 2U);
+}
+
+// The follow pump asks for what a slow client's share has room for: the take stops once it holds
+// that many bytes, but always takes one entry, and the next take goes on after the last one taken.
+TEST(FollowFeedTest, TakeAfterStopsAtItsByteBoundAndTheNextTakeGoesOn) {
+  Feed feed = FeedOf({1, 2, 3, 4, 5});
+  const size_t one = feed.bytes / 5;
+  EntryId position = Id(0);
+  std::vector<StreamEntry> out;
+  feed.TakeAfter(&position, &out, 2 * one);
+  ASSERT_EQ(out.size(), 2U);
+  EXPECT_EQ(position, Id(2));
+  out.clear();
+  feed.TakeAfter(&position, &out, 1);  // less than one entry: still one
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out[0].id, "3-0");
+  out.clear();
+  feed.TakeAfter(&position, &out, 0);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(position, Id(4));
+  out.clear();
+  feed.TakeAfter(&position, &out, std::numeric_limits<size_t>::max());
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(position, Id(5));
 }
 
 TEST(FollowFeedTest, RaiseFloorNeverLowersItNorPassesTheLastId) {
