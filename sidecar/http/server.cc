@@ -186,8 +186,13 @@ void Server::OnReady(Connection* c, uint32_t ready) {
       DrainStreaming(c);
       return;
     }
-    // Waiting for an answer, with reads off: only a hang-up gets here.
-    if ((ready & EventLoop::kHangup) != 0) Close(c);
+    // Waiting for an answer: a hang-up ends the connection; anything else is the next request
+    // (pipelined), left in the socket until this answer is out (AfterWritten reads it).
+    if ((ready & EventLoop::kHangup) != 0) {
+      Close(c);
+      return;
+    }
+    c->watch->SetInterest(0);
   }
 }
 
@@ -215,6 +220,10 @@ void Server::ReadAvailable(Connection* c) {
     if (n > 0) {
       c->quiet_since = loop_->clock().Now();
       if (c->state != Connection::State::kLingering) c->in.append(buffer, static_cast<size_t>(n));
+      // A short read took what had arrived: asking again would cost a recv that says EAGAIN on
+      // almost every request. The loop is level-triggered, so whatever comes next (an end of
+      // input included) is reported again.
+      if (static_cast<size_t>(n) < sizeof(buffer)) return;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -322,7 +331,9 @@ bool Server::AdvanceBody(Connection* c) {
 void Server::Dispatch(Connection* c) {
   c->state = Connection::State::kWaiting;
   c->request_deadline.reset();
-  c->watch->SetInterest(0);  // pipelined requests wait in the socket until this one is answered
+  // Reads stay on while the answer is awaited: turning them off and on again would cost two
+  // epoll_ctl calls per request. They go off only when a pipelined request actually arrives
+  // (OnReady), which then waits in the socket until this one is answered.
   auto exchange = std::make_shared<Responder::Exchange>();
   exchange->link = link_;
   exchange->connection_id = c->id;

@@ -32,6 +32,13 @@ bool HasBody(const ApiRequest& request) {
   return request.chunked || request.content_length.value_or(0) > 0;
 }
 
+// A POST whose body is a JSON array appends a batch (SPEC 10); any other appends one entry.
+bool IsBatch(const ApiRequest& request) {
+  const std::string* content_type = request.Header("content-type");
+  return content_type != nullptr && MediaType(*content_type) == "application/json" &&
+         IsJsonArray(request.body);
+}
+
 // A JSON answer (receipts, pages).
 http::Response Json(int status, std::string body) {
   http::Response response;
@@ -103,8 +110,7 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
                                      .max_buffer_bytes = api.max_follow_buffer,
                                      .keep_alive = ApiServer::kKeepAliveInterval}) {
   for (const auto& stream : streams) {
-    streams_[stream.name] = std::make_unique<Stream>(
-        Stream{stream, Producer(stream, api.idempotency_ttl, api.max_future_skew)});
+    streams_[stream.name] = std::make_unique<Stream>(stream, api, &sessions_);
     if (deps_.metrics != nullptr) {
       deps_.metrics->Produced(stream.name);
       deps_.metrics->Followers(stream.name);
@@ -221,18 +227,31 @@ std::optional<http::Response> ApiEndpoints::ScreenStream(const ApiRequest& reque
   return std::nullopt;
 }
 
-void ApiEndpoints::Handle(const ApiRequest& request, ApiRoute route,
-                          const http::Responder& responder) {
+std::function<void()> ApiEndpoints::Handle(ApiRequest request, ApiRoute route,
+                                           http::Responder responder) {
   auto name = StreamOfPath(request.path);
   const Stream* stream = name.ok() && name->has_value() ? Find(**name) : nullptr;
-  std::optional<http::Response> answer;
   if (stream == nullptr) {
-    answer = http::JsonError(404, "unknown stream");  // Screen ruled it out
-  } else if (route == ApiRoute::kFollow && stream->config.shards == 0) {
-    answer = Follow(request, *stream, responder);
+    Count(route, 404);
+    responder.Respond(http::JsonError(404, "unknown stream"));  // Screen ruled it out
+    return {};
+  }
+  if (route == ApiRoute::kProduce && !IsBatch(request)) {
+    return ProduceOne(request, *stream, responder);
+  }
+  return [this, request = std::move(request), route, stream, responder = std::move(responder)] {
+    HandleOnWorker(request, route, *stream, responder);
+  };
+}
+
+void ApiEndpoints::HandleOnWorker(const ApiRequest& request, ApiRoute route, const Stream& stream,
+                                  const http::Responder& responder) {
+  std::optional<http::Response> answer;
+  if (route == ApiRoute::kFollow && stream.config.shards == 0) {
+    answer = Follow(request, stream, responder);
     if (!answer) return;  // an event stream now, counted when it started
   } else {
-    answer = Answer(request, route, *stream);
+    answer = Answer(request, route, stream);
   }
   Count(route, answer->status);
   responder.Respond(std::move(*answer));
@@ -290,7 +309,7 @@ std::optional<http::Response> AppendsOf(const ApiRequest& request,
                                         std::vector<AppendRequest>* appends, bool* batch) {
   const std::string* content_type = request.Header("content-type");
   const bool json = content_type != nullptr && MediaType(*content_type) == "application/json";
-  *batch = json && IsJsonArray(request.body);
+  *batch = IsBatch(request);
   if (*batch) {
     auto entries = EntriesFromJson(request.body);
     if (!entries.ok()) return http::JsonError(400, entries.status().message());
@@ -354,15 +373,39 @@ http::Response SingleAnswer(const AppendResult& result, const std::string& strea
 
 }  // namespace
 
+std::function<void()> ApiEndpoints::ProduceOne(const ApiRequest& request, const Stream& stream,
+                                               const http::Responder& responder) {
+  std::vector<AppendRequest> appends;
+  bool batch = false;
+  if (auto refused = AppendsOf(request, &appends, &batch)) {
+    Count(ApiRoute::kProduce, refused->status);
+    responder.Respond(std::move(*refused));
+    return {};
+  }
+  // It goes with the single appends of the stream that queue while a group is on its way.
+  return stream.appends.Append(
+      std::move(appends.front()), [this, &stream, responder](AppendGroup::Outcome outcome) {
+        http::Response answer =
+            outcome.status.ok()
+                ? Appended(std::vector<AppendResult>{std::move(outcome.result)}, false, 1, stream)
+                : Appended(outcome.status, false, outcome.retry_after, stream);
+        Count(ApiRoute::kProduce, answer.status);
+        responder.Respond(std::move(answer));
+      });
+}
+
 http::Response ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {
   std::vector<AppendRequest> appends;
   bool batch = false;
   if (auto refused = AppendsOf(request, &appends, &batch)) return *refused;
-
   int retry_after = 1;
   auto lease = sessions_.Acquire(ApiServer::kSessionWait, &retry_after);
   if (!lease.ok()) return Unavailable(lease.status(), retry_after);
-  auto results = stream.producer.AppendAll(lease->session(), appends);
+  return Appended(stream.producer.AppendAll(lease->session(), appends), batch, retry_after, stream);
+}
+
+http::Response ApiEndpoints::Appended(const StatusOr<std::vector<AppendResult>>& results,
+                                      bool batch, int retry_after, const Stream& stream) {
   if (!results.ok()) {
     const Status& status = results.status();
     if (status.code() == StatusCode::kInvalid) return http::JsonError(400, status.message());
@@ -371,7 +414,7 @@ http::Response ApiEndpoints::Produce(const ApiRequest& request, const Stream& st
               {{"stream", stream.config.name}, {"error", status.message()}});
       return http::JsonError(500, "Redis refused the append: " + status.message());
     }
-    return Unavailable(status, 1);
+    return Unavailable(status, retry_after);
   }
   int64_t appended = 0;
   for (const auto& result : *results) appended += result.kind == AppendResult::Kind::kAppended;
@@ -383,7 +426,7 @@ http::Response ApiEndpoints::Produce(const ApiRequest& request, const Stream& st
   // its receipt is its id either way (SPEC 10: 201 with the ids in order).
   std::vector<std::string> ids;
   ids.reserve(results->size());
-  for (auto& result : *results) ids.push_back(std::move(result.id));
+  for (const auto& result : *results) ids.push_back(result.id);
   return Json(201, BatchReceiptsJson(ids, stream.config.name));
 }
 

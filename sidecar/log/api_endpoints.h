@@ -4,6 +4,7 @@
 // the start of an SSE follow (its events are carried by a FollowPump).
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/api_sessions.h"
 #include "sidecar/log/api_token.h"
+#include "sidecar/log/append_group.h"
 #include "sidecar/log/follow_hub.h"
 #include "sidecar/log/follow_pump.h"
 #include "sidecar/log/producer.h"
@@ -41,10 +43,13 @@ class ApiEndpoints {
   std::optional<http::Response> Screen(const ApiRequest& request, ApiRoute* route,
                                        bool* authenticated);
 
-  // Answers a whole request through `responder`, counting the answer. Blocks on Redis: runs on a
-  // worker thread. A follow request, once its start and first page are read, becomes an event
-  // stream carried by the follow pump.
-  void Handle(const ApiRequest& request, ApiRoute route, const http::Responder& responder);
+  // Takes a whole request on the server's loop and returns what must wait on Redis, to run on a
+  // worker thread, which answers through `responder` and counts the answer. Returns an empty
+  // function when nothing is left to run: the answer went out, or a single append queued to its
+  // stream's group commit (append_group.h), whose drain is already running. A follow request,
+  // once its start and first page are read, becomes an event stream carried by the follow pump.
+  [[nodiscard]] std::function<void()> Handle(ApiRequest request, ApiRoute route,
+                                             http::Responder responder);
 
   // Counts one answer in streamcar_api_requests_total.
   void Count(ApiRoute route, int status);
@@ -60,15 +65,33 @@ class ApiEndpoints {
 
  private:
   struct Stream {
+    Stream(const config::LogStream& stream, const config::ApiConfig& api, SessionPool* sessions)
+        : config(stream),
+          producer(stream, api.idempotency_ttl, api.max_future_skew),
+          appends(&producer, sessions, ApiServer::kSessionWait) {}
     config::LogStream config;
     Producer producer;
+    // Single appends, committed in groups (append_group.h); mutable as a mutex is: it is the
+    // stream's meeting point, not its state.
+    mutable AppendGroup appends;
   };
 
   ArchiveStore* ArchiveOf(const Stream& stream) const;
   const Stream* Find(const std::string& name) const;
   std::optional<http::Response> ScreenStream(const ApiRequest& request, ApiRoute* route);
+  // The part of Handle that blocks on Redis (on a worker).
+  void HandleOnWorker(const ApiRequest& request, ApiRoute route, const Stream& stream,
+                      const http::Responder& responder);
   http::Response Answer(const ApiRequest& request, ApiRoute route, const Stream& stream);
+  // A single append, on the loop: refused at once, or queued to the stream's group commit; the
+  // drain to run when Handle must return one.
+  std::function<void()> ProduceOne(const ApiRequest& request, const Stream& stream,
+                                   const http::Responder& responder);
+  // A batch append (a JSON array), on a worker.
   http::Response Produce(const ApiRequest& request, const Stream& stream);
+  // The answer once Redis has decided a POST's appends (or could not be asked).
+  http::Response Appended(const StatusOr<std::vector<AppendResult>>& results, bool batch,
+                          int retry_after, const Stream& stream);
   http::Response Read(const ApiRequest& request, const Stream& stream);
   // A follow: the answer when it cannot start (sent by the caller), else nullopt once the event
   // stream is started and handed to the pump.

@@ -17,9 +17,9 @@ http::Service::Screening ApiService::Screen(const http::Request& head) {
 
 void ApiService::Handle(http::Request request, http::Responder responder) {
   const ApiRoute route = RouteOf(request);
-  workers_->Submit(
-      [endpoints = endpoints_, request = std::move(request), route,
-       responder = std::move(responder)] { endpoints->Handle(request, route, responder); });
+  if (auto work = endpoints_->Handle(std::move(request), route, std::move(responder))) {
+    workers_->Submit(std::move(work));
+  }
 }
 
 http::Response ApiService::Refusal(int status, std::string_view message) const {

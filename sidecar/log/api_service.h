@@ -1,8 +1,9 @@
 #pragma once
 // The log API (SPEC section 10) as a service of the inbound HTTP server (http/service.h): the head
 // is screened on the server's loop (token, Origin, route, stream, method, declared size), and a
-// whole request is answered on a worker thread, since every answer waits on Redis. Every answer,
-// the server's own refusals included, is counted in streamcar_api_requests_total.
+// whole request is taken on the loop and answered on a worker thread, since every answer waits on
+// Redis (single appends queue to their stream's group commit, and one worker sends each group).
+// Every answer, the server's own refusals included, is counted in streamcar_api_requests_total.
 //
 // Threads: Screen, Handle and Refusal on the server's loop thread; the work Handle submits on the
 // worker pool.

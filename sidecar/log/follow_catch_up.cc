@@ -41,8 +41,7 @@ std::optional<EntryId> FollowHub::Impl::ResolveNow(const std::string& stream, St
 }
 
 StatusOr<LogPage> FollowHub::Impl::CatchUpPage(const std::string& stream, const EntryId& after,
-                                               ArchiveStore* archive, int count,
-                                               EntryId* top) {
+                                               ArchiveStore* archive, int count, EntryId* top) {
   Status error;
   auto now = ResolveNow(stream, &error);
   if (!now) return error;

@@ -56,8 +56,11 @@ class Producer {
   StatusOr<std::vector<AppendResult>> AppendAll(redis::Session& session,
                                                 std::span<const AppendRequest> requests) const;
 
- private:
+  // What AppendAll refuses an entry for before sending anything (kInvalid, naming the problem):
+  // for callers that put entries of several clients into one call (append_group.h).
   Status Validate(const AppendRequest& request) const;
+
+ private:
   StatusOr<std::string> Target(const AppendRequest& request) const;
 
   config::LogStream stream_;
