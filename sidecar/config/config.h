@@ -187,7 +187,7 @@ struct ApiConfig {
   // exactly one of these: a web page must not append or read through a user's browser.
   std::vector<std::string> allowed_origins;
   // What every SSE follower's unsent output may hold together (log/follow_pump.h).
-  uint64_t max_follow_buffer = uint64_t{64} << 20;
+  uint64_t max_follow_buffer = uint64_t{8} << 20;  // SPEC 10
 };
 
 // A stream the log API serves (SPEC section 10, `streams:`).

@@ -199,8 +199,10 @@ void Server::OnReady(Connection* c, uint32_t ready) {
 // A stream's client sends nothing more that means anything; its end of input means it left (an
 // event stream has no answer to wait for), so the stream ends now, not at its next failed write.
 void Server::DrainStreaming(Connection* c) {
-  char buffer[4096];
-  while (true) {
+  char buffer[16384];
+  // A client that keeps sending must not hold the loop: a few reads per readiness, and the
+  // level-triggered loop comes back for the rest after the other connections' turns.
+  for (int reads = 0; reads < 4; ++reads) {
     const ssize_t n = ::recv(c->fd, buffer, sizeof(buffer), 0);
     if (n > 0) continue;
     if (n < 0 && errno == EINTR) continue;
@@ -215,7 +217,10 @@ void Server::ReadAvailable(Connection* c) {
                            ? options_.max_head_bytes + 1
                            : static_cast<size_t>(options_.max_body) + kChunkedOverhead + 1;
   char buffer[16384];
-  while (c->state == Connection::State::kLingering || c->in.size() < limit) {
+  // A lingering client's bytes are dropped, not held: it may send forever, so at most this many
+  // reads per readiness (the level-triggered loop comes back after the other connections).
+  int reads_left = 64;
+  while ((c->state == Connection::State::kLingering && reads_left-- > 0) || c->in.size() < limit) {
     const ssize_t n = ::recv(c->fd, buffer, sizeof(buffer), 0);
     if (n > 0) {
       c->quiet_since = loop_->clock().Now();
@@ -273,6 +278,7 @@ bool Server::AdvanceHead(Connection* c) {
   c->in.erase(0, head_end);
   c->head_only = c->request.method == "HEAD";
   c->keep_alive = c->request.keep_alive;
+  // The declared size first, whatever the service: a body over the limit is never read.
   if (c->request.content_length.value_or(0) > options_.max_body) {
     Refuse(c, 413, "request body over " + std::to_string(options_.max_body) + " bytes");
     return false;

@@ -239,9 +239,21 @@ std::function<void()> ApiEndpoints::Handle(ApiRequest request, ApiRoute route,
   if (route == ApiRoute::kProduce && !IsBatch(request)) {
     return ProduceOne(request, *stream, responder);
   }
-  return [this, request = std::move(request), route, stream, responder = std::move(responder)] {
-    HandleOnWorker(request, route, *stream, responder);
-  };
+  constexpr size_t kHeadAllowance = 1024;  // a request's head and bookkeeping, roughly
+  const size_t bytes = request.body.size() + request.path.size() + kHeadAllowance;
+  if (waiting_bytes_.fetch_add(bytes) + bytes > kMaxWaitingBytes) {
+    waiting_bytes_.fetch_sub(bytes);
+    http::Response busy = http::JsonError(503, "too many requests are waiting for Redis already");
+    busy.headers.emplace_back("Retry-After", "1");
+    Count(route, busy.status);
+    responder.Respond(std::move(busy));
+    return {};
+  }
+  return
+      [this, bytes, request = std::move(request), route, stream, responder = std::move(responder)] {
+        waiting_bytes_.fetch_sub(bytes);
+        HandleOnWorker(request, route, *stream, responder);
+      };
 }
 
 void ApiEndpoints::HandleOnWorker(const ApiRequest& request, ApiRoute route, const Stream& stream,
@@ -525,7 +537,7 @@ std::optional<http::Response> ApiEndpoints::Follow(const ApiRequest& request, co
   // answers 503 + Retry-After and a key that is not a stream an error, as the other endpoints do.
   auto follower = hub_.Follow(stream.config.name, start, ArchiveOf(stream));
   std::vector<StreamEntry> entries;
-  const Status first = follower->NextWithin(&entries, Millis(0), FollowPump::kMinShare);
+  const Status first = follower->NextWithin(&entries, Millis(0), FollowPump::kFirstPageBytes);
   if (!first.ok()) {
     leave();
     return first.code() == StatusCode::kCancelled ? ShuttingDown() : ReadFailure(first);

@@ -51,6 +51,11 @@ class ApiEndpoints {
   [[nodiscard]] std::function<void()> Handle(ApiRequest request, ApiRoute route,
                                              http::Responder responder);
 
+  // What the requests handed to the workers and not yet started may hold together (their bodies
+  // and heads): a client that resets its connection frees its connection slot at once while its
+  // request still waits, so the connection cap alone does not bound them while Redis is slow.
+  static constexpr size_t kMaxWaitingBytes = size_t{64} << 20;
+
   // Counts one answer in streamcar_api_requests_total.
   void Count(ApiRoute route, int status);
 
@@ -103,6 +108,7 @@ class ApiEndpoints {
 
   config::ApiConfig api_;
   ApiServerDeps deps_;
+  std::atomic<size_t> waiting_bytes_{0};  // of the requests handed to the workers, not yet started
   std::map<std::string, std::unique_ptr<Stream>> streams_;
   std::unique_ptr<TokenFile> token_;
   SessionPool sessions_;

@@ -27,7 +27,8 @@ class ApiServer::Impl {
     loop_ = std::move(*loop);
     workers_ = std::make_unique<http::WorkerPool>(kWorkers);
     prober_ = std::make_unique<http::WorkerPool>(1);
-    service_ = std::make_unique<ApiService>(&endpoints_, workers_.get(), api_.max_body);
+    service_ =
+        std::make_unique<ApiService>(&endpoints_, workers_.get(), loop_.get(), api_.max_body);
     server_ = std::make_unique<http::Server>(loop_.get(), Options(), service_.get());
     if (Status s = server_->Listen(api_.listen, "api.listen"); !s.ok()) {
       Stop();

@@ -7,6 +7,13 @@
 
 namespace streamcar::log {
 
+ApiService::ApiService(ApiEndpoints* endpoints, http::WorkerPool* workers, EventLoop* loop,
+                       uint64_t max_body)
+    : endpoints_(endpoints),
+      workers_(workers),
+      max_body_(max_body),
+      end_of_round_(loop->CreateTimer([this] { SubmitRound(); })) {}
+
 http::Service::Screening ApiService::Screen(const http::Request& head) {
   Screening screening;
   ApiRoute route = ApiRoute::kOther;
@@ -18,8 +25,16 @@ http::Service::Screening ApiService::Screen(const http::Request& head) {
 void ApiService::Handle(http::Request request, http::Responder responder) {
   const ApiRoute route = RouteOf(request);
   if (auto work = endpoints_->Handle(std::move(request), route, std::move(responder))) {
-    workers_->Submit(std::move(work));
+    // A timer due now fires after the loop has dispatched every ready connection of this round.
+    if (round_.empty()) end_of_round_->ArmIn(Millis(0));
+    round_.push_back(std::move(work));
   }
+}
+
+void ApiService::SubmitRound() {
+  std::vector<std::function<void()>> round;
+  round.swap(round_);
+  for (auto& work : round) workers_->Submit(std::move(work));
 }
 
 http::Response ApiService::Refusal(int status, std::string_view message) const {

@@ -5,6 +5,16 @@
 #include <vector>
 
 namespace streamcar::log {
+namespace {
+
+size_t BytesOf(const AppendRequest& request) {
+  size_t bytes =
+      request.entry_id.size() + request.idempotency_key.size() + request.shard_key.size();
+  for (const auto& [name, value] : request.fields) bytes += name.size() + value.size();
+  return bytes;
+}
+
+}  // namespace
 
 AppendGroup::AppendGroup(const Producer* producer, SessionPool* sessions, Millis session_wait)
     : producer_(producer), sessions_(sessions), session_wait_(session_wait) {}
@@ -15,10 +25,28 @@ std::function<void()> AppendGroup::Append(AppendRequest request, Done done) {
     done(Outcome{valid, {}, 1});
     return {};
   }
-  std::string lane_key = request.shard_key;
-  std::lock_guard lock(mutex_);
+  auto target = producer_->Target(request);
+  if (!target.ok()) {
+    done(Outcome{target.status(), {}, 1});
+    return {};
+  }
+  std::string lane_key = std::move(*target);
+  const size_t bytes = BytesOf(request);
+  std::unique_lock lock(mutex_);
   auto [lane, created] = lanes_.try_emplace(lane_key);
-  lane->second.waiting.push_back(Queued{std::move(request), std::move(done)});
+  Lane& waiting = lane->second;
+  if (!waiting.waiting.empty() &&
+      (waiting.waiting.size() >= kMaxQueued || waiting.bytes + bytes > kMaxQueuedBytes)) {
+    const size_t queued = waiting.waiting.size();
+    lock.unlock();
+    done(Outcome{Status(StatusCode::kTimeout, std::to_string(queued) + " appends to " + lane_key +
+                                                  " are waiting for Redis already; try again"),
+                 {},
+                 1});
+    return {};
+  }
+  waiting.bytes += bytes;
+  waiting.waiting.push_back(Queued{std::move(request), std::move(done), bytes});
   if (!created) return {};  // its drain is running: it takes this one too
   return [this, lane_key = std::move(lane_key)] { Drain(lane_key); };
 }
@@ -34,7 +62,14 @@ void AppendGroup::Drain(const std::string& lane_key) {
       lanes_.erase(lane);
       return;
     }
-    const size_t size = std::min(waiting.size(), Producer::kMaxBatch);
+    size_t size = 0;
+    size_t group_bytes = 0;
+    while (size < waiting.size() && size < Producer::kMaxBatch &&
+           (size == 0 || group_bytes + waiting[size].bytes <= kMaxGroupBytes)) {
+      group_bytes += waiting[size].bytes;
+      ++size;
+    }
+    lane->second.bytes -= group_bytes;
     std::deque<Queued> group(std::make_move_iterator(waiting.begin()),
                              std::make_move_iterator(waiting.begin() + static_cast<long>(size)));
     waiting.erase(waiting.begin(), waiting.begin() + static_cast<long>(size));

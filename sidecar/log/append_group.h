@@ -11,6 +11,12 @@
 // every append of the group with the same status: Redis unreachable (the idempotency keys make
 // the client's retry safe, as for one append) or a WRONGTYPE stream key.
 //
+// A lane is one target stream key (a sharded stream has one per shard), so there are at most
+// 1 + shards lanes per stream whatever keys the entries carry. What a lane may hold waiting is
+// bounded (kMaxQueued, kMaxQueuedBytes): past it an append is answered at once that Redis is too
+// slow to take more (a 503 to retry), so clients that drop their connections cannot make the
+// queue grow while Redis is slow. A group is cut at kMaxBatch appends or kMaxGroupBytes.
+//
 // Threads: Append from any thread (the API's loop); it never blocks on Redis. The drain it may
 // return blocks on Redis and runs on a worker: at most one drain per lane runs at a time, so a
 // stream's appends are sent in the order they queued.
@@ -38,6 +44,11 @@ class AppendGroup {
   };
   using Done = std::function<void(Outcome)>;
 
+  static constexpr size_t kMaxQueued = 4 * Producer::kMaxBatch;
+  static constexpr size_t kMaxQueuedBytes = size_t{32} << 20;
+  // Entries' bytes in one script call (at least one entry): Redis holds its arguments at once.
+  static constexpr size_t kMaxGroupBytes = size_t{4} << 20;
+
   // `producer` and `sessions` are borrowed and outlive the group. `session_wait`: how long a
   // drain waits for a free session.
   AppendGroup(const Producer* producer, SessionPool* sessions, Millis session_wait);
@@ -56,11 +67,12 @@ class AppendGroup {
   struct Queued {
     AppendRequest request;
     Done done;
+    size_t bytes = 0;  // of its fields, id and keys
   };
-  // The appends of one target: the shard key picks a sharded stream's shard, and one call
-  // appends to one shard.
+  // The appends to one target stream key: one call appends in one slot.
   struct Lane {
     std::deque<Queued> waiting;  // arrival order
+    size_t bytes = 0;            // of the waiting appends
   };
 
   // Sends the lane's groups until it is empty, then removes it.
@@ -72,7 +84,7 @@ class AppendGroup {
   SessionPool* sessions_;
   Millis session_wait_;
   mutable std::mutex mutex_;
-  // By shard key ("" for a plain stream); a lane exists while its drain runs. Guarded.
+  // By target stream key; a lane exists while its drain runs. Guarded.
   std::map<std::string, Lane> lanes_;
   uint64_t groups_sent_ = 0;   // guarded
   uint64_t appends_sent_ = 0;  // guarded

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -38,13 +39,10 @@ constexpr Millis kGoneSweep{1000};
 
 constexpr const char* kStopping = "the server is stopping";
 
-// The SSE events of `entries` (SPEC 10: the event id is the entry id, the data its JSON line).
-std::string EventsOf(const std::vector<StreamEntry>& entries) {
-  std::string out;
-  for (const auto& entry : entries) {
-    out += "id: " + entry.id + "\ndata: " + delivery::EncodeLogEntry(entry) + "\n\n";
-  }
-  return out;
+// Appends the SSE event of `entry` (SPEC 10: the event id is the entry id, the data its JSON
+// line).
+void AppendEvent(const StreamEntry& entry, std::string* out) {
+  *out += "id: " + entry.id + "\ndata: " + delivery::EncodeLogEntry(entry) + "\n\n";
 }
 
 }  // namespace
@@ -62,6 +60,7 @@ class FollowPump::Impl {
   void Stop();
 
  private:
+  struct Carried;
   enum class Wait { kReady, kWorking, kNews, kPaused, kPaced };
   // What one turn of a follower came to.
   enum class Turn { kMore, kIdle, kPaused, kPaced, kEnded };
@@ -75,16 +74,20 @@ class FollowPump::Impl {
     // The fields below are read under mutex_ unless the follower is kWorking; then only the
     // thread working it touches them.
     Wait wait = Wait::kReady;
-    uint64_t seen_generation = 0;    // the hub's news generation when its last Next started
-    SteadyTime last_write;           // of an event or a keep-alive
-    SteadyTime due;                  // kNews: its keep-alive; kPaused, kPaced: its next look
-    std::string end_reason;          // kEnded: the final comment (empty: the client left)
-    std::vector<StreamEntry> first;  // the page read before Add, sent on its first turn
+    uint64_t seen_generation = 0;  // the hub's news generation when its last Next started
+    SteadyTime last_write;         // of an event or a keep-alive
+    SteadyTime due;                // kNews: its keep-alive; kPaused, kPaced: its next look
+    std::string end_reason;        // kEnded: the final comment (empty: the client left)
+    // Taken from the follower and not sent yet: the first page, read before Add, or what did not
+    // fit the share (an entry's text may be several times its bytes: escaped control characters).
+    std::deque<StreamEntry> pending;
   };
 
   void Run();
   // One turn of `c`, without mutex_: its client, then at most one Next and one Send.
   Turn Work(Carried& c, size_t share);
+  // Sends `c`'s pending events while its queue is below `share` (the last one may pass it).
+  Turn SendPending(Carried& c, size_t share);
   void KeepAliveIfDue(Carried& c, SteadyTime now) const;
   // Files `c` after a turn. Needs mutex_ held.
   void FileLocked(uint64_t id, Carried& c, Turn turn, SteadyTime now);
@@ -95,7 +98,7 @@ class FollowPump::Impl {
   // it), Finish, on_end.
   static void End(Carried& c, const std::string& reason);
   size_t ShareLocked() const {
-    return std::max(options_.max_buffer_bytes / std::max<size_t>(carried_.size(), 1), kMinShare);
+    return std::max<size_t>(options_.max_buffer_bytes / std::max<size_t>(carried_.size(), 1), 1);
   }
 
   FollowHub* hub_;
@@ -132,7 +135,8 @@ void FollowPump::Impl::Add(std::unique_ptr<Follower> follower, std::vector<Strea
   auto carried =
       std::make_unique<Carried>(std::move(follower), std::move(responder), std::move(on_end));
   carried->last_write = SteadyClock::now();
-  carried->first = std::move(first);
+  carried->pending.assign(std::make_move_iterator(first.begin()),
+                          std::make_move_iterator(first.end()));
   std::unique_lock lock(mutex_);
   if (stopping_) {
     lock.unlock();
@@ -217,20 +221,14 @@ void FollowPump::Impl::Run() {
 
 FollowPump::Impl::Turn FollowPump::Impl::Work(Carried& c, size_t share) {
   if (c.responder.gone()) return Turn::kEnded;
-  if (!c.first.empty()) {
-    c.responder.Send(EventsOf(c.first));
-    c.first = {};
-    c.last_write = SteadyClock::now();
-    return Turn::kMore;
-  }
+  if (!c.pending.empty()) return SendPending(c, share);
   // Paused: no Next, so the cursor stays where the client's bytes end.
   const size_t queued = c.responder.queued_bytes();
   if (queued >= share) return Turn::kPaused;
-  // What is left of the share, in entry bytes: their events are up to 4/3 of that (base64 of a
-  // binary value), so the queue stays within the share plus about one entry.
-  const size_t room = (share - queued) / 4 * 3;
+  // What is left of the share, as a hint in entry bytes: what SendPending cannot send now waits
+  // in `pending`, so a follower holds about one share of entries and one of text at most.
   std::vector<StreamEntry> entries;
-  const Status status = c.follower->NextWithin(&entries, Millis(0), room);
+  const Status status = c.follower->NextWithin(&entries, Millis(0), share - queued);
   const SteadyTime now = SteadyClock::now();
   if (status.code() == StatusCode::kIo || status.code() == StatusCode::kTimeout) {
     // Redis unreachable: the follower resumes where it was; the client keeps its stream.
@@ -244,12 +242,27 @@ FollowPump::Impl::Turn FollowPump::Impl::Work(Carried& c, size_t share) {
     return Turn::kEnded;
   }
   if (!entries.empty()) {
-    c.responder.Send(EventsOf(entries));
-    c.last_write = now;
-    return Turn::kMore;
+    c.pending.assign(std::make_move_iterator(entries.begin()),
+                     std::make_move_iterator(entries.end()));
+    return SendPending(c, share);
   }
   KeepAliveIfDue(c, now);
   return Turn::kIdle;
+}
+
+FollowPump::Impl::Turn FollowPump::Impl::SendPending(Carried& c, size_t share) {
+  const size_t queued = c.responder.queued_bytes();
+  std::string events;
+  while (!c.pending.empty() && queued + events.size() < share) {
+    AppendEvent(c.pending.front(), &events);
+    c.pending.pop_front();
+  }
+  if (!events.empty()) {
+    c.responder.Send(events);
+    c.last_write = SteadyClock::now();
+  }
+  // What is left waits until the client has taken its bytes.
+  return c.pending.empty() ? Turn::kMore : Turn::kPaused;
 }
 
 void FollowPump::Impl::KeepAliveIfDue(Carried& c, SteadyTime now) const {

@@ -184,14 +184,19 @@ StatusOr<std::vector<AppendResult>> Producer::AppendAll(
                                             " entries in one append (got " +
                                             std::to_string(requests.size()) + ")");
   }
-  for (const auto& request : requests) {
-    if (Status valid = Validate(request); !valid.ok()) return valid;
-    if (request.shard_key != requests.front().shard_key) {
-      return Status(StatusCode::kInvalid, "the entries of one append share one Streamcar-Key");
-    }
-  }
   auto target = Target(requests.front());
   if (!target.ok()) return target.status();
+  for (const auto& request : requests) {
+    if (Status valid = Validate(request); !valid.ok()) return valid;
+    // One call appends in one slot: entries of a sharded stream whose keys pick other shards go
+    // in other calls.
+    if (request.shard_key != requests.front().shard_key) {
+      auto other = Target(request);
+      if (!other.ok() || *other != *target) {
+        return Status(StatusCode::kInvalid, "the entries of one append go to one shard");
+      }
+    }
+  }
 
   // The maximum id leaves no id after it: every later append would fail. Refused here, where no
   // clock is needed; the skew check runs in the script.

@@ -50,9 +50,9 @@ class Producer {
 
   // Appends `requests` in order in one script call (one round trip), one result per request.
   // Each entry is decided on its own (a duplicate or a refused id does not stop the others); all
-  // must have the same shard_key. kInvalid (nothing sent) when any request is malformed. An error
-  // reply from Redis (WRONGTYPE) ends the batch: entries before it may have been appended, and
-  // their idempotency keys make a retry of the whole batch safe.
+  // must go to the same stream key (Target). kInvalid (nothing sent) when any request is malformed.
+  // An error reply from Redis (WRONGTYPE) ends the batch: entries before it may have been appended,
+  // and their idempotency keys make a retry of the whole batch safe.
   StatusOr<std::vector<AppendResult>> AppendAll(redis::Session& session,
                                                 std::span<const AppendRequest> requests) const;
 
@@ -60,9 +60,11 @@ class Producer {
   // for callers that put entries of several clients into one call (append_group.h).
   Status Validate(const AppendRequest& request) const;
 
- private:
+  // The stream key `request` is appended to: the stream, or for a sharded stream (SPEC 9) the
+  // shard its entry key picks. kInvalid when a sharded stream's entry has no key.
   StatusOr<std::string> Target(const AppendRequest& request) const;
 
+ private:
   config::LogStream stream_;
   Millis idempotency_ttl_;
   Millis max_future_skew_;

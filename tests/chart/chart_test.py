@@ -244,11 +244,11 @@ check(kind(made, "Secret")[0]["stringData"]["token"] == "s3cret"
       "api.token.value: the chart makes the token Secret")
 open_api = yaml.safe_load(kind(render("--set", "api.enabled=true"), "ConfigMap")[0]["data"]["streamcar.yaml"])["api"]
 check("token_file" not in open_api, "api without a token: no token_file")
-check(open_api["allowed_origins"] == [] and open_api["max_follow_buffer"] == "64MiB",
+check(open_api["allowed_origins"] == [] and open_api["max_follow_buffer"] == "8MiB",
       "api: allowed_origins and max_follow_buffer rendered with the binary's defaults")
 origins_api = yaml.safe_load(kind(render("--set", "api.enabled=true", "--set", "api.allowed_origins={https://app.example.com}",
-                                         "--set", "api.max_follow_buffer=8MiB"), "ConfigMap")[0]["data"]["streamcar.yaml"])["api"]
-check(origins_api["allowed_origins"] == ["https://app.example.com"] and origins_api["max_follow_buffer"] == "8MiB",
+                                         "--set", "api.max_follow_buffer=16MiB"), "ConfigMap")[0]["data"]["streamcar.yaml"])["api"]
+check(origins_api["allowed_origins"] == ["https://app.example.com"] and origins_api["max_follow_buffer"] == "16MiB",
       "api.allowed_origins and api.max_follow_buffer: rendered into config.api")
 
 claimed = render("-f", os.path.join(CHART, "examples", "log-api.yaml"), "--set", "archive.sqlite.existingClaim=mine")

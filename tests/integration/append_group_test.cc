@@ -8,11 +8,13 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "sidecar/keys/sharding_keys.h"
 #include "sidecar/log/entry_id.h"
 #include "tests/support/redis_server.h"
 
@@ -123,12 +125,19 @@ TEST_F(AppendGroupTest, OnlyTheFirstAppendOfAnIdleLaneReturnsADrainAndItCarriesT
     request.shard_key = std::move(key);
     return request;
   };
+  // A key of the other shard, and one of the same shard as "a".
+  std::string other_shard;
+  std::string same_shard;
+  for (int i = 0; other_shard.empty() || same_shard.empty(); ++i) {
+    const std::string key = "k" + std::to_string(i);
+    (keys::ShardOf(key, 2) == keys::ShardOf("a", 2) ? same_shard : other_shard) = key;
+  }
   auto first = group.Append(keyed("0", "a"), keep(0));
   ASSERT_TRUE(first);
-  EXPECT_FALSE(group.Append(keyed("1", "a"), keep(1)));
+  EXPECT_FALSE(group.Append(keyed("1", same_shard), keep(1))) << "one lane per shard, not per key";
   EXPECT_FALSE(group.Append(keyed("2", "a"), keep(2)));
-  auto other = group.Append(keyed("3", "b"), keep(3));
-  ASSERT_TRUE(other) << "another shard key is another lane";
+  auto other = group.Append(keyed("3", other_shard), keep(3));
+  ASSERT_TRUE(other) << "another shard is another lane";
   first();
   EXPECT_EQ(group.groups_sent(), 1U);
   EXPECT_EQ(group.appends_sent(), 3U);
@@ -143,6 +152,52 @@ TEST_F(AppendGroupTest, OnlyTheFirstAppendOfAnIdleLaneReturnsADrainAndItCarriesT
   again();
   EXPECT_FALSE(ids[4].empty());
   EXPECT_EQ(group.groups_sent(), 3U);
+}
+
+// While Redis is slow a lane holds at most kMaxQueued appends and kMaxQueuedBytes: the next is
+// answered at once, to retry, instead of waiting in memory (clients that drop their connections
+// would otherwise grow it without bound). One call carries at most kMaxGroupBytes.
+TEST_F(AppendGroupTest, AFullLaneRefusesAtOnceAndGroupsAreCutByBytes) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendGroup group(&producer, &sessions_, kSessionWait);
+  int decided = 0;
+  std::optional<AppendGroup::Outcome> refused;
+  auto count = [&](AppendGroup::Outcome outcome) {
+    EXPECT_TRUE(outcome.status.ok()) << outcome.status.ToString();
+    ++decided;
+  };
+  auto drain = group.Append(Entry("n", "0"), count);
+  ASSERT_TRUE(drain);
+  for (size_t i = 1; i < AppendGroup::kMaxQueued; ++i) {
+    EXPECT_FALSE(group.Append(Entry("n", std::to_string(i)), count));
+  }
+  EXPECT_FALSE(group.Append(Entry("n", "one too many"),
+                            [&](AppendGroup::Outcome outcome) { refused = outcome; }));
+  ASSERT_TRUE(refused.has_value()) << "answered at once, not queued";
+  EXPECT_EQ(refused->status.code(), StatusCode::kTimeout) << refused->status.ToString();
+  EXPECT_GE(refused->retry_after, 1);
+  drain();
+  EXPECT_EQ(decided, static_cast<int>(AppendGroup::kMaxQueued));
+  EXPECT_EQ(group.groups_sent(), AppendGroup::kMaxQueued / Producer::kMaxBatch);
+  EXPECT_EQ(Len("feed"), static_cast<int64_t>(AppendGroup::kMaxQueued));
+
+  // By bytes: 3 MiB entries go one per call (two would pass kMaxGroupBytes), and the lane takes
+  // what fits kMaxQueuedBytes.
+  const std::string big(size_t{3} << 20, 'x');
+  const uint64_t groups_before = group.groups_sent();
+  const size_t fit = AppendGroup::kMaxQueuedBytes / (big.size() + 1);
+  decided = 0;
+  refused.reset();
+  drain = group.Append(Entry("n", big), count);
+  ASSERT_TRUE(drain);
+  for (size_t i = 1; i < fit; ++i) EXPECT_FALSE(group.Append(Entry("n", big), count));
+  EXPECT_FALSE(
+      group.Append(Entry("n", big), [&](AppendGroup::Outcome outcome) { refused = outcome; }));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status.code(), StatusCode::kTimeout);
+  drain();
+  EXPECT_EQ(decided, static_cast<int>(fit));
+  EXPECT_EQ(group.groups_sent() - groups_before, fit);
 }
 
 TEST_F(AppendGroupTest, OneIdempotencyKeyFromTwoCallersAppendsOnceWhetherOrNotTheyMeet) {

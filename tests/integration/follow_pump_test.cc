@@ -196,11 +196,12 @@ class FollowPumpTest : public ::testing::Test {
     return client;
   }
 
-  // Appends `n` entries of about `pad` bytes each (one pipeline per 100); their ids in order.
-  std::vector<std::string> Append(int n, size_t pad = 16) {
+  // Appends `n` entries of about `pad` bytes each, `fill` repeated (one pipeline per 100); their
+  // ids in order.
+  std::vector<std::string> Append(int n, size_t pad = 16, char fill = 'x') {
     auto connection = redis_.Connect();
     std::vector<std::string> ids;
-    const std::string padding(pad, 'x');
+    const std::string padding(pad, fill);
     for (int done = 0; done < n;) {
       std::vector<redis::Command> batch;
       for (; done < n && batch.size() < 100; ++done) {
@@ -276,6 +277,35 @@ TEST_F(FollowPumpTest, AClientThatStopsReadingHoldsItsShareAndThenCatchesUp) {
   ids.insert(ids.end(), more.begin(), more.end());
   ASSERT_TRUE(client->ReadIds(ids.size()));
   EXPECT_EQ(client->ids(), ids);
+}
+
+// Entry data decides what an event costs: a control character is valid UTF-8 that JSON escapes
+// as \u0001, six bytes for one. Events are queued one at a time against the share, so such
+// entries cannot carry a follower past its share plus one event (a page of them would be 6x its
+// bytes).
+TEST_F(FollowPumpTest, EntriesWhoseTextIsSixTimesTheirBytesStillStayWithinTheShare) {
+  constexpr size_t kShare = size_t{128} * 1024;
+  constexpr size_t kPad = 1000;
+  constexpr size_t kEvent = 6 * kPad + 300;
+  Start(FollowPumpOptions{.max_buffer_bytes = kShare});
+  auto client = Connect(/*small_window=*/true);
+  const http::Responder responder = service_->responder(0);
+  size_t most = 0;
+  on_batch_ = [&] { most = std::max(most, responder.queued_bytes()); };
+  auto ids = Append(3000, kPad, '\x01');  // 18 MB of events: far more than the kernel's buffers
+  for (int i = 0; i < 100 && most < kShare; ++i) {
+    std::this_thread::sleep_for(Millis(50));
+    most = std::max(most, responder.queued_bytes());
+  }
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(Millis(50));
+    most = std::max(most, responder.queued_bytes());
+  }
+  EXPECT_LE(most, kShare + kEvent);
+  EXPECT_GE(most, kShare) << "the client never filled its share: the test proves nothing";
+  ASSERT_TRUE(client->ReadIds(ids.size()));
+  EXPECT_EQ(client->ids(), ids);
+  EXPECT_NE(client->got().find("\\u0001"), std::string::npos);
 }
 
 TEST_F(FollowPumpTest, TheThreadCountDoesNotGrowWithFollowers) {
