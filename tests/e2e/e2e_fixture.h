@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/support/redis_server.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/sidecar_process.h"
 #include "tests/support/test_handler.h"
 
@@ -67,22 +68,6 @@ struct DeadLetter {
     return false;
   }
 };
-
-// Whether this build (and so the binary under test) runs under ASan or TSan: figures of time
-// and memory mean nothing there.
-inline bool UnderSanitizer() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return true;
-#else
-  return false;
-#endif
-#else
-  return false;
-#endif
-}
 
 class E2eTest : public ::testing::Test {
  protected:

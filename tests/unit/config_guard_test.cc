@@ -281,7 +281,7 @@ api:
   idempotency_ttl: 24h
   max_future_skew: 1m
   allowed_origins: []
-  max_follow_buffer: 64MiB
+  max_follow_buffer: 8MiB
 streams: []
 archive:
   url: ""
@@ -370,7 +370,7 @@ api:
   idempotency_ttl: 24h
   max_future_skew: 1m
   allowed_origins: []
-  max_follow_buffer: 64MiB
+  max_follow_buffer: 8MiB
 streams: []
 archive:
   url: ""

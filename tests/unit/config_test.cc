@@ -671,7 +671,7 @@ TEST(LogApiConfig, StreamsWithoutSubscriptionsGetEveryDefault) {
   EXPECT_EQ(c.api.idempotency_ttl, Millis(24LL * 3600 * 1000));
   EXPECT_EQ(c.api.max_future_skew, Millis(60000));
   EXPECT_TRUE(c.api.allowed_origins.empty());
-  EXPECT_EQ(c.api.max_follow_buffer, uint64_t{64} << 20);
+  EXPECT_EQ(c.api.max_follow_buffer, uint64_t{8} << 20);
   EXPECT_EQ(c.archive.url, "");
   EXPECT_EQ(c.archive.interval, Millis(30000));
   EXPECT_EQ(c.archive.batch, 1000);
