@@ -1,9 +1,7 @@
 // The log API as a service on the one inbound HTTP server (issue 29), against the binary and a
 // real redis-server: the Origin check, and a thread count that does not grow with connections.
 
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -16,34 +14,10 @@
 #include <vector>
 
 #include "tests/e2e/e2e_fixture.h"
+#include "tests/e2e/log_api_fixture.h"
 
 namespace streamcar::testing {
 namespace {
-
-// The process's thread count (/proc/<pid>/status, Threads:), or -1.
-int64_t ThreadsOf(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoll(line.substr(8));
-  }
-  return -1;
-}
-
-// A TCP connection to 127.0.0.1:port that sends nothing; -1 when it cannot be opened.
-int ConnectIdle(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 class ApiServiceTest : public E2eTest {
  protected:
@@ -108,16 +82,16 @@ TEST_F(ApiServiceTest, ThreadsStayConstantWith200IdleConnections) {
   const pid_t pid = sidecar_->pid();
   // Short-lived threads (a connector, an idle worker about to end) settle first.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const int64_t before = ThreadsOf(pid);
+  const int before = ThreadCount(pid);
   ASSERT_GT(before, 0);
   std::vector<int> idle;
   for (int i = 0; i < 200; ++i) {
-    const int fd = ConnectIdle(api_port_);
+    const int fd = ConnectTo(api_port_);
     ASSERT_GE(fd, 0) << "connection " << i;
     idle.push_back(fd);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  const int64_t during = ThreadsOf(pid);
+  const int during = ThreadCount(pid);
   // The count may move by the workers and the probe coming and going, never by the connections.
   EXPECT_LE(during, before + 2) << "before " << before;
   EXPECT_LE(during, 24);
@@ -151,14 +125,14 @@ TEST_F(ApiServiceTest, WithATokenAConnectionWithoutItGetsTwoSeconds) {
     token << "tok-7c1d\n";
   }
   StartApi("  token_file: " + dir + "/token\n");
-  const int silent = ConnectIdle(api_port_);
+  const int silent = ConnectTo(api_port_);
   ASSERT_GE(silent, 0);
   const double closed_after = SecondsUntilClosed(silent, std::chrono::seconds(8));
   EXPECT_GE(closed_after, 1.5);
   EXPECT_LE(closed_after, 4.0) << "-1: still open after 8 s";
   ::close(silent);
 
-  const int vouched = ConnectIdle(api_port_);
+  const int vouched = ConnectTo(api_port_);
   ASSERT_GE(vouched, 0);
   const std::string request =
       "GET /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-7c1d\r\n\r\n";
@@ -178,7 +152,7 @@ TEST_F(ApiServiceTest, WithATokenAConnectionWithoutItGetsTwoSeconds) {
 TEST_F(ApiServiceTest, AFollowerThatLeavesIsCountedOut) {
   StartApi("");
   ASSERT_EQ(Post({}).first, 201);
-  const int fd = ConnectIdle(api_port_);
+  const int fd = ConnectTo(api_port_);
   ASSERT_GE(fd, 0);
   const std::string request =
       "GET /v1/streams/feed/entries?follow=true&since=0 HTTP/1.1\r\nHost: x\r\n\r\n";
