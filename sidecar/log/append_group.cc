@@ -57,8 +57,8 @@ void AppendGroup::Drain(const std::string& lane_key) {
     auto lane = lanes_.find(lane_key);
     std::deque<Queued>& waiting = lane->second.waiting;
     if (waiting.empty()) {
-      // Emptied lanes go: a sharded stream has one per entry key, and keys seen once must not
-      // accumulate. The next append starts a drain again.
+      // An emptied lane goes, and with it the sign that a drain runs: the next append of this
+      // target starts a drain again.
       lanes_.erase(lane);
       return;
     }
