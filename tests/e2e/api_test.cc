@@ -2,7 +2,6 @@
 // real redis-server, and HTTP written byte by byte over sockets, so framing is under test too.
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -19,51 +18,22 @@
 
 #include "sidecar/keys/sharding_keys.h"
 #include "tests/e2e/e2e_fixture.h"
+#include "tests/e2e/log_api_fixture.h"
 
 namespace streamcar::testing {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 const std::string kToken = "tok-4f9a1c";
-
-int ConnectTo(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool SendText(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // Reads what arrives by `deadline` into *buffer; false on timeout, or when the peer closed
 // (then *closed is set).
 bool ReadMore(int fd, std::string* buffer, Clock::time_point deadline, bool* closed = nullptr) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-  pollfd p{fd, POLLIN, 0};
-  if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-  char chunk[16384];
-  const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-  if (n <= 0) {
-    if (closed != nullptr) *closed = true;
-    return false;
-  }
-  buffer->append(chunk, static_cast<size_t>(n));
-  return true;
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0) return false;
+  bool gone = false;
+  const bool got = ReadSome(fd, buffer, left, &gone);
+  if (gone && closed != nullptr) *closed = true;
+  return got;
 }
 
 struct Reply {
@@ -137,16 +107,6 @@ std::string Head(const std::string& method, const std::string& path,
   return out + "\r\n" + body;
 }
 
-// A JSON string's value in `json` after "key": (the first occurrence), unescaped for the simple
-// texts these tests use.
-std::string JsonString(const std::string& json, const std::string& key) {
-  const std::string marker = "\"" + key + "\":\"";
-  const size_t start = json.find(marker);
-  if (start == std::string::npos) return "";
-  const size_t from = start + marker.size();
-  return json.substr(from, json.find('"', from) - from);
-}
-
 // Every "id" of the entries of a page, in order.
 std::vector<std::string> PageIds(const std::string& json) {
   std::vector<std::string> ids;
@@ -172,7 +132,7 @@ class SseClient {
   // Sends the GET and reads the answer's head; the status (0 when nothing answered).
   int Open(int port, const std::string& path, const std::vector<std::string>& headers) {
     fd_ = ConnectTo(port);
-    if (fd_ < 0 || !SendText(fd_, Head("GET", path, headers, ""))) return 0;
+    if (fd_ < 0 || !SendAll(fd_, Head("GET", path, headers, ""))) return 0;
     const auto deadline = Clock::now() + seconds(10);
     size_t head_end;
     while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
@@ -275,7 +235,7 @@ class ApiTest : public E2eTest {
     if (fd < 0) return {};
     std::string pending;
     Reply reply;
-    if (SendText(fd, Head(method, path, headers, body))) reply = ReadReply(fd, &pending);
+    if (SendAll(fd, Head(method, path, headers, body))) reply = ReadReply(fd, &pending);
     ::close(fd);
     return reply;
   }
@@ -416,7 +376,7 @@ TEST_F(ApiTest, NotifyPublishesTheIdAfterEachAppend) {
   StartApi();
   const int fd = ConnectTo(redis_->port());
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(SendText(fd, "SUBSCRIBE notes:events feed:events\r\n"));
+  ASSERT_TRUE(SendAll(fd, "SUBSCRIBE notes:events feed:events\r\n"));
   std::string seen;
   const auto deadline = Clock::now() + seconds(10);
   while (seen.find(":2\r\n") == std::string::npos && ReadMore(fd, &seen, deadline)) {
@@ -575,7 +535,7 @@ TEST_F(ApiTest, ErrorsAreJsonWithTheirStatus) {
   EXPECT_EQ(Call("GET", "/v1/other").status, 404);
   // HEAD gets 405 and the connection closes (its client would not read the body).
   const int head_fd = ConnectTo(api_port_);
-  ASSERT_TRUE(SendText(
+  ASSERT_TRUE(SendAll(
       head_fd, Head("HEAD", "/v1/streams/feed/entries", {"Authorization: Bearer " + kToken}, "")));
   std::string head_pending;
   EXPECT_EQ(ReadReply(head_fd, &head_pending, seconds(10), /*head_only=*/true).status, 405);
@@ -606,10 +566,10 @@ TEST_F(ApiTest, BodyOverMaxBodyIs413BeforeItIsRead) {
   StartApi();
   const int fd = ConnectTo(api_port_);
   // Only the head: the answer must come without the 5000 announced bytes.
-  ASSERT_TRUE(SendText(fd,
-                       "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\nAuthorization: "
-                       "Bearer " +
-                           kToken + "\r\nContent-Length: 5000\r\n\r\n"));
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                      "Bearer " +
+                          kToken + "\r\nContent-Length: 5000\r\n\r\n"));
   std::string pending;
   Reply reply = ReadReply(fd, &pending);
   EXPECT_EQ(reply.status, 413);
@@ -640,7 +600,7 @@ TEST_F(ApiTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
   };
   for (const auto& smuggle : smuggles) {
     const int fd = ConnectTo(api_port_);
-    ASSERT_TRUE(SendText(fd, smuggle));
+    ASSERT_TRUE(SendAll(fd, smuggle));
     std::string pending;
     Reply reply = ReadReply(fd, &pending);
     EXPECT_EQ(reply.status, 400) << smuggle;
@@ -651,7 +611,7 @@ TEST_F(ApiTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
   EXPECT_EQ(Len("feed"), 0);
   // A chunked body alone is fine, and keep-alive carries the next request on the same connection.
   const int fd = ConnectTo(api_port_);
-  ASSERT_TRUE(SendText(
+  ASSERT_TRUE(SendAll(
       fd, "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\n" + auth +
               "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n" +
               Head("GET", "/v1/streams/feed/entries", {"Authorization: Bearer " + kToken}, "")));
@@ -668,17 +628,17 @@ TEST_F(ApiTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
 TEST_F(ApiTest, ExpectContinueIsAnsweredBeforeTheBodyIsSent) {
   StartApi();
   const int fd = ConnectTo(api_port_);
-  ASSERT_TRUE(SendText(fd,
-                       "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\nAuthorization: "
-                       "Bearer " +
-                           kToken + "\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                      "Bearer " +
+                          kToken + "\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
   std::string pending;
   const auto deadline = Clock::now() + seconds(10);
   while (pending.find("\r\n\r\n") == std::string::npos && ReadMore(fd, &pending, deadline)) {
   }
   EXPECT_EQ(pending, "HTTP/1.1 100 Continue\r\n\r\n");
   pending.clear();
-  ASSERT_TRUE(SendText(fd, "hello"));
+  ASSERT_TRUE(SendAll(fd, "hello"));
   Reply reply = ReadReply(fd, &pending);
   ::close(fd);
   EXPECT_EQ(reply.status, 201) << reply.body;
@@ -688,8 +648,8 @@ TEST_F(ApiTest, ExpectContinueIsAnsweredBeforeTheBodyIsSent) {
 TEST_F(ApiTest, SlowSendersAndHugeHeadsAreCutOff) {
   StartApi();
   const int huge = ConnectTo(api_port_);
-  ASSERT_TRUE(SendText(huge, "GET /v1/streams/feed/entries HTTP/1.1\r\nX-Big: " +
-                                 std::string(20000, 'a') + "\r\n\r\n"));
+  ASSERT_TRUE(SendAll(huge, "GET /v1/streams/feed/entries HTTP/1.1\r\nX-Big: " +
+                                std::string(20000, 'a') + "\r\n\r\n"));
   std::string pending;
   EXPECT_EQ(ReadReply(huge, &pending).status, 431);
   EXPECT_TRUE(ClosedByServer(huge));
@@ -701,7 +661,7 @@ TEST_F(ApiTest, SlowSendersAndHugeHeadsAreCutOff) {
   const int silent = ConnectTo(api_port_);
   const int slow = ConnectTo(api_port_);
   const auto started = Clock::now();
-  ASSERT_TRUE(SendText(slow, "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\n"));
+  ASSERT_TRUE(SendAll(slow, "POST /v1/streams/feed/entries HTTP/1.1\r\nHost: x\r\n"));
   pending.clear();
   Reply reply = ReadReply(slow, &pending, seconds(30));
   EXPECT_EQ(reply.status, 408);
@@ -724,8 +684,8 @@ TEST_F(ApiTest, AClientThatDoesNotReadCannotHoldTheShutdown) {
   for (int i = 0; i < 1200; ++i) redis_->Run({"XADD", "feed", "*", "v", value});
   const int fd = ConnectTo(api_port_);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(SendText(fd, Head("GET", "/v1/streams/feed/entries?count=10000",
-                                {"Authorization: Bearer " + kToken}, "")));
+  ASSERT_TRUE(SendAll(fd, Head("GET", "/v1/streams/feed/entries?count=10000",
+                               {"Authorization: Bearer " + kToken}, "")));
   // Wait until the answer stops arriving: the buffers are full and the server is blocked sending.
   int queued = -1;
   EXPECT_TRUE(Eventually(
