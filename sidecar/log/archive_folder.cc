@@ -28,6 +28,16 @@ end
 return redis.call('INCR', KEYS[2])
 )lua");
 
+// KEYS: lease, token. ARGV: holder, the token this holder has. Deletes the lease only when this
+// holder still has it under this token: a lease that expired and was taken since is not touched.
+const redis::Script kReleaseScript(R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+)lua");
+
 // KEYS: watermark. ARGV: W. Sets it only when it is above the recorded one, comparing ids as
 // decimal strings (Lua numbers are doubles: 64-bit ids would lose digits).
 const redis::Script kRecordWatermarkScript(R"lua(
@@ -78,12 +88,22 @@ StatusOr<int64_t> ArchiveFolder::TakeLease(redis::Session& session) {
   return token_;
 }
 
+StatusOr<bool> ArchiveFolder::ReleaseLease(redis::Session& session) {
+  if (token_ == 0) return false;
+  auto call = kReleaseScript.Call({keys_.lease, keys_.token}).Arg(options_.holder).Arg(token_);
+  auto reply = RunScript(session, call, kReleaseScript.Load());
+  if (!reply.ok()) return reply.status();
+  token_ = 0;
+  return reply->view().Integer() == 1;
+}
+
 StatusOr<BatchOutcome> ArchiveFolder::FoldBatch(redis::Session& session, int64_t token,
                                                 FoldPhase stop_after) {
   const std::string& stream = options_.stream;
   BatchOutcome outcome;
-  // (b) The trim point: the oldest `due_by_len` entries (all but the newest max_len), and every
-  // entry older than the age cut. Both are prefixes of the stream; their union is too.
+  // (b) The trim point: the oldest `due_by_len` entries (all but the newest max_len), every
+  // entry older than the age cut, and every entry up to `due_through`. Each is a prefix of the
+  // stream; their union is too.
   int64_t due_by_len = 0;
   if (options_.max_len > 0) {
     auto len = session.Run(redis::Command("XLEN").Arg(stream));
@@ -95,7 +115,8 @@ StatusOr<BatchOutcome> ArchiveFolder::FoldBatch(redis::Session& session, int64_t
     const int64_t cut_ms = SystemClock::Instance().WallMillis() - options_.max_age.count();
     if (cut_ms > 0) age_cut = EntryId{static_cast<uint64_t>(cut_ms), 0};
   }
-  if (due_by_len == 0 && !age_cut) return outcome;
+  const std::optional<EntryId>& through = options_.due_through;
+  if (due_by_len == 0 && !age_cut && !through) return outcome;
   auto range = session.Run(
       redis::Command("XRANGE").Arg(stream).Arg("-").Arg("+").Arg("COUNT").Arg(options_.batch));
   if (!range.ok()) return range.status();
@@ -106,7 +127,8 @@ StatusOr<BatchOutcome> ArchiveFolder::FoldBatch(redis::Session& session, int64_t
     const auto id = ParseEntryId(entries[due].id);
     if (!id) return Status(StatusCode::kProtocol, "XRANGE answered a bad id: " + entries[due].id);
     const bool by_age = age_cut && *id < *age_cut;
-    if (!by_len && !by_age) break;
+    const bool by_point = through && *id <= *through;
+    if (!by_len && !by_age && !by_point) break;
   }
   outcome.full = due == static_cast<size_t>(options_.batch);
   entries.resize(due);

@@ -6,7 +6,8 @@
 //   (a) take or renew the lease `keys::ArchiveKeysOf(stream).lease` (a fencing token from INCR of
 //       `.token` with every new lease);
 //   (b) read the oldest entries up to the rule's trim point (MAXLEN: all but the newest max_len;
-//       MINID: older than now - max_age), `batch` at a time, with XRANGE;
+//       MINID: older than now - max_age; a manual trim's point: up to an id), `batch` at a time,
+//       with XRANGE;
 //   (c) ArchiveStore::Fold with the token: W advances in the archive's own transaction, which
 //       refuses a token lower than one already used (a stale folder writes nothing);
 //   (d) record W in Redis (`.watermark`), only ever raising it;
@@ -19,11 +20,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "sidecar/admin/metrics.h"
 #include "sidecar/common/clock.h"
 #include "sidecar/common/stop_signal.h"
+#include "sidecar/common/text.h"
 #include "sidecar/keys/archive_keys.h"
 #include "sidecar/log/archive_store.h"
 #include "sidecar/redis/session.h"
@@ -36,6 +39,9 @@ struct FolderOptions {
   int batch = 1000;     // entries per XRANGE and per Fold
   int64_t max_len = 0;  // the retention rule: keep the newest max_len (0: off)
   Millis max_age{0};    // ... and/or what is younger than max_age (0: off)
+  // ... and/or every entry at or below this id: a manual trim's point (`streamcar trim`), fixed
+  // when it starts so that what producers append meanwhile is not due.
+  std::optional<EntryId> due_through;
   Millis lease_ttl{30000};
   Millis step_budget{5000};  // a step stops after this long; `more` says the backlog remains
   // Called after every batch of a step (may be empty): the caller's watchdog beat, so that a
@@ -74,6 +80,10 @@ class ArchiveFolder {
 
   // (a): the token of the lease this folder holds now, or 0 when another holder has it.
   StatusOr<int64_t> TakeLease(redis::Session& session);
+  // Gives the lease back when this folder still holds it (its holder and its token), so that
+  // another folder (a manual trim, another replica) may take it at once instead of waiting for
+  // its expiry. True when it was released.
+  StatusOr<bool> ReleaseLease(redis::Session& session);
   // (b)-(e) for one batch under `token`, stopping after `stop_after`.
   StatusOr<BatchOutcome> FoldBatch(redis::Session& session, int64_t token,
                                    FoldPhase stop_after = FoldPhase::kTrimmed);

@@ -128,6 +128,10 @@ bool RetentionBeat::Fold(size_t index, bool* more) {
   auto step = folders_[index]->Step(*session_, &stop_);
   if (step.ok()) {
     *more = step->more;
+    // Caught up: the lease goes back until the next beat, so that a manual trim (`streamcar
+    // trim`) or another replica takes it at once rather than after its expiry. A release that
+    // fails leaves the lease to expire: nothing is lost either way.
+    if (!step->more && step->token > 0) (void)folders_[index]->ReleaseLease(*session_);
     return true;
   }
   // The same failure on every beat (an archive that cannot open yet, on a 50 ms interval) is

@@ -6,7 +6,9 @@
 //
 // A stream of the log API (`streams:`) with `archive: true` is never trimmed without folding: its
 // beat step is an ArchiveFolder step (sidecar/log/archive_folder.h) that writes the entries due
-// into the archive first and trims only those.
+// into the archive first and trims only those. The folder's lease is held for the step and given
+// back once nothing more is due, so `streamcar trim` (sidecar/log/manual_trim.h) folds between
+// two beats under the same lease, never at the same time as a beat.
 
 #include <memory>
 #include <string>
