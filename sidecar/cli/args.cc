@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "sidecar/common/duration.h"
 #include "sidecar/common/text.h"
 #include "sidecar/log/entry_id.h"
 #include "sidecar/log/log_reader.h"
@@ -31,10 +32,22 @@ std::string CommandName(CommandKind command) {
       return "tail";
     case CommandKind::kRoute:
       return "route";
+    case CommandKind::kTrim:
+      return "trim";
     case CommandKind::kVersion:
       return "version";
   }
   return "run";
+}
+
+// A decimal number of at least 0, all of `text`.
+std::optional<int64_t> WholeNumber(const std::string& text) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 0) {
+    return std::nullopt;
+  }
+  return n;
 }
 
 // Which options each command takes.
@@ -50,7 +63,8 @@ struct Accepts {
   bool produce_options = false;  // --idempotency-key, --id ID (one)
   bool since = false;
   bool until = false;
-  bool key = false;  // a KEY argument (required; may be "")
+  bool key = false;         // a KEY argument (required; may be "")
+  bool trim_point = false;  // --max-len, --max-age, --min-id (exactly one)
 };
 
 Accepts AcceptsOf(CommandKind command) {
@@ -77,6 +91,8 @@ Accepts AcceptsOf(CommandKind command) {
       return {.config = true, .json = true, .stream = true, .since = true};
     case CommandKind::kRoute:
       return {.config = true, .subscription = true, .key = true};
+    case CommandKind::kTrim:
+      return {.config = true, .dry_run = true, .stream = true, .trim_point = true};
     case CommandKind::kVersion:
       return {};
   }
@@ -99,6 +115,9 @@ std::string GeneralHelp() {
          "  streamcar read   [-c FILE] STREAM [--since T] [--until T] [--count N] [--json]\n"
          "  streamcar tail   [-c FILE] STREAM [--since T]  follow new entries until interrupted\n"
          "  streamcar route  [-c FILE] --subscription NAME KEY  the shard KEY goes to (sharded)\n"
+         "  streamcar trim   [-c FILE] STREAM [--max-len N | --max-age D | --min-id ID] "
+         "[--dry-run]\n"
+         "                                     trim now; an archived stream is folded first\n"
          "  streamcar version                   version, revision and build date (also --version)\n"
          "\n"
          "Options:\n"
@@ -109,6 +128,27 @@ std::string GeneralHelp() {
          "\n"
          "Exit codes: 0 success, 1 runtime failure retrying cannot fix, 2 usage or config error.\n";
 }
+
+namespace {
+
+std::string TrimHelp() {
+  return "Usage: streamcar trim [-c FILE] STREAM [--max-len N | --max-age D | --min-id ID] "
+         "[--dry-run]\n\n"
+         "Trims STREAM now, exactly (no ~). STREAM must be listed under `streams:`. One of:\n"
+         "  --max-len N   keep the newest N entries\n"
+         "  --max-age D   keep the entries younger than D (1h, 30m, 1h30m), by Redis's clock\n"
+         "  --min-id ID   keep the entries at or above ID (an entry id, milliseconds or an RFC\n"
+         "                3339 instant)\n"
+         "  --dry-run     print what would be folded and trimmed; change nothing\n"
+         "A stream with archive: true is folded into the archive first, under the same lease as\n"
+         "the retention beat (waiting up to 60 s for a beat in progress), and trimmed only at or\n"
+         "below what was folded: `streamcar read` still returns every entry. Prints one line:\n"
+         "  folded N entries (K new) up to W into URL; trimmed M entries (STREAM: L left)\n"
+         "  trimmed M entries (STREAM: L left)                    (a stream without archive)\n"
+         "and with --dry-run the same with \"would fold\", \"would trim\" and \"would be left\".\n";
+}
+
+}  // namespace
 
 std::string HelpText(CommandKind command) {
   switch (command) {
@@ -174,6 +214,8 @@ std::string HelpText(CommandKind command) {
              "that shard's stream key: \"<index> <key>\", for example \"3 orders:{3}\". The index\n"
              "is crc32(KEY) mod shards (CRC-32/IEEE, as zlib's crc32), so producers in any\n"
              "language route alike. Reads only the configuration.\n";
+    case CommandKind::kTrim:
+      return TrimHelp();
     case CommandKind::kVersion:
       return "Usage: streamcar version (or --version)\n\n"
              "Prints the version, the source revision and the build date.\n";
@@ -230,6 +272,7 @@ class ArgumentParser {
         {"status", CommandKind::kStatus},   {"version", CommandKind::kVersion},
         {"produce", CommandKind::kProduce}, {"read", CommandKind::kRead},
         {"tail", CommandKind::kTail},       {"route", CommandKind::kRoute},
+        {"trim", CommandKind::kTrim},
     };
     for (const auto& [name, kind] : command_words) {
       if (word != name) continue;
@@ -239,10 +282,10 @@ class ArgumentParser {
     if (word == "dlq") return ParseDlqSubcommand();
     std::string message = "unknown command \"" + word + "\"";
     if (auto meant = ClosestMatch(word, {"run", "check", "status", "dlq", "produce", "read", "tail",
-                                         "route", "version"})) {
+                                         "route", "trim", "version"})) {
       message += " (did you mean " + *meant + "?)";
     } else {
-      message += " (commands: run, check, status, dlq, produce, read, tail, route, version)";
+      message += " (commands: run, check, status, dlq, produce, read, tail, route, trim, version)";
     }
     return Fail(message);
   }
@@ -286,6 +329,7 @@ class ArgumentParser {
     }
     if (Step step = ParseSelectionOption(arg); step != Step::kNotMine) return step;
     if (Step step = ParseEntryOption(arg); step != Step::kNotMine) return step;
+    if (Step step = ParseTrimOption(arg); step != Step::kNotMine) return step;
     if (arg.starts_with("-")) {
       return Fail("unknown option " + arg + " for \"" + Command() + "\" (see streamcar " +
                   Command() + " --help)");
@@ -389,8 +433,40 @@ class ArgumentParser {
     return Step::kNext;
   }
 
+  // trim's selectors: where the stream is cut.
+  Step ParseTrimOption(const std::string& arg) {
+    if (arg != "--max-len" && arg != "--max-age" && arg != "--min-id") return Step::kNotMine;
+    if (!accepts_.trim_point) return NotHere(arg);
+    ++trim_points_;
+    auto v = Value();
+    if (arg == "--max-len") {
+      auto n = v ? WholeNumber(*v) : std::nullopt;
+      if (!n) {
+        return Fail("--max-len must be a whole number of at least 0 (got \"" +
+                    PrintableOneLine(v.value_or("")) + "\")");
+      }
+      parsed_.max_len = *n;
+    } else if (arg == "--max-age") {
+      std::string why;
+      auto age = v ? ParseDuration(*v, &why) : std::nullopt;
+      if (!age) return Fail("--max-age needs a duration like 24h or 90m" + (v ? ": " + why : ""));
+      parsed_.max_age = *age;
+    } else {
+      if (!v) return Fail("--min-id needs an entry id, milliseconds or an RFC 3339 instant");
+      auto bound = log::ParseBound(*v);
+      if (!bound.ok()) return Fail("--min-id: " + bound.status().message());
+      parsed_.min_id = *bound;
+    }
+    return Step::kNext;
+  }
+
   // What the command needs once every argument is read.
   Step CheckRequired() {
+    if (accepts_.trim_point && trim_points_ != 1) {
+      return Fail(trim_points_ == 0 ? "trim needs one of --max-len N, --max-age D or --min-id ID"
+                                    : "trim takes exactly one of --max-len, --max-age and "
+                                      "--min-id");
+    }
     if (accepts_.stream && parsed_.stream.empty()) {
       return Fail(Command() + " needs a STREAM argument");
     }
@@ -436,6 +512,7 @@ class ArgumentParser {
   std::optional<std::string> config_flag_;
   std::optional<std::string> inline_value_;  // the current option's "=value"
   bool only_positionals_ = false;            // after "--"
+  int trim_points_ = 0;                      // trim selectors given (each counts, repeats too)
   std::string error_;
 };
 

@@ -2,10 +2,13 @@
 // The command line of SPEC section 1, parsed into a plain struct. Parsing never exits: errors come
 // back as text, and main() turns them into exit code 2.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "sidecar/common/clock.h"
 
 namespace streamcar::cli {
 
@@ -19,6 +22,7 @@ enum class CommandKind {
   kRead,
   kTail,
   kRoute,
+  kTrim,
   kVersion
 };
 
@@ -42,6 +46,10 @@ struct Arguments {
   // Sharded streams (SPEC 9): route's KEY argument, produce --key.
   std::string key;
   bool key_given = false;
+  // trim (SPEC 1): exactly one of these is set.
+  std::optional<int64_t> max_len;  // --max-len N
+  std::optional<Millis> max_age;   // --max-age D
+  std::string min_id;              // --min-id, as the entry id it stands for ("" = not given)
 };
 
 inline constexpr const char* kDefaultConfigPath = "/etc/streamcar/streamcar.yaml";

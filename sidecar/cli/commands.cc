@@ -35,6 +35,8 @@ int Dispatch(const Arguments& args) {
       return TailCommand(args);
     case CommandKind::kRoute:
       return RouteCommand(args);
+    case CommandKind::kTrim:
+      return TrimCommand(args);
   }
   return 2;
 }

@@ -18,5 +18,6 @@ int ProduceCommand(const Arguments& args);
 int ReadCommand(const Arguments& args);
 int TailCommand(const Arguments& args);
 int RouteCommand(const Arguments& args);
+int TrimCommand(const Arguments& args);
 
 }  // namespace streamcar::cli

@@ -13,7 +13,7 @@
 
 #include "sidecar/admin/metrics.h"
 #include "sidecar/log/retention.h"
-#include "tests/integration/archive_backends.h"
+#include "tests/integration/archive_redis_fixture.h"
 #include "tests/support/sidecar_process.h"
 
 namespace streamcar::testing {
@@ -24,85 +24,7 @@ using log::FolderOptions;
 using log::FoldPhase;
 
 template <typename Backend>
-class ArchiveFolderTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    store_ = OpenOrFail(backend_.url());
-    ASSERT_NE(store_, nullptr);
-    session_ = std::make_unique<redis::Session>(redis_.ClientOptions(), "folder", &health_);
-    StopSignal stop;
-    ASSERT_TRUE(session_->EnsureConnected(stop).ok());
-  }
-
-  // Appends n entries with a binary field; their ids in order.
-  std::vector<std::string> Append(int n, const std::string& stream = "feed") {
-    std::vector<std::string> ids;
-    for (int i = 0; i < n; ++i) {
-      const std::string value = std::string("v\0\xff", 3) + std::to_string(appended_++);
-      ids.emplace_back(redis_.Run({"XADD", stream, "*", "n", value, "n", "again"}).view().Str());
-    }
-    return ids;
-  }
-
-  std::vector<std::string> RedisIds(const std::string& stream = "feed") {
-    std::vector<std::string> ids;
-    auto reply = redis_.Run({"XRANGE", stream, "-", "+"});
-    for (size_t i = 0; i < reply.view().Size(); ++i) ids.emplace_back(reply.view()[i][0].Str());
-    return ids;
-  }
-
-  std::vector<StreamEntry> Archived(const std::string& stream = "feed") {
-    std::vector<StreamEntry> out;
-    std::string after;
-    while (true) {
-      auto page = store_->Read(stream, after, "", 1000);
-      EXPECT_TRUE(page.ok()) << page.status().ToString();
-      if (!page.ok() || page->entries.empty()) break;
-      for (auto& e : page->entries) out.push_back(std::move(e));
-      after = out.back().id;
-    }
-    return out;
-  }
-
-  // Archive and Redis together hold every appended id exactly once, and the archive holds the
-  // fields as they were written.
-  void ExpectEachOnce(const std::vector<std::string>& appended,
-                      const std::string& stream = "feed") {
-    std::vector<std::string> all;
-    for (const auto& e : Archived(stream)) {
-      all.push_back(e.id);
-      ASSERT_EQ(e.fields.size(), 2u);
-      EXPECT_EQ(e.fields[0].first, "n");
-      EXPECT_EQ(e.fields[0].second.substr(0, 3), std::string("v\0\xff", 3));
-      EXPECT_EQ(e.fields[1], (std::pair<std::string, std::string>{"n", "again"}));
-    }
-    const auto live = RedisIds(stream);
-    all.insert(all.end(), live.begin(), live.end());
-    EXPECT_EQ(all, appended) << "archive then Redis, in id order, must be exactly what was added";
-  }
-
-  FolderOptions Options(const std::string& holder = "c1") {
-    FolderOptions options;
-    options.stream = "feed";
-    options.holder = holder;
-    options.batch = 7;
-    options.max_len = 10;
-    options.lease_ttl = Millis(30000);
-    return options;
-  }
-
-  std::string RedisWatermark() {
-    auto reply = redis_.Run({"GET", "{feed}:archive:watermark"});
-    return reply.IsNil() ? "" : std::string(reply.view().Str());
-  }
-
-  Backend backend_;
-  RedisServer redis_;
-  redis::RedisHealth health_;
-  std::unique_ptr<redis::Session> session_;
-  std::unique_ptr<log::ArchiveStore> store_;
-  int appended_ = 0;
-};
+using ArchiveFolderTest = ArchiveRedisTest<Backend>;
 
 TYPED_TEST_SUITE(ArchiveFolderTest, Backends, BackendNames);
 

@@ -70,6 +70,7 @@ TEST(Args, HelpOnEveryCommand) {
                                                          {"produce", "--help"},
                                                          {"read", "--help"},
                                                          {"tail", "--help"},
+                                                         {"trim", "--help"},
                                                          {"version", "--help"}}) {
     EXPECT_TRUE(Parse(args).help);
   }
@@ -84,6 +85,7 @@ TEST(Args, HelpCommandIsTheCommandsHelp) {
            {{"help", "status"}, {"status", "--help"}},
            {{"help", "dlq"}, {"dlq", "--help"}},
            {{"help", "dlq", "replay"}, {"dlq", "replay", "--help"}},
+           {{"help", "trim"}, {"trim", "--help"}},
            {{"help", "version"}, {"version", "--help"}}}) {
     const Arguments a = Parse(asked);
     const Arguments b = Parse(same);
@@ -148,6 +150,44 @@ TEST(Args, ProduceReadTailErrors) {
   EXPECT_NE(ErrorOf({"tail", "feed", "--until", "5"}).find("does not apply"), std::string::npos);
   EXPECT_NE(ErrorOf({"tail", "feed", "--count", "5"}).find("does not apply"), std::string::npos);
   EXPECT_NE(ErrorOf({"reed"}).find("did you mean read?"), std::string::npos);
+}
+
+// SPEC 1: `trim STREAM [--max-len N | --max-age D | --min-id ID] [--dry-run]`.
+TEST(Args, TrimTakesExactlyOneSelector) {
+  auto by_len = Parse({"trim", "-c", "/x.yaml", "feed", "--max-len", "0", "--dry-run"});
+  EXPECT_EQ(by_len.command, CommandKind::kTrim);
+  EXPECT_EQ(by_len.stream, "feed");
+  EXPECT_EQ(by_len.max_len, 0);
+  EXPECT_FALSE(by_len.max_age.has_value());
+  EXPECT_TRUE(by_len.dry_run);
+  auto by_age = Parse({"trim", "feed", "--max-age=1h30m"});
+  EXPECT_EQ(by_age.max_age, Millis(90 * 60 * 1000));
+  EXPECT_FALSE(by_age.max_len.has_value());
+  EXPECT_FALSE(by_age.dry_run);
+  EXPECT_EQ(Parse({"trim", "feed", "--min-id", "17-3"}).min_id, "17-3");
+  EXPECT_EQ(Parse({"trim", "feed", "--min-id", "1796049000000"}).min_id, "1796049000000-0");
+  EXPECT_EQ(Parse({"trim", "feed", "--min-id", "2026-11-30T14:30:00Z"}).min_id, "1796049000000-0");
+
+  EXPECT_NE(ErrorOf({"trim", "feed"}).find("needs one of --max-len N, --max-age D or --min-id ID"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"trim", "feed", "--max-len", "1", "--min-id", "1-0"}).find("exactly one"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"trim", "feed", "--max-age", "1h", "--max-age", "2h"}).find("exactly one"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"trim", "--max-len", "1"}).find("needs a STREAM"), std::string::npos);
+  for (const char* bad : {"-1", "x", "1.5", ""}) {
+    EXPECT_NE(ErrorOf({"trim", "feed", "--max-len", bad}).find("--max-len must be a whole number"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(ErrorOf({"trim", "feed", "--max-age", "5"}).find("--max-age needs a duration"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"trim", "feed", "--min-id", "noon"}).find("--min-id: \"noon\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"trim", "feed", "--max-len", "1", "--count", "2"}).find("does not apply"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"read", "feed", "--max-len", "1"}).find("does not apply"), std::string::npos);
+  EXPECT_NE(ErrorOf({"trm"}).find("did you mean trim?"), std::string::npos);
 }
 
 }  // namespace
