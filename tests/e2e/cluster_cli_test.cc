@@ -1,5 +1,5 @@
-// `status` and `dlq list/replay` (SPEC 1, 8) against a real 3-master Redis Cluster, the real
-// binary: streams on different masters, one subscription whose dead-letter stream shares its
+// `status`, `dlq list/replay` and `trim` (SPEC 1, 8) against a real 3-master Redis Cluster, the
+// real binary: streams on different masters, one subscription whose dead-letter stream shares its
 // stream's slot (the one-step replay script) and one whose dead-letter stream lives on another
 // master (the two-step replay).
 
@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,41 @@ TEST_F(ClusterCliTest, DlqListAndReplayBothPaths) {
   EXPECT_EQ(entry.view()[0][1][0].Str(), "order");
   EXPECT_EQ(entry.view()[0][1][1].Str(), "42");
   EXPECT_EQ(entry.view()[0][1].Size(), 2u);  // the original fields only
+}
+
+// `trim` (SPEC 1, 10) on each stream's master: an archived stream on one master is folded first
+// (the lease, token and watermark keys in its slot), a plain one on another is cut by Redis TIME on
+// its own node; `read` still returns every entry of the archived one.
+TEST_F(ClusterCliTest, TrimFoldsAndTrimsEachStreamOnItsMaster) {
+  const std::string config = dir_ + "/trim.yaml";
+  std::ofstream(config) << "version: 1\nredis:\n  url: " << cluster_->SeedUrl()
+                        << "\nstreams:\n  - name: " << a_ << "\n    archive: true\n  - name: " << b_
+                        << "\narchive:\n  url: sqlite://" << dir_ << "/archive.db\n";
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 30; ++i) {
+    ids.push_back(std::to_string(1000 + i) + "-0");
+    cluster_->Run(a_, {"XADD", a_, ids.back(), "i", std::to_string(i)});
+    cluster_->Run(b_, {"XADD", b_, ids.back(), "i", std::to_string(i)});
+  }
+  auto archived = RunStreamcar({"trim", "-c", config, a_, "--max-len", "10"});
+  ASSERT_EQ(archived.exit_code, 0) << archived.err;
+  EXPECT_EQ(archived.out, "folded 20 entries (20 new) up to 1020-0 into sqlite://" + dir_ +
+                              "/archive.db; trimmed 20 entries (" + a_ + ": 10 left)\n");
+  EXPECT_EQ(Length(a_), 10);
+  const std::string watermark = "{" + a_ + "}:archive:watermark";
+  EXPECT_EQ(cluster_->Run(watermark, {"GET", watermark}).view().Str(), "1020-0");
+  auto read = RunStreamcar({"read", "-c", config, a_, "--count", "100"});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  std::vector<std::string> read_ids;
+  std::istringstream lines(read.out);
+  for (std::string line; std::getline(lines, line);) read_ids.push_back(line.substr(0, 6));
+  EXPECT_EQ(read_ids, ids);
+
+  // Ids near the epoch are older than a minute on any node's clock.
+  auto plain = RunStreamcar({"trim", "-c", config, b_, "--max-age", "1m"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out, "trimmed 30 entries (" + b_ + ": 0 left)\n");
+  EXPECT_EQ(Length(b_), 0);
 }
 
 }  // namespace
