@@ -263,7 +263,8 @@ TEST_F(SqliteTrimCliTest, BadUsagesExitTwoAndChangeNothing) {
   EXPECT_NE(unlisted.err.find("(listed: feed, plain, text)"), std::string::npos) << unlisted.err;
   // A stream split into shards has no single key to trim (SPEC 9).
   SidecarConfig sharded;
-  sharded.subscription_extra = "    sharding: { shards: 4 }\n";
+  sharded.handler_extra = "timeout: 1s";
+  sharded.subscription_extra = "    sharding: { shards: 4, drain_timeout: 3s }\n";
   sharded.top_extra = "streams:\n  - name: orders\n";
   auto split =
       RunStreamcar({"trim", "-c", WriteConfig(E2eTest::Yaml(sharded)), "orders", "--max-len", "1"});

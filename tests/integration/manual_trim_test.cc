@@ -167,8 +167,17 @@ TYPED_TEST(ManualTrimTest, WaitsForAFolderThatHoldsTheLeaseAndFoldsOnlyAfterIt) 
   EXPECT_EQ(waited_for, "replica-a");
   EXPECT_EQ(report->folded, 15);
   this->ExpectEachOnce(ids);
-  // The trim's token is newer than the holder's: a late fold of the paused holder is refused.
-  EXPECT_FALSE(beat.FoldBatch(*this->session_, *beat_token).ok());
+  // The trim's token is newer than the holder's: a late fold of the paused holder, with entries
+  // due for it, is refused and trims nothing.
+  const auto more = this->Append(20);
+  const auto live = this->RedisIds();
+  auto late = beat.FoldBatch(*this->session_, *beat_token);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kFatal);
+  EXPECT_EQ(this->RedisIds(), live);
+  auto all = ids;
+  all.insert(all.end(), more.begin(), more.end());
+  this->ExpectEachOnce(all);
 }
 
 TYPED_TEST(ManualTrimTest, GivesUpWhenTheLeaseStaysTakenAndChangesNothing) {
@@ -195,12 +204,13 @@ TYPED_TEST(ManualTrimTest, RacingTheRetentionBeatFoldsEachEntryOnce) {
   config::Config config;
   config::LogStream stream;
   stream.name = "feed";
-  stream.retention.max_len = 30;
+  stream.retention.max_len = 8;  // between the trims' 3 and 12: both fold in turn
   stream.retention.interval = Millis(20);
   stream.archive = true;
   config.streams.push_back(stream);
   config.archive.interval = Millis(20);
   admin::Metrics metrics;
+  metrics.ArchiveFolded("feed");  // the series exists at 0, as the sidecar seeds it
   admin::Watchdog watchdog;
   log::RetentionBeat beat(
       log::TrimRulesOf(config),
@@ -213,6 +223,8 @@ TYPED_TEST(ManualTrimTest, RacingTheRetentionBeatFoldsEachEntryOnce) {
   for (int round = 0; round < 30; ++round) {
     const auto added = this->Append(20);
     ids.insert(ids.end(), added.begin(), added.end());
+    // Give the beat a turn on every other round (its interval is 20 ms).
+    if (round % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(60));
     auto report = log::TrimNow(*this->session_, this->Trim(this->MaxLen(round % 2 == 0 ? 3 : 12)));
     ASSERT_TRUE(report.ok()) << report.status().ToString();
     EXPECT_EQ(report->inserted, report->folded) << "round " << round;
@@ -225,6 +237,7 @@ TYPED_TEST(ManualTrimTest, RacingTheRetentionBeatFoldsEachEntryOnce) {
   EXPECT_EQ(static_cast<double>(trim_inserted) + beat_inserted,
             static_cast<double>(this->Archived().size()));
   EXPECT_GT(trim_inserted, 0);
+  EXPECT_GT(beat_inserted, 0) << "the beat never folded: no race was run";
 }
 
 TYPED_TEST(ManualTrimTest, WithoutArchiveItIsOneExactXtrim) {
