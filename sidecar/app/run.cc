@@ -3,11 +3,15 @@
 #include <prometheus/gauge.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -53,13 +57,41 @@ class FatalLatch {
   std::optional<Status> status_;
 };
 
-// A member id of a sharded subscription (KIP-1082): 128 random bits, for the process's lifetime.
+// A member id of a sharded subscription (KIP-1082), or the token of this process's consumer-name
+// leases (SPEC 4.7): 128 random bits, for the process's lifetime.
 std::string NewMemberId() {
   std::random_device random;
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id;
   for (int i = 0; i < 32; ++i) id += kHex[random() % 16];
   return id;
+}
+
+// Who this process is to the consumer-name leases (SPEC 4.7): a token of its own, and its
+// instance: $POD_UID (the chart sets it from the pod's uid) when set, so that a restarted
+// container of the same pod takes its predecessor's lease at once; else host name, process id
+// and start time, which no other process shares.
+redis::LeaseIdentity LeaseIdentityOfThisProcess() {
+  redis::LeaseIdentity identity;
+  identity.token = NewMemberId();
+  if (const char* pod = std::getenv("POD_UID"); pod != nullptr && *pod != '\0') {
+    identity.own_pod = pod;
+    identity.instance = pod;
+    return identity;
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char started[32] = {};
+  std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%S", &utc);
+  const auto millis = std::chrono::duration_cast<Millis>(now.time_since_epoch()).count() % 1000;
+  char fraction[8] = {};
+  std::snprintf(fraction, sizeof(fraction), ".%03dZ", static_cast<int>(millis));
+  identity.instance = std::string(host) + "/" + std::to_string(getpid()) + "@" + started + fraction;
+  return identity;
 }
 
 // Each subscription keeps up to handler.concurrency handler connections open besides its Redis
@@ -209,6 +241,8 @@ void BuildSubscriptions(Process& process, const runtime::Tuning& tuning) {
   deps.consumer_name = config.consumer_name;
   deps.tuning = tuning;
   deps.reap_idle = config.consumer_reap_idle;
+  deps.wait_for_name = config.consumer_wait_for_name;
+  const redis::LeaseIdentity lease_identity = LeaseIdentityOfThisProcess();
   deps.group_ready = [&process] {
     if (++process.groups_ready == process.config.subscriptions.size()) {
       process.readiness.SetGroupsReady(true);
@@ -224,6 +258,9 @@ void BuildSubscriptions(Process& process, const runtime::Tuning& tuning) {
           config.subscriptions[i], sub_deps, NewMemberId(), deps.group_ready));
       continue;
     }
+    // A plain subscription holds its consumer name's lease (SPEC 4.7); a sharded one's members
+    // have ids of their own, and the coordinator gives each shard to one of them.
+    sub_deps.consumer_lease = lease_identity;
     process.subscriptions.push_back(
         std::make_unique<runtime::SubscriptionLoop>(config.subscriptions[i], sub_deps));
   }

@@ -223,6 +223,9 @@ struct Config {
   // SPEC 4.6: remove other consumers of each group idle longer than this with nothing pending
   // (0: never). At least kMinReapIdle when set.
   Millis consumer_reap_idle{0};
+  // SPEC 4.7: a live process holding this consumer name's lease makes a new one wait for it
+  // instead of exiting 1.
+  bool consumer_wait_for_name = false;
   AdminConfig admin;
   ShutdownConfig shutdown;
   std::vector<Subscription> subscriptions;

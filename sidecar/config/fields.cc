@@ -464,6 +464,7 @@ void WriteReapIdle(Writer& out, const Field<Config>& field, const Config& config
 constexpr auto kConsumerFields = std::to_array<Field<Config>>({
     Text<&Config::consumer_name>("name"),
     Custom<Config>("reap_idle", &ReadReapIdle, &WriteReapIdle),
+    Bool<&Config::consumer_wait_for_name>("wait_for_name"),
 });
 
 // `defaults:` is read into the reader; each subscription starts from it.

@@ -25,6 +25,15 @@ std::string DefaultDeadLetterStream(std::string_view stream, bool cluster);
 // ends in a digit where every archive key ends in a letter.
 std::string IdempotencyKey(std::string_view stream, std::string_view key);
 
+// The lease on consumer name `consumer` in `group` of `stream` (SPEC 4.7): a hash of the holder's
+// token and instance, with a TTL. OwnedKey(stream, "consumer:<group>:<consumer>:<length of
+// group>:<length of consumer>:lease"), e.g. "{orders}:consumer:workers:pod-0:7:5:lease". Read
+// from the end, the lengths give group and consumer back even when either holds ':', so no two
+// (group, consumer) pairs share a name; and where the idempotency key ends in a digit, this ends
+// in "lease" after a digit, which no archive key does.
+std::string ConsumerLeaseKey(std::string_view stream, std::string_view group,
+                             std::string_view consumer);
+
 // The channel a stream with `notify: true` publishes each append's id on: "<stream>:events".
 std::string NotifyChannel(std::string_view stream);
 

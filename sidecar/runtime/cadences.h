@@ -22,5 +22,13 @@ inline constexpr Millis kHealthProbe{1000};
 inline constexpr Millis kReapPass{60000};
 // The lease keepalive extends what the loop holds well inside claim.min_idle (SPEC 3.2).
 constexpr Millis KeepaliveInterval(Millis min_idle) { return min_idle / 3; }
+// The consumer-name lease (SPEC 4.7, consumer_lease.h) is renewed a third of its expiry after
+// the last renewal was sent, and a process waiting for the name looks at it a dozen times per
+// expiry (at least every 50 ms apart): a live holder's renewal is seen within a third and a
+// twelfth, and a dead holder's lease is taken within a twelfth of its end.
+constexpr Millis ConsumerLeaseRenewal(Millis expiry) { return expiry / 3; }
+constexpr Millis ConsumerLeasePoll(Millis expiry) {
+  return expiry / 12 > Millis(50) ? expiry / 12 : Millis(50);
+}
 
 }  // namespace streamcar::runtime::cadence

@@ -19,6 +19,8 @@
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/stream_ops.h"
 #include "sidecar/runtime/cadences.h"
+#include "sidecar/runtime/consumer_lease_gate.h"
+#include "sidecar/runtime/consumer_lease_link.h"
 #include "sidecar/runtime/consumer_reaper.h"
 #include "sidecar/runtime/delivery_gates.h"
 #include "sidecar/runtime/delivery_pump.h"
@@ -99,6 +101,8 @@ class SubscriptionLoop::Core {
         command_(loop, connector_, ForStream(deps.redis, sub.stream, Prefix() + ":settle"),
                  sub.name + "/settle", deps.redis_health, ops_->Scripts()),
         dead_letters_(DeadLetterConnection(loop)),
+        lease_(ConsumerLeaseLink::ForSubscription(loop, &command_, sub, ops_->consumer(), deps,
+                                                  LeaseCallbacks())),
         ledger_(CapacityFor(sub), sub.ordering.key_field, sub.handler.max_held_bytes),
         settlement_(sub, *ops_, &ledger_, &observers_, clock_),
         router_(
@@ -125,8 +129,10 @@ class SubscriptionLoop::Core {
         confirm_timer_(loop.CreateTimer([this] { Kick(false); })) {
     health_ = AddDeliveryGates(
         loop, sub, deps.gates, client_.get(), &observers_, [this] { Kick(); }, &gates_);
+    if (lease_) gates_.Add(std::make_unique<ConsumerLeaseGate>(&lease_->lease()));
     command_.OnReady([this] {
       settlement_.OnConnectionReady();
+      if (lease_) lease_->Send();
       Kick();
     });
     command_.OnFatal([this](const Status& status) { deps_.fatal(status); });
@@ -156,8 +162,8 @@ class SubscriptionLoop::Core {
 
   void Start() {
     if (health_) health_->Start();
-    pump_.UpdatePause();  // intake reads by it from the start
-    intake_->Start();
+    pump_.UpdatePause();                         // intake reads by it from the start
+    lease_ ? lease_->Send() : intake_->Start();  // a consumer-name lease first (SPEC 4.7)
     Beat();
     gauge_timer_->ArmIn(Millis(0));
   }
@@ -165,6 +171,7 @@ class SubscriptionLoop::Core {
   // --- Shutdown stages (on the loop) ---
   void StopIntake() {
     stopping_ = true;
+    if (lease_) lease_->Stop();
     ledger_.StopIntake();
     settlement_.BeginDraining();
     if (health_) health_->Stop();
@@ -207,17 +214,21 @@ class SubscriptionLoop::Core {
     CheckStages();
   }
 
-  // The stream's owner refused a step (a shard's fence: a newer owner holds it). What this loop
-  // holds belongs to the newer owner now: nothing more is read, delivered, acknowledged or
-  // undone (every such step would be refused too); requests in flight are abandoned; whoever
-  // granted the ownership ends the loop.
+  // The stream's owner refused a step (a shard's fence: a newer owner holds it), or another
+  // process holds the consumer name (SPEC 4.7). What this loop holds belongs to the newer owner
+  // now: nothing more is read, delivered, acknowledged or undone (every such step would be
+  // refused too, or race the owner's); requests in flight are abandoned; whoever granted the
+  // ownership ends the loop (a lease: the process exits 1 naming the holder).
   void OwnershipLost(int64_t installed, std::string_view op) {
+    StopAsLost([&] { ownership_.Lost(installed, op); });
+  }
+  void StopAsLost(const std::function<void()>& tell) {
     if (lost_) return;
     lost_ = true;
     stopping_ = true;
     ledger_.StopIntake();
     client_->Abandon();
-    ownership_.Lost(installed, op);
+    tell();
     CheckStages();
   }
 
@@ -236,7 +247,23 @@ class SubscriptionLoop::Core {
 
   // A settlement plan may go out now: none in flight, the connection up, no gauge batch ahead of
   // it (a slow lag count must not push a plan past its deadline), not past the finish.
-  bool CanSettle() const { return !settling_ && !gauging_ && !undoing_ && command_.ready(); }
+  // And the consumer-name lease usable (SPEC 4.7): after a freeze, not before a renewal.
+  bool CanSettle() const {
+    return !settling_ && !gauging_ && !undoing_ && command_.ready() &&
+           (!lease_ || lease_->lease().UsableAt(clock_.Now()));
+  }
+
+  ConsumerLeaseLink::Callbacks LeaseCallbacks() {
+    // Taken: intake starts (the Kick that follows opens the pause it reads by).
+    return {[this] { intake_->Start(); },
+            [this](const Status& why) { StopAsLost([&] { deps_.fatal(why); }); },
+            [this] { Kick(); }};
+  }
+
+  // The last step of a clean stop: the lease released (its next holder need not wait), done.
+  void Settled() {
+    lease_ ? lease_->Release([this] { stages_.settled(); }) : stages_.settled();
+  }
 
   // The entry source the ownership makes of the loop's parts.
   std::unique_ptr<EntrySource> MakeSource(EventLoop& loop) {
@@ -409,15 +436,12 @@ class SubscriptionLoop::Core {
     }
     settlement_.LogUnsettled();
     auto plan = settlement_.UndoPlan();
-    if (!plan) {
-      stages_.settled();
-      return;
-    }
+    if (!plan) return Settled();
     auto shared = std::make_shared<SettlePlan>(std::move(*plan));
     command_.SendBatch(shared->commands, deps_.redis.command_timeout,
                        [this, shared](const redis::BatchResult& result) {
                          settlement_.ApplyUndo(*shared, result);
-                         stages_.settled();
+                         Settled();
                        });
   }
 
@@ -437,6 +461,7 @@ class SubscriptionLoop::Core {
   redis::AsyncConnection read_;
   redis::AsyncConnection command_;
   std::unique_ptr<redis::AsyncConnection> dead_letters_;  // two-step dead letters only
+  std::unique_ptr<ConsumerLeaseLink> lease_;              // SPEC 4.7: plain subscriptions only
   EntryLedger ledger_;
   Settlement settlement_;
   Intake router_;

@@ -32,6 +32,7 @@
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
 #include "sidecar/redis/connection.h"
+#include "sidecar/redis/consumer_lease.h"
 #include "sidecar/redis/session.h"
 #include "sidecar/runtime/delivery_gate.h"
 #include "sidecar/runtime/progress_report.h"
@@ -58,6 +59,11 @@ struct SubscriptionDeps {
   // the original acknowledged second (runtime/settlement.h). Works on any server (tests force it
   // against a standalone one).
   bool dead_letter_two_step = false;
+  // SPEC 4.7: who this process is to the consumer-name lease, which a plain subscription takes
+  // before it reads and holds while it delivers (runtime/consumer_lease.h). Unset for a shard's
+  // loop: its member's membership makes it the shard's only owner (SHARDING.md).
+  std::optional<redis::LeaseIdentity> consumer_lease;
+  bool wait_for_name = false;                // consumer.wait_for_name
   std::function<void()> group_ready;         // the group exists (readiness); any thread
   std::function<void(const Status&)> fatal;  // retrying cannot fix it: exit 1; any thread
   const Clock* clock = &SystemClock::Instance();

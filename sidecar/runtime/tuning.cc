@@ -9,6 +9,7 @@ namespace {
 
 constexpr const char* kAckLingerVariable = "STREAMCAR_ACK_LINGER";
 constexpr const char* kReadLingerVariable = "STREAMCAR_READ_LINGER";
+constexpr const char* kConsumerLeaseVariable = "STREAMCAR_CONSUMER_LEASE";
 
 // Unset or empty keeps `value`; anything else must be a duration within [0, kMaxLinger].
 Status Override(const char* variable, const char* text, Millis* value) {
@@ -35,8 +36,29 @@ StatusOr<Tuning> ParseTuning(const char* ack_linger, const char* read_linger) {
   return tuning;
 }
 
+Status ParseConsumerLease(const char* text, Millis* expiry) {
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  std::string error;
+  const std::optional<Millis> parsed = ParseDuration(text, &error);
+  const std::string what = std::string(kConsumerLeaseVariable) + "=\"" + text + "\": ";
+  if (!parsed) return Status(StatusCode::kInvalid, what + error);
+  if (*parsed < Tuning::kMinConsumerLease || *parsed > Tuning::kMaxConsumerLease) {
+    return Status(StatusCode::kInvalid, what + "must be from " +
+                                            FormatDuration(Tuning::kMinConsumerLease) + " to " +
+                                            FormatDuration(Tuning::kMaxConsumerLease));
+  }
+  *expiry = *parsed;
+  return Status::Ok();
+}
+
 StatusOr<Tuning> TuningFromEnvironment() {
-  return ParseTuning(std::getenv(kAckLingerVariable), std::getenv(kReadLingerVariable));
+  auto tuning = ParseTuning(std::getenv(kAckLingerVariable), std::getenv(kReadLingerVariable));
+  if (!tuning.ok()) return tuning;
+  if (Status s = ParseConsumerLease(std::getenv(kConsumerLeaseVariable), &tuning->consumer_lease);
+      !s.ok()) {
+    return s;
+  }
+  return tuning;
 }
 
 }  // namespace streamcar::runtime

@@ -8,6 +8,12 @@
 //                          next XREADGROUP waits, so that it brings several at once
 //
 // Each takes a duration as the configuration does ("2ms", "0s"), at most kMaxLinger.
+//
+// And one for tests that would otherwise wait several seconds for a lease to run out:
+//
+//   STREAMCAR_CONSUMER_LEASE  the consumer-name lease's expiry (SPEC 4.7,
+//   runtime/consumer_lease.h),
+//                             kMinConsumerLease to kMaxConsumerLease; default 6s
 
 #include <string>
 
@@ -25,11 +31,20 @@ struct Tuning {
 
   Millis ack_linger = kDefaultAckLinger;
   Millis read_linger = kDefaultReadLinger;
+
+  // Shorter leaves a renewal (a third of it) too little room on a busy connection; longer makes
+  // a new process wait that long for a dead holder's name.
+  static constexpr Millis kMinConsumerLease{300};
+  static constexpr Millis kMaxConsumerLease{60000};
+  static constexpr Millis kDefaultConsumerLease{6000};
+  Millis consumer_lease = kDefaultConsumerLease;
 };
 
 // The defaults with the environment's overrides; an error names the variable and what is wrong.
 StatusOr<Tuning> TuningFromEnvironment();
 // The same from explicit values (null: unset), for tests.
 StatusOr<Tuning> ParseTuning(const char* ack_linger, const char* read_linger);
+// STREAMCAR_CONSUMER_LEASE's value (null or empty: `*expiry` stays) into `*expiry`.
+Status ParseConsumerLease(const char* text, Millis* expiry);
 
 }  // namespace streamcar::runtime

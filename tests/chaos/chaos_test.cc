@@ -91,7 +91,10 @@ class Chaos {
   }
 
   void StartSidecar(size_t slot, const std::string& consumer) {
-    sidecars_[slot] = std::make_unique<SidecarProcess>(SidecarYaml(consumer, FreePort()));
+    // A pod's uid goes with its name (SPEC 4.7): a restart under the same name is the same
+    // pod's container restarting, which takes its consumer name's lease at once.
+    sidecars_[slot] = std::make_unique<SidecarProcess>(
+        SidecarYaml(consumer, FreePort()), std::vector<std::string>{"POD_UID=uid-of-" + consumer});
     names_[slot] = consumer;
   }
 

@@ -96,6 +96,8 @@ check(sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz" and sidecar["rea
       and sidecar["startupProbe"]["httpGet"]["path"] == "/readyz", "probes on /healthz and /readyz")
 env = {e["name"]: e for e in sidecar["env"]}
 check(env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name", "POD_NAME from the downward API")
+check(env["POD_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid",
+      "POD_UID from the downward API (the consumer-name lease's instance, SPEC 4.7)")
 check(env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "redis-credentials", "password from the existing Secret")
 check(pod["spec"]["terminationGracePeriodSeconds"] == 35, "grace period = drain_timeout 25s + 10")
 check("checksum/streamcar-config" in pod["metadata"]["annotations"], "config checksum annotation")

@@ -37,7 +37,12 @@ const std::vector<std::string> kDocumentedCommandRules = {"+@stream",
                                                           "+info",
                                                           "+type",
                                                           "+role",
-                                                          "+wait"};
+                                                          "+wait",
+                                                          "+hget",
+                                                          "+hset",
+                                                          "+hdel",
+                                                          "+pexpire",
+                                                          "+pttl"};
 // What README.md adds for `ack.delete` (XACK + XDEL in MULTI/EXEC on a server without XACKDEL).
 const std::vector<std::string> kAckDeleteRules = {"+command|info", "+multi", "+exec"};
 

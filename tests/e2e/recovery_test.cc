@@ -23,7 +23,9 @@ TEST_F(RecoveryTest, KillNineThenRestartDrainsOwnPendingFirstWithAttemptsTwo) {
   for (int i = 0; i < 3; ++i) held.push_back(Add({"n", std::to_string(i)}));
   SidecarConfig c;
   c.handler_extra = "timeout: 10s";
-  auto first = StartSidecar(c);
+  // One pod whose container restarts (SPEC 4.7: the restart takes the name's lease at once).
+  const std::vector<std::string> pod = {"POD_UID=recovery-pod"};
+  auto first = StartSidecar(c, pod);
   ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << first->Logs();
   first->Kill();
   EXPECT_EQ(PendingCount(), 3);
@@ -32,7 +34,7 @@ TEST_F(RecoveryTest, KillNineThenRestartDrainsOwnPendingFirstWithAttemptsTwo) {
   std::string fresh = Add({"n", "new"});
   // Same consumer name; one worker, so arrival order at the handler is dispatch order.
   c.handler_extra = "timeout: 10s, concurrency: 1";
-  auto second = StartSidecar(c);
+  auto second = StartSidecar(c, pod);
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && RequestsFor(fresh).size() == 1; },
                          seconds(15)))
       << second->Logs();

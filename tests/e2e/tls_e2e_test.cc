@@ -8,8 +8,9 @@ namespace {
 class TlsE2eTest : public E2eTest {
  protected:
   std::string TlsYaml(const std::string& password) {
+    // The keys: the stream, its dead-letter stream and its consumer-name lease (SPEC 4.7).
     redis_->Run({"ACL", "SETUSER", "billing-app", "on", ">app-secret", "~orders", "~orders:dlq",
-                 "+@all", "-@dangerous", "+info"});
+                 "~{orders}:consumer:*", "+@all", "-@dangerous", "+info"});
     const auto& certs = redis_->certificates();
     SidecarConfig c;
     c.redis_extra = "  username: billing-app\n  password: " + password +

@@ -150,7 +150,7 @@ redis:
     addresses: ["s1.internal:26379", "[fd00::7]:26380"]
     username: sentry
     password: s3ntinel
-consumer: { name: pod-3, reap_idle: 36h }
+consumer: { name: pod-3, reap_idle: 36h, wait_for_name: true }
 admin: { listen: "[::1]:9000" }
 shutdown: { drain_timeout: 0s }
 defaults:
@@ -222,6 +222,7 @@ redis:
 consumer:
   name: pod-7
   reap_idle: 0s
+  wait_for_name: false
 admin:
   listen: 0.0.0.0:9464
 shutdown:
@@ -311,6 +312,7 @@ redis:
 consumer:
   name: the-host
   reap_idle: 0s
+  wait_for_name: false
 admin:
   listen: 0.0.0.0:9464
 shutdown:
@@ -400,6 +402,7 @@ redis:
 consumer:
   name: pod-3
   reap_idle: 36h
+  wait_for_name: true
 admin:
   listen: "[::1]:9000"
 shutdown:
@@ -712,6 +715,8 @@ const std::vector<BadInput>& BadInputs() {
        "test.yaml:2: consumer.reap_idle: must be 0s (off) or at least 1h (got 30m)"},
       {"version: 1\nconsumer: { reap_idle: 59m59s }\n",
        "test.yaml:2: consumer.reap_idle: must be 0s (off) or at least 1h (got 59m59s)"},
+      {"version: 1\nconsumer: { wait_for_name: maybe }\n",
+       "test.yaml:2: consumer.wait_for_name: must be true or false (got \"maybe\")"},
       {"version: 1\nconsumer: { reap_idle: 1 }\n",
        "test.yaml:2: consumer.reap_idle: duration \"1\" has no unit (write e.g. 1s or 1ms)"},
       {"version: 1\nadmin: { lisen: x }\n",
@@ -1124,7 +1129,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 79u) << [&] {
+  EXPECT_EQ(keys.size(), 80u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;

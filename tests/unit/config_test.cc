@@ -941,6 +941,18 @@ TEST(LogApiConfig, TokenFileContentIsNeverRead) {
   EXPECT_NE(EmitEffectiveYaml(c).find("token_file: /nonexistent/token"), std::string::npos);
 }
 
+// SPEC 4.7: a live holder of the consumer name makes a new process exit unless this is set.
+TEST(Config, WaitForNameIsOffByDefaultPrintedAndABoolean) {
+  EXPECT_FALSE(Load(kMinimal).consumer_wait_for_name);
+  Config c = Load(std::string(kMinimal) + "consumer: { wait_for_name: true }\n");
+  EXPECT_TRUE(c.consumer_wait_for_name);
+  EXPECT_NE(EmitEffectiveYaml(c).find("  wait_for_name: true\n"), std::string::npos);
+  EXPECT_TRUE(Load(EmitEffectiveYaml(c)).consumer_wait_for_name);
+  EXPECT_NE(EmitEffectiveYaml(Load(kMinimal)).find("  wait_for_name: false\n"), std::string::npos);
+  const std::string error = ErrorOf(std::string(kMinimal) + "consumer: { wait_for_name: maybe }\n");
+  EXPECT_NE(error.find("consumer.wait_for_name"), std::string::npos) << error;
+}
+
 // SPEC 4.6: consumer reaping is off by default, and when set it is at least an hour.
 TEST(Config, ReapIdleIsOffByDefaultAndAtLeastAnHourWhenSet) {
   EXPECT_EQ(Load(kMinimal).consumer_reap_idle, Millis(0));

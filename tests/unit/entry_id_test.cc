@@ -115,6 +115,13 @@ TEST(StreamKeysTest, IdempotencyKeyStaysInTheStreamsSlot) {
   EXPECT_NE(keys::IdempotencyKey("a}b", "k"), keys::IdempotencyKey("a}c", "k"));
 }
 
+TEST(StreamKeysTest, ConsumerLeaseKeyIsSpelledOnceAndStaysInTheStreamsSlot) {
+  EXPECT_EQ(keys::ConsumerLeaseKey("orders", "workers", "pod-0"),
+            "{orders}:consumer:workers:pod-0:7:5:lease");
+  EXPECT_EQ(keys::ConsumerLeaseKey("app:{feed}", "g", "c"), "app:{feed}:consumer:g:c:1:1:lease");
+  EXPECT_NE(keys::ConsumerLeaseKey("s", "a:b", "c"), keys::ConsumerLeaseKey("s", "a", "b:c"));
+}
+
 // Every string over {'{', '}', 'x', ':', '~', '1'} up to `length` characters.
 std::vector<std::string> AllStrings(size_t length) {
   std::vector<std::string> out = {""};
@@ -127,7 +134,8 @@ std::vector<std::string> AllStrings(size_t length) {
 
 // Issue 29 (review F5): streams "x" and "{x}" shared their idempotency keys, so a POST to "{x}"
 // could answer x's receipt and append nothing. No two (stream, key) pairs share a name now, nor
-// does one equal an archive key of any stream, and every name stays in its stream's slot.
+// does one equal an archive key or a consumer-name lease of any stream, and every name stays in its
+// stream's slot.
 TEST(StreamKeysTest, IdempotencyKeysNeverCollideWithEachOtherOrArchiveKeys) {
   EXPECT_NE(keys::IdempotencyKey("x", "K"), keys::IdempotencyKey("{x}", "K"));
   EXPECT_NE(keys::IdempotencyKey("{a}b", "c:idem:d"), keys::IdempotencyKey("{a}b:idem:c", "d"));
@@ -141,6 +149,19 @@ TEST(StreamKeysTest, IdempotencyKeysNeverCollideWithEachOtherOrArchiveKeys) {
       ASSERT_EQ(KeySlot(name), KeySlot(stream)) << stream << " -> " << name;
       auto [at, fresh] = seen.emplace(name, stream + " / " + key);
       ASSERT_TRUE(fresh) << name << " from " << stream << " / " << key << " and " << at->second;
+    }
+  }
+  // SPEC 4.7: the consumer-name leases of streams up to 3 characters, groups up to 2 and
+  // consumers up to 1 (':' among them: the lengths at the end keep them apart).
+  for (const auto& stream : AllStrings(3)) {
+    for (const auto& group : AllStrings(2)) {
+      for (const auto& consumer : AllStrings(1)) {
+        const std::string name = keys::ConsumerLeaseKey(stream, group, consumer);
+        ASSERT_EQ(KeySlot(name), KeySlot(stream)) << stream << " -> " << name;
+        auto [at, fresh] = seen.emplace(name, stream + " lease " + group + " / " + consumer);
+        ASSERT_TRUE(fresh) << name << " from " << stream << " / " << group << " / " << consumer
+                           << " and " << at->second;
+      }
     }
   }
   for (const auto& stream : streams) {

@@ -31,5 +31,21 @@ TEST(TuningTest, AnErrorNamesTheVariableAndTheValue) {
   EXPECT_EQ(long_linger.status().message(), "STREAMCAR_READ_LINGER=\"1s\": at most 100ms");
 }
 
+// SPEC 4.7's lease expiry: 6s unless a test shortens it, within bounds a renewal can keep.
+TEST(TuningTest, ConsumerLeaseExpiryIsSixSecondsUnlessOverriddenWithinBounds) {
+  Millis expiry = Tuning::kDefaultConsumerLease;
+  EXPECT_EQ(expiry, Millis(6000));
+  ASSERT_TRUE(ParseConsumerLease(nullptr, &expiry).ok());
+  ASSERT_TRUE(ParseConsumerLease("", &expiry).ok());
+  EXPECT_EQ(expiry, Millis(6000));
+  ASSERT_TRUE(ParseConsumerLease("1500ms", &expiry).ok());
+  EXPECT_EQ(expiry, Millis(1500));
+  EXPECT_EQ(ParseConsumerLease("100ms", &expiry).message(),
+            "STREAMCAR_CONSUMER_LEASE=\"100ms\": must be from 300ms to 1m");
+  EXPECT_FALSE(ParseConsumerLease("2m", &expiry).ok());
+  EXPECT_FALSE(ParseConsumerLease("soon", &expiry).ok());
+  EXPECT_EQ(expiry, Millis(1500));
+}
+
 }  // namespace
 }  // namespace streamcar::runtime

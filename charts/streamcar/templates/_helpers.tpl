@@ -293,6 +293,12 @@ with the volume from "streamcar.volume".
       valueFrom:
         fieldRef:
           fieldPath: metadata.name
+    # The consumer-name lease's instance (SPEC 4.7): a restarted container of this pod takes the
+    # lease its predecessor held at once instead of waiting for it to expire.
+    - name: POD_UID
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.uid
     {{- $secret := include "streamcar.secretName" . }}
     {{- if $secret }}
     - name: REDIS_USERNAME
