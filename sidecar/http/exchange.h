@@ -16,8 +16,13 @@ namespace streamcar::http {
 class Server;
 
 struct ServerLink {
+  // Held while posting to `loop`, so the server (and its loop) cannot go meanwhile.
   std::mutex mutex;
-  Server* server = nullptr;  // guarded by mutex; null once the server is destroyed
+  // Null once the server is destroyed; set under `mutex`. Read under it by posters, and without
+  // it by what runs on the loop (the server is destroyed on its loop's thread or while the loop
+  // does not run, so that read races with nothing, and a posted answer does not wait for a
+  // worker that holds the mutex while it posts).
+  std::atomic<Server*> server{nullptr};
   EventLoop* loop = nullptr;
 };
 

@@ -1,45 +1,78 @@
 // The Responder of http/service.h: what a service hands it is posted to the server's loop.
 
 #include <functional>
+#include <map>
 #include <utility>
+#include <vector>
 
 #include "sidecar/http/exchange.h"
 #include "sidecar/http/server.h"
 #include "sidecar/http/service.h"
 
 namespace streamcar::http {
+
+// Answers waiting for their batch to end, per server.
+struct RespondBatch::Gathered {
+  struct Answer {
+    uint64_t connection_id;
+    uint64_t exchange;
+    Response response;
+  };
+  std::map<std::shared_ptr<ServerLink>, std::vector<Answer>> by_server;
+};
+
 namespace {
 
+// The batch gathering this thread's answers, if any.
+thread_local RespondBatch::Gathered* gathering = nullptr;
+
 // Runs `action` on the server's loop if the server still exists.
-void PostToServer(const std::shared_ptr<Responder::Exchange>& exchange,
-                  std::function<void(Server*)> action) {
-  const std::shared_ptr<ServerLink>& link = exchange->link;
+void PostToServer(const std::shared_ptr<ServerLink>& link, std::function<void(Server*)> action) {
   std::lock_guard lock(link->mutex);
-  if (link->server == nullptr) return;
+  if (link->server.load(std::memory_order_relaxed) == nullptr) return;
   link->loop->Post([link, action = std::move(action)] {
-    Server* server = nullptr;
-    {
-      std::lock_guard inner(link->mutex);
-      server = link->server;
-    }
+    Server* server = link->server.load(std::memory_order_acquire);
     if (server != nullptr) action(server);
   });
 }
 
 }  // namespace
 
+RespondBatch::RespondBatch() {
+  if (gathering != nullptr) return;
+  gathered_ = std::make_unique<Gathered>();
+  gathering = gathered_.get();
+}
+
+RespondBatch::~RespondBatch() {
+  if (!gathered_) return;
+  gathering = nullptr;
+  for (auto& [link, answers] : gathered_->by_server) {
+    PostToServer(link, [answers = std::move(answers)](Server* server) mutable {
+      for (auto& answer : answers) {
+        server->Deliver(answer.connection_id, answer.exchange, std::move(answer.response));
+      }
+    });
+  }
+}
+
 void Responder::Respond(Response response) const {
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;
-  PostToServer(exchange_, [id, exchange, response = std::move(response)](Server* server) mutable {
-    server->Deliver(id, exchange, std::move(response));
-  });
+  if (gathering != nullptr) {
+    gathering->by_server[exchange_->link].push_back({id, exchange, std::move(response)});
+    return;
+  }
+  PostToServer(exchange_->link,
+               [id, exchange, response = std::move(response)](Server* server) mutable {
+                 server->Deliver(id, exchange, std::move(response));
+               });
 }
 
 void Responder::StartStream(Response head) const {
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;
-  PostToServer(exchange_, [id, exchange, head = std::move(head)](Server* server) {
+  PostToServer(exchange_->link, [id, exchange, head = std::move(head)](Server* server) {
     server->DeliverStreamHead(id, exchange, head);
   });
 }
@@ -48,7 +81,7 @@ void Responder::Send(std::string bytes) const {
   exchange_->queued.fetch_add(bytes.size(), std::memory_order_relaxed);
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;
-  PostToServer(exchange_, [id, exchange, bytes = std::move(bytes)](Server* server) {
+  PostToServer(exchange_->link, [id, exchange, bytes = std::move(bytes)](Server* server) {
     server->DeliverStreamBytes(id, exchange, bytes);
   });
 }
@@ -56,7 +89,7 @@ void Responder::Send(std::string bytes) const {
 void Responder::Finish() const {
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;
-  PostToServer(exchange_,
+  PostToServer(exchange_->link,
                [id, exchange](Server* server) { server->DeliverStreamEnd(id, exchange); });
 }
 

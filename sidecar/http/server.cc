@@ -454,13 +454,14 @@ void Server::AfterWritten(Connection* c) {
     return;
   }
   if (c->state != Connection::State::kWriting) return;
-  // The answer is out: the next request (perhaps already here, pipelined).
+  // The answer is out: the next request. What of it was already read is parsed now; what is
+  // still in the socket (a pipelined request, an end of input) the level-triggered loop reports
+  // on its next turn. A recv here would almost always say EAGAIN: a client that waits for each
+  // answer has not sent its next request yet, and that recv was a syscall per request.
   c->state = Connection::State::kHead;
   c->exchange.reset();
   c->request_deadline.reset();
   c->watch->SetInterest(EventLoop::kReadable);
-  ReadAvailable(c);
-  if (c->dead) return;
   Advance(c);
 }
 
@@ -552,11 +553,7 @@ void Server::Close(Connection* c) {
   loop_->Post([weak, id] {
     const std::shared_ptr<ServerLink> link = weak.lock();
     if (!link) return;
-    Server* server = nullptr;
-    {
-      std::lock_guard lock(link->mutex);
-      server = link->server;
-    }
+    Server* server = link->server.load(std::memory_order_acquire);
     if (server != nullptr) server->connections_.erase(id);
   });
 }

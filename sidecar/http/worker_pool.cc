@@ -12,6 +12,7 @@ WorkerPool::~WorkerPool() { Stop(); }
 
 void WorkerPool::Submit(std::function<void()> task) {
   std::vector<std::thread> done;
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     tasks_.push_back(std::move(task));
@@ -25,12 +26,15 @@ void WorkerPool::Submit(std::function<void()> task) {
     }
     finished_.clear();
     if (idle_ > 0) {
-      wake_.notify_one();
+      wake = true;
     } else if (running_ < max_threads_ && !stopping_) {
       ++running_;
       threads_.emplace_back([this] { Work(); });
     }
   }
+  // Woken after the lock is released: a thread woken inside it would only block on the lock
+  // again (a futex wait and a wake, and two context switches, per task on a busy API).
+  if (wake) wake_.notify_one();
   for (auto& thread : done) thread.join();
 }
 

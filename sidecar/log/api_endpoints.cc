@@ -110,9 +110,9 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
                                      .max_buffer_bytes = api.max_follow_buffer,
                                      .keep_alive = ApiServer::kKeepAliveInterval}) {
   for (const auto& stream : streams) {
-    streams_[stream.name] = std::make_unique<Stream>(stream, api, &sessions_);
+    auto& added = streams_[stream.name] = std::make_unique<Stream>(stream, api, &sessions_);
     if (deps_.metrics != nullptr) {
-      deps_.metrics->Produced(stream.name);
+      added->produced = &deps_.metrics->Produced(stream.name);
       deps_.metrics->Followers(stream.name);
     }
   }
@@ -127,7 +127,9 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
         {ApiRoute::kOther, {400, 401, 403, 404, 405, 408, 413, 431, 503}},
     };
     for (const auto& [route, codes] : known) {
-      for (int code : codes) deps_.metrics->ApiRequests(RouteName(route), code);
+      for (int code : codes) {
+        requests_[{route, code}] = &deps_.metrics->ApiRequests(RouteName(route), code);
+      }
     }
   }
 }
@@ -149,7 +151,13 @@ void ApiEndpoints::Probe() {
 }
 
 void ApiEndpoints::Count(ApiRoute route, int status) {
-  if (deps_.metrics != nullptr) deps_.metrics->ApiRequests(RouteName(route), status).Increment();
+  if (deps_.metrics == nullptr) return;
+  auto known = requests_.find({route, status});
+  if (known != requests_.end()) {
+    known->second->Increment();
+  } else {
+    deps_.metrics->ApiRequests(RouteName(route), status).Increment();
+  }
 }
 
 ArchiveStore* ApiEndpoints::ArchiveOf(const Stream& stream) const {
@@ -430,8 +438,8 @@ http::Response ApiEndpoints::Appended(const StatusOr<std::vector<AppendResult>>&
   }
   int64_t appended = 0;
   for (const auto& result : *results) appended += result.kind == AppendResult::Kind::kAppended;
-  if (deps_.metrics != nullptr && appended > 0) {
-    deps_.metrics->Produced(stream.config.name).Increment(static_cast<double>(appended));
+  if (stream.produced != nullptr && appended > 0) {
+    stream.produced->Increment(static_cast<double>(appended));
   }
   if (!batch) return SingleAnswer(results->front(), stream.config.name);
   // A batch has no explicit ids: each entry is appended or a repeat of its idempotency key, and

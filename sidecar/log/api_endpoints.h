@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sidecar/http/request.h"
@@ -21,6 +22,10 @@
 #include "sidecar/log/follow_hub.h"
 #include "sidecar/log/follow_pump.h"
 #include "sidecar/log/producer.h"
+
+namespace prometheus {
+class Counter;
+}
 
 namespace streamcar::log {
 
@@ -79,6 +84,9 @@ class ApiEndpoints {
     // Single appends, committed in groups (append_group.h); mutable as a mutex is: it is the
     // stream's meeting point, not its state.
     mutable AppendGroup appends;
+    // streamcar_produced_total of this stream (null without metrics): looked up once, not per
+    // append (a lookup takes the registry's locks and builds the labels).
+    prometheus::Counter* produced = nullptr;
   };
 
   ArchiveStore* ArchiveOf(const Stream& stream) const;
@@ -117,6 +125,9 @@ class ApiEndpoints {
   FollowPump pump_;
   std::atomic<size_t> followers_{0};
   std::atomic<bool> stopping_{false};
+  // streamcar_api_requests_total of the answers each route can give, looked up once (Count runs
+  // per request, on several threads; the map is not changed after the constructor).
+  std::map<std::pair<ApiRoute, int>, prometheus::Counter*> requests_;
 };
 
 // The route of a request that passed Screen.

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "sidecar/http/service.h"
+
 namespace streamcar::log {
 namespace {
 
@@ -82,6 +84,9 @@ void AppendGroup::Drain(const std::string& lane_key) {
 }
 
 void AppendGroup::Send(std::deque<Queued> group) {
+  // The group's answers go to the server's loop in one post (the `done`s answer through their
+  // Responders), when this returns.
+  http::RespondBatch answers;
   std::vector<AppendRequest> requests;
   requests.reserve(group.size());
   for (Queued& queued : group) requests.push_back(std::move(queued.request));

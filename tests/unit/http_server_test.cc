@@ -164,6 +164,71 @@ TEST_F(HttpServerTest, AnswersPipelinedRequestsInOrderOnOneConnection) {
   EXPECT_EQ(service_.last_body, "abc");
 }
 
+TEST_F(HttpServerTest, ARequestThatArrivesWhileAnAnswerIsAwaitedIsAnsweredAfterIt) {
+  const int fd = Connect();
+  Send(fd, "GET /later/1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  Spin();
+  ASSERT_EQ(service_.held.size(), 1u);
+  // It stays in the socket until the first is answered; then the loop reports it and reads it
+  // (the server does not read ahead after an answer: the loop tells it when bytes are there).
+  Send(fd, "GET /now/2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  Spin();
+  EXPECT_EQ(service_.handled, 1);
+  Response late;
+  late.body = "first";
+  service_.held[0].Respond(late);
+  Spin();
+  bool closed = false;
+  const std::string got = Take(fd, &closed);
+  EXPECT_FALSE(closed);
+  EXPECT_EQ(Count(got, "HTTP/1.1 200"), 2) << got;
+  ASSERT_NE(got.find("first"), std::string::npos) << got;
+  ASSERT_NE(got.find("/now/2"), std::string::npos) << got;
+  EXPECT_LT(got.find("first"), got.find("/now/2"));
+  // And the client's end of input after that still closes the connection.
+  ::shutdown(fd, SHUT_WR);
+  Spin();
+  Take(fd, &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(server_->connections(), 0u);
+}
+
+TEST_F(HttpServerTest, ABatchPostsTheAnswersItGatheredWhenItEnds) {
+  const int a = Connect();
+  const int b = Connect();
+  Send(a, "GET /later/a HTTP/1.1\r\nHost: x\r\n\r\n");
+  Send(b, "GET /later/b HTTP/1.1\r\nHost: x\r\n\r\n");
+  Spin();
+  ASSERT_EQ(service_.held.size(), 2u);
+  {
+    RespondBatch batch;
+    {
+      RespondBatch inner;  // nested: the outermost batch posts
+      Response answer;
+      answer.body = "answer-a";
+      service_.held[0].Respond(answer);
+    }
+    Response answer;
+    answer.body = "answer-b";
+    service_.held[1].Respond(answer);
+    Spin();
+    EXPECT_EQ(Take(a), "");
+    EXPECT_EQ(Take(b), "");
+  }
+  Spin();
+  EXPECT_TRUE(Take(a).ends_with("answer-a"));
+  EXPECT_TRUE(Take(b).ends_with("answer-b"));
+  // Without a batch an answer is posted at once, as before.
+  Send(a, "GET /later/c HTTP/1.1\r\nHost: x\r\n\r\n");
+  Spin();
+  ASSERT_EQ(service_.held.size(), 3u);
+  Response answer;
+  answer.body = "answer-c";
+  service_.held[2].Respond(answer);
+  Spin();
+  EXPECT_TRUE(Take(a).ends_with("answer-c"));
+}
+
 TEST_F(HttpServerTest, RefusesAMissingHostAndWhatFollowsIt) {
   const int fd = Connect();
   Send(fd, "GET /now/a HTTP/1.1\r\n\r\nGET /now/b HTTP/1.1\r\nHost: x\r\n\r\n");
