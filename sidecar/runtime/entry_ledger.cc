@@ -92,7 +92,9 @@ bool EntryLedger::WorthReading() const {
          max_held_bytes_ - held_bytes_ >= max_held_bytes_ / 4;
 }
 
-bool EntryLedger::DeliveryPaused(SteadyTime now) const { return now < pause_.until; }
+bool EntryLedger::DeliveryPaused(SteadyTime now) const {
+  return now < pause_.until || now < pause_.delivery_until;
+}
 
 bool EntryLedger::ReadPaused(SteadyTime now) const {
   // While the handler refuses, the held entries are retried on their own; reading more would only
@@ -103,6 +105,12 @@ bool EntryLedger::ReadPaused(SteadyTime now) const {
 std::optional<SteadyTime> EntryLedger::PauseEndsAt() const {
   if (pause_.until == SteadyTime{} || pause_.until == SteadyTime::max()) return std::nullopt;
   return pause_.until;
+}
+
+std::optional<SteadyTime> EntryLedger::DeliveryResumesAt() const {
+  const SteadyTime at = std::max(pause_.until, pause_.delivery_until);
+  if (at == SteadyTime{} || at == SteadyTime::max()) return std::nullopt;
+  return at;
 }
 
 EntryLedger::Held* EntryLedger::Lookup(std::string_view id) const {
