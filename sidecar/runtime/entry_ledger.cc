@@ -99,7 +99,8 @@ bool EntryLedger::DeliveryPaused(SteadyTime now) const {
 bool EntryLedger::ReadPaused(SteadyTime now) const {
   // While the handler refuses, the held entries are retried on their own; reading more would only
   // pile entries up. With nothing held, one read is the only way to try the handler again.
-  return DeliveryPaused(now) || (pause_.reads_wait_while_held && !held_.empty());
+  // A delivery-only pause (delivery_until) lets reading go on.
+  return now < pause_.until || (pause_.reads_wait_while_held && !held_.empty());
 }
 
 std::optional<SteadyTime> EntryLedger::PauseEndsAt() const {
