@@ -163,6 +163,7 @@ defaults:
     headers: { X-Team: core, Authorization: "Bearer tok" }
     health_url: http://127.0.0.1:8080/health
     reject_statuses: []
+    max_rps: 2.5
   retry: { max_attempts: 0, initial_backoff: 250ms, max_backoff: 2h, multiplier: 1.5, jitter: 0 }
   claim: { min_idle: 100ms, interval: 1s, count: 10000 }
 subscriptions:
@@ -177,6 +178,7 @@ subscriptions:
       headers: { X-Team: billing, X-Api-Key: k3y }
       reject_statuses: [409, 599]
     retry: { jitter: 0.999 }
+    circuit_breaker: { failures: 3, open_for: 1m }
     dead_letter: { stream: dead, max_len: 1099511627776 }
     ordering: { key_field: customer }
     ack: { delete: yes }
@@ -242,12 +244,16 @@ subscriptions:
       headers: {}
       health_url: ""
       reject_statuses: [400, 413, 415, 422]
+      max_rps: 0
     retry:
       max_attempts: 5
       initial_backoff: 1s
       max_backoff: 1m
       multiplier: 2
       jitter: 0.2
+    circuit_breaker:
+      failures: 0
+      open_for: 30s
     dead_letter:
       stream: orders:dlq
       max_len: 0
@@ -331,12 +337,16 @@ subscriptions:
       headers: {}
       health_url: ""
       reject_statuses: [400, 413, 415, 422]
+      max_rps: 0
     retry:
       max_attempts: 5
       initial_backoff: 1s
       max_backoff: 1m
       multiplier: 2
       jitter: 0.2
+    circuit_breaker:
+      failures: 0
+      open_for: 30s
     dead_letter:
       stream: orders:dlq  # {orders}:dlq if the server is a cluster
       max_len: 0
@@ -423,12 +433,16 @@ subscriptions:
         X-Team: billing
       health_url: http://127.0.0.1:8080/health
       reject_statuses: [409, 599]
+      max_rps: 2.5
     retry:
       max_attempts: 0
       initial_backoff: 250ms
       max_backoff: 2h
       multiplier: 1.5
       jitter: 0.999
+    circuit_breaker:
+      failures: 3
+      open_for: 1m
     dead_letter:
       stream: dead
       max_len: 1099511627776
@@ -472,12 +486,16 @@ subscriptions:
         X-Team: core
       health_url: http://127.0.0.1:8080/health
       reject_statuses: []
+      max_rps: 2.5
     retry:
       max_attempts: 0
       initial_backoff: 250ms
       max_backoff: 2h
       multiplier: 1.5
       jitter: 0
+    circuit_breaker:
+      failures: 0
+      open_for: 30s
     dead_letter:
       stream: "weird: #stream:dlq"
       max_len: 0
@@ -1124,7 +1142,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 79u) << [&] {
+  EXPECT_EQ(keys.size(), 82u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;
@@ -1212,11 +1230,11 @@ TEST(Config, TablesListExactlyTheAcceptedKeys) {
   std::set<std::string> body;
   for (const auto& key : keys) {
     for (const char* section : {"handler.", "retry.", "dead_letter.", "claim.", "ordering.", "ack.",
-                                "retention.", "sharding."}) {
+                                "retention.", "sharding.", "circuit_breaker."}) {
       if (key.starts_with(section)) body.insert(key);
     }
   }
-  EXPECT_EQ(body.size(), 35u);
+  EXPECT_EQ(body.size(), 38u);
   EXPECT_EQ(defaults, body);
 }
 
