@@ -166,6 +166,16 @@ void Metrics::RegisterHealthFamilies(prometheus::Registry& r) {
                      .Name("streamcar_handler_up")
                      .Help("1 while the handler accepts connections (and health_url answers 2xx)")
                      .Register(r);
+  // The delivery policies' gates (SPEC 11).
+  circuit_state_ =
+      &prometheus::BuildGauge()
+           .Name("streamcar_circuit_state")
+           .Help("The circuit breaker: 0 closed, 1 open, 2 half-open (the probe is out)")
+           .Register(r);
+  rate_limited_seconds_ = &prometheus::BuildCounter()
+                               .Name("streamcar_rate_limited_seconds_total")
+                               .Help("Time delivery waited on handler.max_rps")
+                               .Register(r);
   redis_up_ = &prometheus::BuildGauge()
                    .Name("streamcar_redis_up")
                    .Help("1 while every Redis connection of the sidecar is up")
@@ -239,6 +249,8 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
   m.oldest_pending = &oldest_pending_->Add(base);
   m.handler_up = &handler_up_->Add(base);
   m.handler_up->Set(1);
+  m.circuit_state = &circuit_state_->Add(base);
+  m.rate_limited_seconds = &rate_limited_seconds_->Add(base);
   return m;
 }
 

@@ -43,6 +43,8 @@ struct SubscriptionMetrics {
   prometheus::Gauge* lag = nullptr;
   prometheus::Gauge* oldest_pending = nullptr;
   prometheus::Gauge* handler_up = nullptr;
+  prometheus::Gauge* circuit_state = nullptr;           // SPEC 11: 0 closed, 1 open, 2 half-open
+  prometheus::Counter* rate_limited_seconds = nullptr;  // SPEC 11
 
   // The series of streamcar_deliveries_total{outcome}; nullptr for kNone (not a delivery).
   prometheus::Counter* Delivered(delivery::DeliveryOutcome outcome) const;
@@ -146,6 +148,8 @@ class Metrics : public redis::TopologyObserver {
   prometheus::Family<prometheus::Gauge>* lag_;
   prometheus::Family<prometheus::Gauge>* oldest_pending_;
   prometheus::Family<prometheus::Gauge>* handler_up_;
+  prometheus::Family<prometheus::Gauge>* circuit_state_;
+  prometheus::Family<prometheus::Counter>* rate_limited_seconds_;
   prometheus::Gauge* redis_up_;
   prometheus::Counter* redirects_moved_;
   prometheus::Counter* redirects_ask_;

@@ -81,6 +81,16 @@ struct HandlerConfig {
   std::map<std::string, std::string> headers;
   std::string health_url;
   std::vector<int> reject_statuses = {400, 413, 415, 422};
+  // Requests per second at most (SPEC 11): a token bucket whose burst is `concurrency`. 0: off.
+  double max_rps = 0;
+};
+
+// SPEC 11: `failures` retry outcomes in a row open the breaker; after `open_for`, one probe.
+struct CircuitBreakerConfig {
+  int failures = 0;  // 0: off
+  Millis open_for{30000};
+
+  bool enabled() const { return failures > 0; }
 };
 
 struct RetryConfig {
@@ -153,6 +163,7 @@ struct Subscription {
   std::string name;   // filled with "<stream>/<group>" when empty
   HandlerConfig handler;
   RetryConfig retry;
+  CircuitBreakerConfig circuit_breaker;
   DeadLetterConfig dead_letter;
   ClaimConfig claim;
   OrderingConfig ordering;

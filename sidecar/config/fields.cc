@@ -338,6 +338,7 @@ constexpr auto kHandlerFields = std::to_array<Field<HandlerConfig>>({
     Custom<HandlerConfig>("headers", &ReadHeaders, &WriteHeaders),
     Text<&HandlerConfig::health_url>("health_url", 0, &CheckOptionalHttpUrl),
     Custom<HandlerConfig>("reject_statuses", &ReadRejectStatuses, &WriteRejectStatuses),
+    Real<&HandlerConfig::max_rps>("max_rps", 0.0, 1'000'000.0, MaxBound::kInclusive),
 });
 
 constexpr auto kRetryFields = std::to_array<Field<RetryConfig>>({
@@ -346,6 +347,12 @@ constexpr auto kRetryFields = std::to_array<Field<RetryConfig>>({
     Duration<&RetryConfig::max_backoff>("max_backoff"),
     Real<&RetryConfig::multiplier>("multiplier", 1.0, 100.0, MaxBound::kInclusive),
     Real<&RetryConfig::jitter>("jitter", 0.0, 1.0, MaxBound::kExclusive),
+});
+
+// `circuit_breaker` of a subscription (SPEC 11).
+constexpr auto kCircuitBreakerFields = std::to_array<Field<CircuitBreakerConfig>>({
+    Int<&CircuitBreakerConfig::failures>("failures", 0, 1'000'000),
+    Duration<&CircuitBreakerConfig::open_for>("open_for"),
 });
 
 constexpr auto kDeadLetterFields = std::to_array<Field<DeadLetterConfig>>({
@@ -401,6 +408,7 @@ constexpr auto kSubscriptionFields = std::to_array<Field<Subscription>>({
     Text<&Subscription::name>("name", kNotInDefaults),
     Section<&Subscription::handler, kHandlerFields>("handler"),
     Section<&Subscription::retry, kRetryFields>("retry"),
+    Section<&Subscription::circuit_breaker, kCircuitBreakerFields>("circuit_breaker"),
     Section<&Subscription::dead_letter, kDeadLetterFields>("dead_letter"),
     Section<&Subscription::claim, kClaimFields>("claim"),
     Section<&Subscription::ordering, kOrderingFields>("ordering"),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -93,7 +94,9 @@ double Reader::Real(const YAML::Node& node, const std::string& path, double min,
   const std::string text = Text(node, path);
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || std::isspace(text[0])) {
+  // strtod reads "nan" too, which every range comparison below would let through.
+  if (text.empty() || end != text.c_str() + text.size() || std::isspace(text[0]) ||
+      std::isnan(value)) {
     Fail(node, path, "must be a number (got \"" + text + "\")");
   }
   if (value < min || value > max || (!max_inclusive && value == max)) {

@@ -28,6 +28,9 @@ namespace streamcar::runtime {
 
 enum class IntakeSource;  // intake.h
 
+// The circuit breaker's state (circuit_breaker_gate.h), as streamcar_circuit_state shows it.
+enum class CircuitState { kClosed = 0, kOpen = 1, kHalfOpen = 2 };
+
 class AttemptObserver {
  public:
   virtual ~AttemptObserver() = default;
@@ -66,6 +69,12 @@ class AttemptObserver {
   // --- The handler's health check (handler.health_url) ---
   // Its verdict changed, or was first given (false before the first check).
   virtual void OnHealthVerdict(bool /*healthy*/) {}
+
+  // --- The delivery policies' gates (SPEC 11) ---
+  // The circuit breaker changed state.
+  virtual void OnCircuitState(CircuitState /*state*/) {}
+  // Delivery waited this long on the rate limit (handler.max_rps).
+  virtual void OnRateLimited(double /*seconds*/) {}
 };
 
 // Several observers as one: each event goes to each, in the order they were added.
@@ -109,6 +118,12 @@ class AttemptObservers final : public AttemptObserver {
   }
   void OnHealthVerdict(bool healthy) override {
     for (auto* o : observers_) o->OnHealthVerdict(healthy);
+  }
+  void OnCircuitState(CircuitState state) override {
+    for (auto* o : observers_) o->OnCircuitState(state);
+  }
+  void OnRateLimited(double seconds) override {
+    for (auto* o : observers_) o->OnRateLimited(seconds);
   }
 
  private:

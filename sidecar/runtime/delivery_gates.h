@@ -19,11 +19,16 @@ class DeliveryGates {
 
   // Whether the pump may POST at `now`: every gate is open.
   bool Open(SteadyTime now) const;
+  // Tells every gate that a request leaves now.
+  void OnSent(SteadyTime now);
   // Tells every gate the handler's answer to a request.
   void OnAnswer(const delivery::HandlerResponse& response, SteadyTime now);
-  // The pause the gates that hold reads back say together at `now`: the latest reopening of
-  // those closed (SteadyTime::max() when one opens only when told), and whether reading waits
-  // while anything is held.
+  // Tells every gate closed at `now` that it holds back entries ready to go.
+  void OnHeldBack(SteadyTime now);
+  // The pause the gates say together at `now`: the latest reopening of those closed that hold
+  // reads back (SteadyTime::max() when one opens only when told), and whether reading waits
+  // while anything is held; and the latest of those closed that let reading go on, for delivery
+  // alone.
   EntryLedger::Pause PauseAt(SteadyTime now) const;
 
  private:

@@ -34,7 +34,13 @@ void DeliveryPump::Pump() {
   // back before its callback has paused delivery, and must not let one Pump send the whole queue.
   for (size_t slots = client_->free_slots(); slots > 0; --slots) {
     const SteadyTime now = clock_.Now();
-    if (!gates_->Open(now)) return;  // asked before each POST
+    if (!gates_->Open(now)) {  // asked before each POST
+      if (ledger_->HasReady()) gates_->OnHeldBack(now);
+      // A gate closed by this Pump's own sends (a rate limit's last token, a breaker's probe):
+      // the pause, and the loop's timer, say until when.
+      UpdatePause();
+      return;
+    }
     auto refs = ledger_->TakeReady(batch_size_, now);
     if (refs.empty()) return;
     Send(std::move(refs));
@@ -61,6 +67,7 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
     return;
   }
   const SteadyTime started = clock_.Now();
+  gates_->OnSent(started);
   observer_->OnStarted(refs, started);
   client_->Send(std::move(request), sub_.handler.timeout,
                 [this, refs = std::move(refs), started](const delivery::HandlerResponse& response) {

@@ -92,17 +92,26 @@ bool EntryLedger::WorthReading() const {
          max_held_bytes_ - held_bytes_ >= max_held_bytes_ / 4;
 }
 
-bool EntryLedger::DeliveryPaused(SteadyTime now) const { return now < pause_.until; }
+bool EntryLedger::DeliveryPaused(SteadyTime now) const {
+  return now < pause_.until || now < pause_.delivery_until;
+}
 
 bool EntryLedger::ReadPaused(SteadyTime now) const {
   // While the handler refuses, the held entries are retried on their own; reading more would only
   // pile entries up. With nothing held, one read is the only way to try the handler again.
-  return DeliveryPaused(now) || (pause_.reads_wait_while_held && !held_.empty());
+  // A delivery-only pause (delivery_until) lets reading go on.
+  return now < pause_.until || (pause_.reads_wait_while_held && !held_.empty());
 }
 
 std::optional<SteadyTime> EntryLedger::PauseEndsAt() const {
   if (pause_.until == SteadyTime{} || pause_.until == SteadyTime::max()) return std::nullopt;
   return pause_.until;
+}
+
+std::optional<SteadyTime> EntryLedger::DeliveryResumesAt() const {
+  const SteadyTime at = std::max(pause_.until, pause_.delivery_until);
+  if (at == SteadyTime{} || at == SteadyTime::max()) return std::nullopt;
+  return at;
 }
 
 EntryLedger::Held* EntryLedger::Lookup(std::string_view id) const {

@@ -138,17 +138,22 @@ class EntryLedger {
   bool WorthReading() const;
   // What the delivery gates say together (runtime/delivery_gates.h), kept here for intake and
   // TakeReady: delivery and reading wait until `until` (SteadyTime::max(): until lifted), and
-  // reading after that too, while anything is held, when `reads_wait_while_held`.
+  // reading after that too, while anything is held, when `reads_wait_while_held`; delivery alone
+  // waits until `delivery_until` too (a gate that lets reading go on: a rate limit, a lease).
   struct Pause {
     SteadyTime until{};
     bool reads_wait_while_held = false;
+    SteadyTime delivery_until{};
   };
   void SetPause(Pause pause);
   bool ReadPaused(SteadyTime now) const;
   bool DeliveryPaused(SteadyTime now) const;
-  // When the pause ends by itself (for a timer); nullopt when there is none, or when it ends
-  // only when lifted.
+  // When the reading pause ends by itself (for intake's timer); nullopt when there is none, or
+  // when it ends only when lifted.
   std::optional<SteadyTime> PauseEndsAt() const;
+  // When the delivery pause ends by itself (for the loop's timer, which pumps then); nullopt as
+  // above.
+  std::optional<SteadyTime> DeliveryResumesAt() const;
 
   // New entries from a read or a claim. Ids already held (in any state, kAcking included) are
   // skipped; the count excludes them. Entries with a busy ordering key wait behind it.
@@ -248,6 +253,8 @@ class EntryLedger {
   // dead-lettered are not among them: their own settlement decides their pending state.
   std::vector<std::string> UnpostedIds() const;
   bool Holds(std::string_view id) const;
+  // Whether entries are queued for delivery (a POST would take some, were the gates open).
+  bool HasReady() const { return !ready_.empty() && !intake_stopped_; }
   // The entry held under `id` (any state; only its id once it is being acknowledged), or nullptr.
   // For the settlement, which builds the dead-letter record from it.
   const StreamEntry* Find(std::string_view id) const;

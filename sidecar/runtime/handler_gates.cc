@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "sidecar/runtime/circuit_breaker_gate.h"
 #include "sidecar/runtime/health_gate.h"
+#include "sidecar/runtime/rate_limit_gate.h"
 #include "sidecar/runtime/refused_connect_gate.h"
 
 namespace streamcar::runtime {
@@ -19,6 +21,14 @@ std::unique_ptr<HealthProbe> AddDeliveryGates(
     probe =
         std::make_unique<HealthProbe>(loop, sub, client, gate.get(), observer, std::move(changed));
     gates->Add(std::move(gate));
+  }
+  if (sub.circuit_breaker.enabled()) {
+    gates->Add(std::make_unique<CircuitBreakerGate>(sub.name, sub.circuit_breaker,
+                                                    delivery::OutcomePolicyOf(sub), observer));
+  }
+  if (sub.handler.max_rps > 0) {
+    gates->Add(
+        std::make_unique<RateLimitGate>(sub.handler.max_rps, sub.handler.concurrency, observer));
   }
   for (const auto& make_gate : more) gates->Add(make_gate());
   return probe;

@@ -1,7 +1,8 @@
 #pragma once
 // The gates of one subscription loop's delivery (delivery_gate.h): the handler's own, the
-// refused-connect pause and, with a health_url, the health check's (whose probe this makes), then
-// those the loop's deps bring (a shard's lease). A circuit breaker is added here.
+// refused-connect pause and, with a health_url, the health check's (whose probe this makes), the
+// circuit breaker and the rate limit when configured (SPEC 11), then those the loop's deps bring
+// (a shard's lease).
 //
 // Loop thread only.
 

@@ -67,4 +67,12 @@ void MetricsObserver::OnRouted(IntakeSource source, size_t admitted, size_t dele
 
 void MetricsObserver::OnHealthVerdict(bool healthy) { metrics_->handler_up->Set(healthy ? 1 : 0); }
 
+void MetricsObserver::OnCircuitState(CircuitState state) {
+  metrics_->circuit_state->Set(static_cast<double>(state));
+}
+
+void MetricsObserver::OnRateLimited(double seconds) {
+  metrics_->rate_limited_seconds->Increment(seconds);
+}
+
 }  // namespace streamcar::runtime

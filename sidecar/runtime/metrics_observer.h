@@ -34,6 +34,9 @@ class MetricsObserver final : public AttemptObserver {
   void OnRouted(IntakeSource source, size_t admitted, size_t deleted) override;
   // streamcar_handler_up.
   void OnHealthVerdict(bool healthy) override;
+  // streamcar_circuit_state, streamcar_rate_limited_seconds_total (SPEC 11).
+  void OnCircuitState(CircuitState state) override;
+  void OnRateLimited(double seconds) override;
 
  private:
   admin::SubscriptionMetrics* metrics_;

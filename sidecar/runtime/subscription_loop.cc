@@ -386,7 +386,7 @@ class SubscriptionLoop::Core {
     } else {
       confirm_timer_->Cancel();
     }
-    if (auto ends = ledger_.PauseEndsAt(); ends && *ends > now) {
+    if (auto ends = ledger_.DeliveryResumesAt(); ends && *ends > now) {
       pause_timer_->ArmAt(*ends);
     } else {
       pause_timer_->Cancel();

@@ -163,6 +163,7 @@ defaults:
     headers: { X-Team: core, Authorization: "Bearer tok" }
     health_url: http://127.0.0.1:8080/health
     reject_statuses: []
+    max_rps: 2.5
   retry: { max_attempts: 0, initial_backoff: 250ms, max_backoff: 2h, multiplier: 1.5, jitter: 0 }
   claim: { min_idle: 100ms, interval: 1s, count: 10000 }
 subscriptions:
@@ -177,6 +178,7 @@ subscriptions:
       headers: { X-Team: billing, X-Api-Key: k3y }
       reject_statuses: [409, 599]
     retry: { jitter: 0.999 }
+    circuit_breaker: { failures: 3, open_for: 1m }
     dead_letter: { stream: dead, max_len: 1099511627776 }
     ordering: { key_field: customer }
     ack: { delete: yes }
@@ -243,12 +245,16 @@ subscriptions:
       headers: {}
       health_url: ""
       reject_statuses: [400, 413, 415, 422]
+      max_rps: 0
     retry:
       max_attempts: 5
       initial_backoff: 1s
       max_backoff: 1m
       multiplier: 2
       jitter: 0.2
+    circuit_breaker:
+      failures: 0
+      open_for: 30s
     dead_letter:
       stream: orders:dlq
       max_len: 0
@@ -333,12 +339,16 @@ subscriptions:
       headers: {}
       health_url: ""
       reject_statuses: [400, 413, 415, 422]
+      max_rps: 0
     retry:
       max_attempts: 5
       initial_backoff: 1s
       max_backoff: 1m
       multiplier: 2
       jitter: 0.2
+    circuit_breaker:
+      failures: 0
+      open_for: 30s
     dead_letter:
       stream: orders:dlq  # {orders}:dlq if the server is a cluster
       max_len: 0
@@ -426,12 +436,16 @@ subscriptions:
         X-Team: billing
       health_url: http://127.0.0.1:8080/health
       reject_statuses: [409, 599]
+      max_rps: 2.5
     retry:
       max_attempts: 0
       initial_backoff: 250ms
       max_backoff: 2h
       multiplier: 1.5
       jitter: 0.999
+    circuit_breaker:
+      failures: 3
+      open_for: 1m
     dead_letter:
       stream: dead
       max_len: 1099511627776
@@ -475,12 +489,16 @@ subscriptions:
         X-Team: core
       health_url: http://127.0.0.1:8080/health
       reject_statuses: []
+      max_rps: 2.5
     retry:
       max_attempts: 0
       initial_backoff: 250ms
       max_backoff: 2h
       multiplier: 1.5
       jitter: 0
+    circuit_breaker:
+      failures: 0
+      open_for: 30s
     dead_letter:
       stream: "weird: #stream:dlq"
       max_len: 0
@@ -1129,7 +1147,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 80u) << [&] {
+  EXPECT_EQ(keys.size(), 83u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;
@@ -1217,11 +1235,11 @@ TEST(Config, TablesListExactlyTheAcceptedKeys) {
   std::set<std::string> body;
   for (const auto& key : keys) {
     for (const char* section : {"handler.", "retry.", "dead_letter.", "claim.", "ordering.", "ack.",
-                                "retention.", "sharding."}) {
+                                "retention.", "sharding.", "circuit_breaker."}) {
       if (key.starts_with(section)) body.insert(key);
     }
   }
-  EXPECT_EQ(body.size(), 35u);
+  EXPECT_EQ(body.size(), 38u);
   EXPECT_EQ(defaults, body);
 }
 

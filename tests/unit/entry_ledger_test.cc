@@ -372,6 +372,26 @@ TEST(EntryLedger, PauseEndsByItself) {
   EXPECT_EQ(work.size(), 1u);
 }
 
+// A gate that lets reading go on (a rate limit) pauses delivery alone, and says until when: the
+// loop's timer pumps then.
+TEST(EntryLedger, ADeliveryOnlyPauseHoldsDeliveryNotReads) {
+  ManualClock clock;
+  EntryLedger d(10, "");
+  d.Admit({Entry("1-0")});
+  EntryLedger::Pause pause;
+  pause.delivery_until = clock.Now() + Millis(50);
+  d.SetPause(pause);
+  EXPECT_FALSE(d.ReadPaused(clock.Now()));
+  EXPECT_TRUE(d.DeliveryPaused(clock.Now()));
+  EXPECT_EQ(d.PauseEndsAt(), std::nullopt) << "reading has no pause to wait out";
+  EXPECT_EQ(d.DeliveryResumesAt(), clock.Now() + Millis(50));
+  EXPECT_TRUE(d.HasReady());
+  EXPECT_TRUE(d.TakeReady(1, clock.Now()).empty());
+  clock.Advance(Millis(50));
+  EXPECT_EQ(d.TakeReady(1, clock.Now()).size(), 1u);
+  EXPECT_FALSE(d.HasReady());
+}
+
 TEST(EntryLedger, HealthPauseBlocksUntilLifted) {
   ManualClock clock;
   EntryLedger d(10, "");
