@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -96,7 +97,7 @@ double Reader::Real(const YAML::Node& node, const std::string& path, double min,
   if (text.empty() || end != text.c_str() + text.size() || std::isspace(text[0])) {
     Fail(node, path, "must be a number (got \"" + text + "\")");
   }
-  if (value < min || value > max || (!max_inclusive && value == max)) {
+  if (std::isnan(value) || value < min || value > max || (!max_inclusive && value == max)) {
     std::ostringstream range;
     range << "must be at least " << min << " and " << (max_inclusive ? "at most " : "below ") << max
           << " (got " << text << ")";
