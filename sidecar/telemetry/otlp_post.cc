@@ -16,6 +16,9 @@
 namespace streamcar::telemetry {
 namespace {
 
+// A collector's status line and headers are short; more is not an OTLP answer.
+constexpr size_t kMaxAnswerHead = size_t{64} * 1024;
+
 // Milliseconds left until `deadline` (0 when past), for poll.
 int MillisLeft(SteadyTime deadline) {
   const auto left = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()).count();
@@ -84,7 +87,8 @@ StatusOr<int> ReadStatus(int fd, SteadyTime deadline) {
   std::string head;
   char buffer[4096];
   while (head.find("\r\n\r\n") == std::string::npos) {
-    if (head.size() > 64 * 1024) return Status(StatusCode::kProtocol, "answer headers too long");
+    if (head.size() > kMaxAnswerHead)
+      return Status(StatusCode::kProtocol, "answer headers too long");
     const ssize_t got = ::recv(fd, buffer, sizeof(buffer), 0);
     if (got > 0) {
       head.append(buffer, static_cast<size_t>(got));
