@@ -214,8 +214,8 @@ void StartTracing(Process& process, runtime::SubscriptionDeps* deps) {
   prometheus::Counter* dropped = &process.metrics.spans_dropped();
   options.dropped = [dropped](size_t count) { dropped->Increment(static_cast<double>(count)); };
   process.exporter = std::make_unique<telemetry::SpanExporter>(std::move(options));
-  deps->observers.push_back([sink = process.exporter.get(), ratio = tracing.sample_ratio](
-                                const config::Subscription& sub, const Clock& clock) {
+  deps->observers.emplace_back([sink = process.exporter.get(), ratio = tracing.sample_ratio](
+                                   const config::Subscription& sub, const Clock& clock) {
     return std::make_unique<telemetry::TracingObserver>(sub, ratio, sink, clock);
   });
   LogInfo("tracing on",
