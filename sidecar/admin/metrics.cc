@@ -53,6 +53,7 @@ Metrics::Metrics()
   RegisterProgressFamilies(r);
   RegisterArchiveFamilies(r);
   RegisterHealthFamilies(r);
+  RegisterTracingFamilies(r);
   member_families_ = RegisterMemberFamilies(r);
 }
 
@@ -95,6 +96,17 @@ void Metrics::RegisterDeliveryFamilies(prometheus::Registry& r) {
            .Name("streamcar_settle_failures_total")
            .Help("Settlements that failed after the handler's answer, by class (SPEC 4.3)")
            .Register(r);
+}
+
+// Tracing (SPEC 11): always present, 0 while tracing is off.
+void Metrics::RegisterTracingFamilies(prometheus::Registry& r) {
+  spans_dropped_ = &prometheus::BuildCounter()
+                        .Name("streamcar_spans_dropped_total")
+                        .Help(
+                            "Spans dropped before reaching the OTLP collector: the export queue "
+                            "was full, or their export failed")
+                        .Register(r)
+                        .Add({});
 }
 
 // The log (SPEC 10): retention, the API and its followers.

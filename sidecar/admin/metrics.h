@@ -100,6 +100,9 @@ class Metrics : public redis::TopologyObserver {
   prometheus::Counter& ArchiveFolded(const std::string& stream);
   prometheus::Gauge& ArchiveWatermark(const std::string& stream);
   prometheus::Gauge& redis_up() { return *redis_up_; }
+  // Spans that never reached the OTLP collector (SPEC 11, telemetry/span_exporter.h): the
+  // export queue was full, or their export failed. Thread-safe.
+  prometheus::Counter& spans_dropped() { return *spans_dropped_; }
   // The log API (SPEC 10): answers by route (produce|read|follow|other) and status code, entries
   // appended through the API, and the SSE followers of each stream. Thread-safe.
   prometheus::Counter& ApiRequests(const std::string& route, int code);
@@ -121,6 +124,7 @@ class Metrics : public redis::TopologyObserver {
   void RegisterProgressFamilies(prometheus::Registry& r);
   void RegisterArchiveFamilies(prometheus::Registry& r);
   void RegisterHealthFamilies(prometheus::Registry& r);
+  void RegisterTracingFamilies(prometheus::Registry& r);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mutex_;
@@ -151,6 +155,7 @@ class Metrics : public redis::TopologyObserver {
   prometheus::Family<prometheus::Gauge>* circuit_state_;
   prometheus::Family<prometheus::Counter>* rate_limited_seconds_;
   prometheus::Gauge* redis_up_;
+  prometheus::Counter* spans_dropped_;
   prometheus::Counter* redirects_moved_;
   prometheus::Counter* redirects_ask_;
   prometheus::Counter* failovers_;

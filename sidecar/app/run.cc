@@ -1,5 +1,6 @@
 #include "sidecar/app/run.h"
 
+#include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -29,6 +30,8 @@
 #include "sidecar/redis/connection.h"
 #include "sidecar/runtime/subscription_loop.h"
 #include "sidecar/sharding/sharded_subscription.h"
+#include "sidecar/telemetry/span_exporter.h"
+#include "sidecar/telemetry/tracing_observer.h"
 
 namespace streamcar::app {
 namespace {
@@ -129,6 +132,9 @@ struct Process {
   RedisPlacement redis;
   std::unique_ptr<admin::AdminServer> admin_server;
   std::unique_ptr<log::ApiServer> api_server;
+  // Tracing (SPEC 11): null while tracing.otlp_endpoint is "". Declared before the loops whose
+  // tracers submit to it.
+  std::unique_ptr<telemetry::SpanExporter> exporter;
   std::vector<std::unique_ptr<runtime::SubscriptionLoop>> subscriptions;
   // Sharded subscriptions (SPEC 9): a member each, which runs a loop per shard it holds.
   std::vector<std::unique_ptr<sharding::ShardedSubscription>> members;
@@ -229,6 +235,25 @@ bool StartApi(Process& process) {
   return true;
 }
 
+// With tracing on: the exporter's thread, and a tracer for every loop (one per shard loop too).
+void StartTracing(Process& process, runtime::SubscriptionDeps* deps) {
+  const config::TracingConfig& tracing = process.config.tracing;
+  if (tracing.otlp_endpoint.empty()) return;
+  telemetry::ExporterOptions options;
+  options.endpoint = tracing.otlp_endpoint;
+  options.service_name = tracing.service_name;
+  options.version = kVersion;
+  prometheus::Counter* dropped = &process.metrics.spans_dropped();
+  options.dropped = [dropped](size_t count) { dropped->Increment(static_cast<double>(count)); };
+  process.exporter = std::make_unique<telemetry::SpanExporter>(std::move(options));
+  deps->observers.emplace_back([sink = process.exporter.get(), ratio = tracing.sample_ratio](
+                                   const config::Subscription& sub, const Clock& clock) {
+    return std::make_unique<telemetry::TracingObserver>(sub, ratio, sink, clock);
+  });
+  LogInfo("tracing on",
+          {{"otlp_endpoint", tracing.otlp_endpoint}, {"sample_ratio", tracing.sample_ratio}});
+}
+
 // A loop per plain subscription and a member per sharded one, with what they share.
 void BuildSubscriptions(Process& process, const runtime::Tuning& tuning) {
   const config::Config& config = process.config;
@@ -249,6 +274,7 @@ void BuildSubscriptions(Process& process, const runtime::Tuning& tuning) {
     }
   };
   deps.fatal = [&process](const Status& status) { process.fatal.Report(status); };
+  StartTracing(process, &deps);
 
   for (size_t i = 0; i < config.subscriptions.size(); ++i) {
     runtime::SubscriptionDeps sub_deps = deps;
@@ -346,6 +372,9 @@ bool DrainDeliveries(Process& process, SteadyTime drain_deadline, size_t* left_p
   return all_finished;
 }
 
+// At shutdown the exporter gets at least this long to send the spans of the last deliveries.
+constexpr Millis kSpanFlushFloor{1000};
+
 // Stops every part in stages after `received` (0: a fatal error) and returns the exit code.
 int ShutDown(Process& process, int received) {
   process.readiness.SetShuttingDown();
@@ -360,6 +389,11 @@ int ShutDown(Process& process, int received) {
   StopReading(process, drain_deadline);
   size_t left_pending = 0;
   const bool all_finished = DrainDeliveries(process, drain_deadline, &left_pending);
+  // The spans of the last deliveries go out within the drain, or within a second past it when
+  // the deliveries took all of it.
+  if (process.exporter) {
+    process.exporter->Shutdown(std::max(drain_deadline, SteadyClock::now() + kSpanFlushFloor));
+  }
   // Nothing settles any more: connections still opening give up instead of asking the servers.
   if (process.redis.topology) process.redis.topology->Stop();
   process.admin_server->Stop();

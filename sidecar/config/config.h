@@ -223,6 +223,13 @@ struct ArchiveConfig {
   int batch = 1000;
 };
 
+// A span per delivery attempt, exported by OTLP/HTTP (SPEC 11, `tracing:`, docs/tracing.md).
+struct TracingConfig {
+  std::string otlp_endpoint;  // http://collector:4318/v1/traces; empty: tracing off
+  std::string service_name = "streamcar";
+  double sample_ratio = 1.0;  // for entries without a sampled parent
+};
+
 // consumer.reap_idle's least value when it is not 0s (SPEC 4.6).
 inline constexpr Millis kMinReapIdle{3'600'000};
 
@@ -243,6 +250,7 @@ struct Config {
   ApiConfig api;
   std::vector<LogStream> streams;
   ArchiveConfig archive;
+  TracingConfig tracing;
 };
 
 // Fills `stream`'s shards and shard_key_pattern from the sharded subscription of the same

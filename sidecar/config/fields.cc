@@ -450,6 +450,32 @@ constexpr auto kArchiveFields = std::to_array<Field<ArchiveConfig>>({
     Int<&ArchiveConfig::batch>("batch", 1, 100000),
 });
 
+// tracing.otlp_endpoint: "" (off) or a plain-HTTP OTLP/HTTP traces URL. The exporter speaks
+// plain HTTP only: a collector agent on the node or in the pod carries TLS onwards.
+std::string CheckOtlpEndpoint(const std::string& url) {
+  if (url.empty()) return {};
+  if (url.starts_with("https://")) {
+    return "must be an http:// URL (got \"" + url +
+           "\"): the OTLP exporter speaks plain HTTP; send to a collector agent that forwards "
+           "over TLS";
+  }
+  if (!url.starts_with("http://")) {
+    return "must be an http:// URL such as http://otel-collector:4318/v1/traces (got \"" + url +
+           "\")";
+  }
+  return CheckHttpUrl(url);
+}
+
+std::string CheckServiceName(const std::string& name) {
+  return name.empty() ? "must not be empty (the resource's service.name)" : std::string();
+}
+
+constexpr auto kTracingFields = std::to_array<Field<TracingConfig>>({
+    Text<&TracingConfig::otlp_endpoint>("otlp_endpoint", 0, &CheckOtlpEndpoint),
+    Text<&TracingConfig::service_name>("service_name", 0, &CheckServiceName),
+    Real<&TracingConfig::sample_ratio>("sample_ratio", 0.0, 1.0, MaxBound::kInclusive),
+});
+
 // consumer.reap_idle: 0s (off) or at least kMinReapIdle (SPEC 4.6). Shorter would remove the
 // consumer of a pod that is only paused (a long GC, a node under pressure) for no gain: a dead
 // consumer costs a line of XINFO CONSUMERS, not work.
@@ -548,6 +574,7 @@ constexpr auto kConfigFields = std::to_array<Field<Config>>({
     Section<&Config::api, kApiFields>("api"),
     List<&Config::streams, kLogStreamFields>("streams"),
     Section<&Config::archive, kArchiveFields>("archive"),
+    Section<&Config::tracing, kTracingFields>("tracing"),
 });
 
 }  // namespace

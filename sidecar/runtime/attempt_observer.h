@@ -3,8 +3,8 @@
 // it ended with an answer (or a refusal, a timeout, a broken exchange), each entry got a
 // decision, and the settlement acknowledged, dead-lettered or failed to settle it, with a class.
 // Also what intake routed and the health check's verdicts: everything the subscription's
-// Prometheus series count (metrics_observer.h). Per-attempt tracing is one more observer, in one
-// file: add it to the subscription's AttemptObservers.
+// Prometheus series count (metrics_observer.h), and the span per attempt
+// (telemetry/tracing_observer.h), which SubscriptionDeps::observers adds.
 //
 // Single-threaded: the subscription's loop thread makes every call, in the order the events
 // happen. An observer must not call back into what reports to it. Every event has an empty
@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "sidecar/common/clock.h"
+#include "sidecar/common/stream_entry.h"
+#include "sidecar/delivery/encoder.h"
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/dead_letter_record.h"
 #include "sidecar/runtime/entry_ledger.h"
@@ -31,13 +33,22 @@ enum class IntakeSource;  // intake.h
 // The circuit breaker's state (circuit_breaker_gate.h), as streamcar_circuit_state shows it.
 enum class CircuitState { kClosed = 0, kOpen = 1, kHalfOpen = 2 };
 
+// One request to the handler as it leaves: its entries and the request itself.
+struct OutgoingRequest {
+  std::span<const EntryRef> refs;
+  std::span<const StreamEntry* const> entries;  // the refs' entries, in their order
+  // An observer may add or replace a header here (tracing: the span's own traceparent), and
+  // nothing else: the encoder (delivery/encoder.h) made the rest.
+  delivery::HttpRequest* request = nullptr;
+};
+
 class AttemptObserver {
  public:
   virtual ~AttemptObserver() = default;
 
   // --- One request to the handler: one entry, or a batch of them ---
   // It leaves now.
-  virtual void OnStarted(std::span<const EntryRef> /*refs*/, SteadyTime /*now*/) {}
+  virtual void OnStarted(const OutgoingRequest& /*outgoing*/, SteadyTime /*now*/) {}
   // It ended at `now` (it left at `started`): an answer, a timeout, a broken exchange, or a
   // refused connection (kRefused: no attempt was made, the entries go back to the queue).
   virtual void OnEnded(std::span<const EntryRef> /*refs*/,
@@ -85,8 +96,8 @@ class AttemptObservers final : public AttemptObserver {
   AttemptObservers(std::initializer_list<AttemptObserver*> observers) : observers_(observers) {}
   void Add(AttemptObserver* observer) { observers_.push_back(observer); }
 
-  void OnStarted(std::span<const EntryRef> refs, SteadyTime now) override {
-    for (auto* o : observers_) o->OnStarted(refs, now);
+  void OnStarted(const OutgoingRequest& outgoing, SteadyTime now) override {
+    for (auto* o : observers_) o->OnStarted(outgoing, now);
   }
   void OnEnded(std::span<const EntryRef> refs, const delivery::HandlerResponse& response,
                SteadyTime started, SteadyTime now) override {

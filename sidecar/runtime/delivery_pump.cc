@@ -51,14 +51,19 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
   delivery::HttpRequest request;
   std::string why;
   bool encoded = false;
+  const StreamEntry* one = nullptr;  // a single entry's request allocates no list
+  std::vector<const StreamEntry*> many;
+  std::span<const StreamEntry* const> entries;
   if (batch_size_ == 1) {
-    encoded = delivery::EncodeEntry(context_, *ledger_->Entry(refs.front()), &request, &why);
+    one = ledger_->Entry(refs.front());
+    entries = std::span<const StreamEntry* const>(&one, 1);
+    encoded = delivery::EncodeEntry(context_, *one, &request, &why);
   } else {
-    std::vector<const StreamEntry*> entries;
-    entries.reserve(refs.size());
-    for (const auto& ref : refs) entries.push_back(ledger_->Entry(ref));
+    many.reserve(refs.size());
+    for (const auto& ref : refs) many.push_back(ledger_->Entry(ref));
+    entries = many;
     // Only configuration can make a batch unencodable (a header with a control character).
-    encoded = delivery::EncodeBatch(context_, entries, &request, &why);
+    encoded = delivery::EncodeBatch(context_, many, &request, &why);
   }
   if (!encoded) {
     // Nothing is sent: each entry is dead-lettered as invalid, without an attempt counted.
@@ -68,7 +73,7 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
   }
   const SteadyTime started = clock_.Now();
   gates_->OnSent(started);
-  observer_->OnStarted(refs, started);
+  observer_->OnStarted({refs, entries, &request}, started);
   client_->Send(std::move(request), sub_.handler.timeout,
                 [this, refs = std::move(refs), started](const delivery::HandlerResponse& response) {
                   OnAnswer(refs, started, response);

@@ -127,6 +127,10 @@ class SubscriptionLoop::Core {
         gauge_timer_(loop.CreateTimer([this] { RefreshGauges(); })),
         finish_timer_(loop.CreateTimer([this] { FinishNow(); })),
         confirm_timer_(loop.CreateTimer([this] { Kick(false); })) {
+    for (const auto& make : deps.observers) {
+      extra_observers_.push_back(make(sub, clock_));
+      observers_.Add(extra_observers_.back().get());
+    }
     health_ = AddDeliveryGates(
         loop, sub, deps.gates, client_.get(), &observers_, [this] { Kick(); }, &gates_);
     if (lease_) gates_.Add(std::make_unique<ConsumerLeaseGate>(&lease_->lease()));
@@ -450,8 +454,9 @@ class SubscriptionLoop::Core {
   const Clock& clock_;
   admin::SubscriptionMetrics& metrics_;
   // Who hears of each attempt and settlement (attempt_observer.h): the Prometheus series, and
-  // whatever else watches attempts (a tracer is one more, added here).
+  // whatever else SubscriptionDeps::observers made (the tracer).
   MetricsObserver metrics_observer_{&metrics_};
+  std::vector<std::unique_ptr<AttemptObserver>> extra_observers_;
   AttemptObservers observers_{&metrics_observer_};
   std::atomic<size_t>* held_;
   Stages stages_;

@@ -34,6 +34,7 @@
 #include "sidecar/redis/connection.h"
 #include "sidecar/redis/consumer_lease.h"
 #include "sidecar/redis/session.h"
+#include "sidecar/runtime/attempt_observer.h"
 #include "sidecar/runtime/delivery_gate.h"
 #include "sidecar/runtime/progress_report.h"
 #include "sidecar/runtime/tuning.h"
@@ -79,6 +80,12 @@ struct SubscriptionDeps {
   // besides the handler's (refused connect, health): a shard's loop gets its member's lease
   // (sharding/lease_gate.h). Each makes its gate, once, on the loop thread.
   std::vector<std::function<std::unique_ptr<DeliveryGate>()>> gates;
+  // Observers of its own that hear of every attempt besides the metrics (attempt_observer.h):
+  // the span per attempt (telemetry/tracing_observer.h) when tracing is on. Each makes its
+  // observer, once, for the subscription the loop delivers; none while tracing is off.
+  std::vector<
+      std::function<std::unique_ptr<AttemptObserver>(const config::Subscription&, const Clock&)>>
+      observers;
 };
 
 // Settling (stage 3) gets what is left of the drain time, and at least this long to flush the

@@ -463,7 +463,7 @@ for key, where in [("keda.enableTls=true", "/keda"), ("keda.activationLag=5", "/
 check(helm("template", "t", CHART, "--set", "global.imageRegistry=x", "--set", "config.consumer.reap_idle=1h").returncode == 0,
       "schema: a parent's global values and config.consumer.reap_idle (SPEC 4.6) are allowed")
 # ... in every block of the configuration too (issue 30): a subscription's and the defaults'
-# sections, the log API's streams and their retention, api, archive, redis.tls.
+# sections, the log API's streams and their retention, api, archive, redis.tls, tracing.
 for key, where, name in [("config.subscriptions[0].handler.timout=5s", "/config/subscriptions/0/handler", "timout"),
                          ("config.subscriptions[0].retry.max_attempt=3", "/config/subscriptions/0/retry", "max_attempt"),
                          ("config.subscriptions[0].claim.min_idel=1m", "/config/subscriptions/0/claim", "min_idel"),
@@ -476,7 +476,7 @@ for key, where, name in [("config.subscriptions[0].handler.timout=5s", "/config/
                          ("config.api.max_bodyy=1MiB", "/config/api", "max_bodyy"),
                          ("config.archive.urll=x", "/config/archive", "urll"),
                          ("config.redis.tls.ca_fil=/ca.pem", "/config/redis/tls", "ca_fil"),
-                         ("config.tracing.endpoint=x", "/config", "tracing")]:
+                         ("config.tracing.endpoint=x", "/config/tracing", "endpoint")]:
     result = helm("template", "t", CHART, "--set", "config.streams[0].name=feed", "--set", key, ok=False)
     check(result.returncode != 0 and f"'{name}' not allowed" in result.stderr and where in result.stderr,
           f"schema: the typo {key} is refused at {where}: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ''}")

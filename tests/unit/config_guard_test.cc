@@ -199,6 +199,7 @@ streams:
       retention: { max_len: 10, max_age: 1h, interval: 5s } }
   - { name: capped, max_len: 7 }
 archive: { url: "postgres://app:pgsecret@db:5432/log", interval: 10s, batch: 100000 }
+tracing: { otlp_endpoint: "http://otel-collector:4318/v1/traces", service_name: billing, sample_ratio: 0.25 }
 )";
 
 const char* kSpecExampleCheck = R"yaml(version: 1
@@ -294,6 +295,10 @@ archive:
   url: ""
   interval: 30s
   batch: 1000
+tracing:
+  otlp_endpoint: ""
+  service_name: streamcar
+  sample_ratio: 1
 )yaml";
 const char* kMinimalCheck = R"yaml(version: 1
 redis:
@@ -388,6 +393,10 @@ archive:
   url: ""
   interval: 30s
   batch: 1000
+tracing:
+  otlp_endpoint: ""
+  service_name: streamcar
+  sample_ratio: 1
 )yaml";
 const char* kEveryKeyCheck = R"yaml(version: 1
 redis:
@@ -556,6 +565,10 @@ archive:
   url: postgres://app:***@db:5432/log
   interval: 10s
   batch: 100000
+tracing:
+  otlp_endpoint: http://otel-collector:4318/v1/traces
+  service_name: billing
+  sample_ratio: 0.25
 )yaml";
 
 TEST(Config, CheckOutputIsUnchanged) {
@@ -1038,6 +1051,21 @@ const std::vector<BadInput>& BadInputs() {
        "test.yaml:3: archive.batch: must be between 1 and 100000 (got 100001)"},
       {Log("archive: { interval: 0s }\n"),
        "test.yaml:3: archive.interval: must be greater than 0s"},
+      {Log("tracing: { otlp_endpoint: \"https://collector:4318/v1/traces\" }\n"),
+       "test.yaml:3: tracing.otlp_endpoint: must be an http:// URL (got "
+       "\"https://collector:4318/v1/traces\"): the OTLP exporter speaks plain HTTP; send to a "
+       "collector agent that forwards over TLS"},
+      {Log("tracing: { otlp_endpoint: \"collector:4318\" }\n"),
+       "test.yaml:3: tracing.otlp_endpoint: must be an http:// URL such as "
+       "http://otel-collector:4318/v1/traces (got \"collector:4318\")"},
+      {Log("tracing: { otlp_endpoint: \"http:///v1/traces\" }\n"),
+       "test.yaml:3: tracing.otlp_endpoint: URL \"http:///v1/traces\" has no host"},
+      {Log("tracing: { service_name: \"\" }\n"),
+       "test.yaml:3: tracing.service_name: must not be empty (the resource's service.name)"},
+      {Log("tracing: { sample_ratio: 1.5 }\n"),
+       "test.yaml:3: tracing.sample_ratio: must be at least 0 and at most 1 (got 1.5)"},
+      {Log("tracing: { sample_ratio: nan }\n"),
+       "test.yaml:3: tracing.sample_ratio: must be at least 0 and at most 1 (got nan)"},
       {"version: 1\nsubscriptions:\n  - stream: [unclosed\n",
        "test.yaml:4:1: invalid YAML: end of sequence flow not found"},
       {"version: 1\n\tbad: 1\n",
@@ -1147,7 +1175,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 83u) << [&] {
+  EXPECT_EQ(keys.size(), 86u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;

@@ -38,7 +38,7 @@ class MetricsObserverTest : public ::testing::Test {
 TEST_F(MetricsObserverTest, AnAnswerIsTimedAndSaysTheHandlerIsUp) {
   const SteadyTime started = clock_.Now();
   clock_.Advance(Millis(250));
-  observer_.OnStarted(refs_, started);
+  observer_.OnStarted({refs_, {}, nullptr}, started);
   observer_.OnEnded(refs_, Response(delivery::HandlerResponse::Kind::kRefused, 0), started,
                     clock_.Now());
   EXPECT_EQ(metrics_.handler_up->Value(), 0);
@@ -110,8 +110,8 @@ TEST_F(MetricsObserverTest, TheHealthVerdictIsTheHandlerUpGauge) {
 // A second observer (a tracer, say) hears every event the metrics do, in the same order.
 class Recorder final : public AttemptObserver {
  public:
-  void OnStarted(std::span<const EntryRef> refs, SteadyTime) override {
-    events.push_back("started " + refs.front().id);
+  void OnStarted(const OutgoingRequest& outgoing, SteadyTime) override {
+    events.push_back("started " + outgoing.refs.front().id);
   }
   void OnDecided(const EntryRef& ref, const delivery::Decision&) override {
     events.push_back("decided " + ref.id);
@@ -127,7 +127,7 @@ TEST_F(MetricsObserverTest, AFanOutHandsEachEventToEveryObserver) {
   AttemptObservers observers;
   observers.Add(&observer_);
   observers.Add(&recorder);
-  observers.OnStarted(refs_, clock_.Now());
+  observers.OnStarted({refs_, {}, nullptr}, clock_.Now());
   observers.OnDecided(refs_[0], delivery::Decision::Accepted());
   observers.OnAcked("1-0", 1);
   EXPECT_EQ(recorder.events, (std::vector<std::string>{"started 1-0", "decided 1-0", "acked 1-0"}));
