@@ -4,8 +4,7 @@
 // routes and dead-letter topics are written into the configuration before anything is built.
 // /readyz stays not ready meanwhile (no group is ensured yet).
 
-#include <signal.h>
-
+#include <csignal>
 #include <optional>
 
 #include "sidecar/config/config.h"

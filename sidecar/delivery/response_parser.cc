@@ -71,8 +71,9 @@ BodyVerdict ParseDaprVerdict(std::string_view body) {
   rapidjson::Document document;
   document.Parse(body.data(), body.size());
   if (document.HasParseError() || !document.IsObject()) return BodyVerdict::kSuccess;
+  const rapidjson::Value& root = document;
   const rapidjson::Value* status = nullptr;
-  for (const auto& member : document.GetObject()) {
+  for (const auto& member : root.GetObject()) {
     if (std::string_view(member.name.GetString(), member.name.GetStringLength()) != "status") {
       continue;
     }
