@@ -20,6 +20,7 @@
 #include "sidecar/admin/admin_server.h"
 #include "sidecar/admin/health.h"
 #include "sidecar/admin/metrics.h"
+#include "sidecar/app/dapr_subscribe.h"
 #include "sidecar/app/redis_placement.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/version.h"
@@ -427,6 +428,11 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   SeedMetrics(process);
   if (!OpenArchive(process)) return 1;
   if (!StartAdmin(process)) return 1;
+  // Before Redis is placed: a declared dead-letter topic is a key whose slot placement checks.
+  if (auto exit_code = ResolveDaprRoutes(&process.config, process.signals)) {
+    process.admin_server->Stop();
+    return *exit_code;
+  }
   if (auto exit_code = PlaceRedis(process.config, process.url_options, process.signals,
                                   process.metrics, process.redis)) {
     process.admin_server->Stop();

@@ -19,6 +19,18 @@ bool IsSensitiveHeader(std::string_view name) {
   return false;
 }
 
+bool AsksAppForDaprRoutes(const HandlerConfig& handler) {
+  if (handler.format != Format::kDapr) return false;
+  const std::string& url = handler.url;
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return false;
+  const size_t path = url.find_first_of("/?#", scheme + 3);
+  if (path == std::string::npos) return true;
+  const size_t end = url.find_first_of("?#", path);
+  const std::string_view segment = std::string_view(url).substr(path, end - path);
+  return segment.empty() || segment == "/";
+}
+
 const char* FormatName(Format format) {
   for (const auto& [name, value] : kFormatNames) {
     if (value == format) return name.data();  // the names are literals: NUL-terminated

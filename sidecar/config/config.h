@@ -56,10 +56,17 @@ struct RedisConfig {
   SentinelConfig sentinel;
 };
 
-enum class Format { kJson, kRaw, kCloudEvents };
+// kCloudEvents is the binary mode (attributes in ce-* headers); kCloudEventsStructured the
+// structured mode (one application/cloudevents+json object); kDapr the structured event with
+// Dapr's attributes, read with Dapr's answers (SPEC 11).
+enum class Format { kJson, kRaw, kCloudEvents, kCloudEventsStructured, kDapr };
 // The names of `handler.format`, spelled once (the loader, `check` and messages use them).
-inline constexpr std::array<std::pair<std::string_view, Format>, 3> kFormatNames = {
-    {{"json", Format::kJson}, {"raw", Format::kRaw}, {"cloudevents", Format::kCloudEvents}}};
+inline constexpr std::array<std::pair<std::string_view, Format>, 5> kFormatNames = {
+    {{"json", Format::kJson},
+     {"raw", Format::kRaw},
+     {"cloudevents", Format::kCloudEvents},
+     {"cloudevents-structured", Format::kCloudEventsStructured},
+     {"dapr", Format::kDapr}}};
 const char* FormatName(Format format);
 
 // Whether a handler header carries a credential, so `check` prints its value as "***". The rule
@@ -92,6 +99,10 @@ struct CircuitBreakerConfig {
 
   bool enabled() const { return failures > 0; }
 };
+
+// Format dapr with a url without a path ("http://host:port" or ".../"): the app is asked GET
+// /dapr/subscribe at start for the route of each stream (SPEC 11, app/dapr_subscribe.h).
+bool AsksAppForDaprRoutes(const HandlerConfig& handler);
 
 struct RetryConfig {
   int max_attempts = 5;  // 0: retry forever

@@ -234,10 +234,23 @@ bool ValidateHandler(const Subscription& sub, const std::string& path, const Pro
     problem(path + ".handler.url", "required (set it here or in defaults.handler.url)");
     return false;
   }
-  if (sub.handler.batch_size > 1 && sub.handler.format != Format::kJson) {
+  // A batch is a json envelope of entries (SPEC 3.4) or a CloudEvents JSON batch (an array of
+  // structured events); the other formats have no batch form (Dapr's bulk subscribe is not
+  // offered: its answer is not Dapr's per-event one).
+  if (sub.handler.batch_size > 1 && sub.handler.format != Format::kJson &&
+      sub.handler.format != Format::kCloudEventsStructured) {
     problem(path + ".handler.batch_size",
-            "batch delivery (batch_size > 1) needs format: json (format is " +
+            "batch delivery (batch_size > 1) needs format: json or cloudevents-structured "
+            "(format is " +
                 std::string(FormatName(sub.handler.format)) + ")");
+    return false;
+  }
+  if (AsksAppForDaprRoutes(sub.handler) && sub.handler.url.starts_with("https://")) {
+    // The question to the app at start is plain HTTP (delivery/http_get.h): the app listens on
+    // the pod's loopback, as a Dapr app does for its sidecar.
+    problem(path + ".handler.url",
+            "format dapr without a path asks the app GET /dapr/subscribe over http:// only; "
+            "use an http:// url or give the url the route's path");
     return false;
   }
   if (sub.handler.format == Format::kRaw && sub.handler.raw_field.empty()) {

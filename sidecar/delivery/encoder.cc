@@ -5,6 +5,8 @@
 
 #include "sidecar/common/text.h"
 #include "sidecar/delivery/base64.h"
+#include "sidecar/delivery/cloudevent_json.h"
+#include "sidecar/delivery/entry_body.h"
 #include "sidecar/delivery/header_values.h"
 
 namespace streamcar::delivery {
@@ -112,45 +114,6 @@ void WriteEnvelope(JsonWriter& writer, const std::string* stream, const std::str
   writer.EndObject();
 }
 
-// The payload object alone (cloudevents without raw_field). It has no room for base64_fields, so
-// that list travels in the Streamcar-Base64-Fields header: comma-separated field names, each
-// percent-encoded like a CloudEvents attribute (and ',' too), since names are entry data.
-std::string PayloadObject(const StreamEntry& entry, std::string* base64_header) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter writer(buffer);
-  Base64Lists lists;
-  WritePayloadObject(writer, entry, &lists);
-  for (const auto& field : lists.fields) {
-    if (!base64_header->empty()) *base64_header += ',';
-    for (char c : CloudEventsHeaderValue(field)) {
-      if (c == ',') {
-        *base64_header += "%2C";
-      } else {
-        *base64_header += c;
-      }
-    }
-  }
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-// The entry's content_type for raw and cloudevents bodies: absent means octet-stream; present, it
-// must be an RFC 9110 media type or the entry is refused (it would otherwise be framing).
-bool BodyContentType(const StreamEntry& entry, std::string* content_type, std::string* why) {
-  const std::string* value = entry.Find("content_type");
-  if (value == nullptr) {
-    *content_type = "application/octet-stream";
-    return true;
-  }
-  if (std::string error = MediaTypeError(*value); !error.empty()) {
-    *why =
-        "field \"content_type\" is not a valid media type (RFC 9110 type/subtype[; name=value]): " +
-        error;
-    return false;
-  }
-  *content_type = TrimOws(*value);
-  return true;
-}
-
 // The request leaves the encoder only when no header could break framing (SPEC 3.1): a
 // guarantee that holds whatever the code above or the configuration let through.
 bool CheckFraming(const HttpRequest& request, std::string* why) {
@@ -189,7 +152,50 @@ void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
   for (const auto& [name, value] : context.handler->headers) headers.emplace_back(name, value);
 }
 
+void AddBatchHeaders(const EncodeContext& context, size_t size, HttpRequest* request) {
+  request->headers.emplace_back("Streamcar-Stream", context.stream);
+  request->headers.emplace_back("Streamcar-Group", context.group);
+  request->headers.emplace_back("Streamcar-Batch-Size", std::to_string(size));
+  AddShardHeaders(context, request);
+  for (const auto& [name, value] : context.handler->headers)
+    request->headers.emplace_back(name, value);
+}
+
 }  // namespace
+
+std::string PayloadObject(const StreamEntry& entry, std::string* base64_header) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  Base64Lists lists;
+  WritePayloadObject(writer, entry, &lists);
+  for (const auto& field : lists.fields) {
+    if (!base64_header->empty()) *base64_header += ',';
+    for (char c : CloudEventsHeaderValue(field)) {
+      if (c == ',') {
+        *base64_header += "%2C";
+      } else {
+        *base64_header += c;
+      }
+    }
+  }
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+bool BodyContentType(const StreamEntry& entry, std::string* content_type, std::string* why) {
+  const std::string* value = entry.Find("content_type");
+  if (value == nullptr) {
+    *content_type = "application/octet-stream";
+    return true;
+  }
+  if (std::string error = MediaTypeError(*value); !error.empty()) {
+    *why =
+        "field \"content_type\" is not a valid media type (RFC 9110 type/subtype[; name=value]): " +
+        error;
+    return false;
+  }
+  *content_type = TrimOws(*value);
+  return true;
+}
 
 std::string EncodeLogEntry(const StreamEntry& entry) {
   rapidjson::StringBuffer buffer;
@@ -262,12 +268,69 @@ bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpReq
       }
       return CheckFraming(*request, why);
     }
+    case config::Format::kCloudEventsStructured:
+    case config::Format::kDapr: {
+      std::string base64_list;
+      request->content_type = "application/cloudevents+json";
+      if (!EncodeCloudEvent(context, entry, handler.format == config::Format::kDapr, &request->body,
+                            &base64_list, why)) {
+        return false;
+      }
+      if (!base64_list.empty()) {
+        request->headers.emplace_back("Streamcar-Base64-Fields", base64_list);
+      }
+      return CheckFraming(*request, why);
+    }
   }
   return false;
 }
 
+namespace {
+
+// A batch of cloudevents-structured events: the CloudEvents JSON batch format, an array of
+// events. An entry the format cannot express (its content_type) fails the batch like a header
+// that would break framing: its entries are dead-lettered as invalid, naming the entry.
+bool EncodeEventBatch(const EncodeContext& context, const std::vector<const StreamEntry*>& entries,
+                      HttpRequest* request, std::string* why) {
+  request->content_type = "application/cloudevents-batch+json";
+  request->body = "[";
+  std::string event;
+  std::string base64_list;
+  for (const auto* entry : entries) {
+    event.clear();
+    base64_list.clear();
+    if (!EncodeCloudEvent(context, *entry, false, &event, &base64_list, why)) {
+      *why = "entry " + entry->id + ": " + *why;
+      return false;
+    }
+    // A batch has no per-entry headers: an entry whose payload needed base64 says so in an
+    // extension attribute of its own event instead of Streamcar-Base64-Fields.
+    if (!base64_list.empty()) {
+      event.pop_back();  // the closing brace of the object
+      event += ",\"streamcarbase64fields\":";
+      rapidjson::StringBuffer quoted;
+      JsonWriter writer(quoted);
+      WriteString(writer, base64_list);
+      event.append(quoted.GetString(), quoted.GetSize());
+      event += '}';
+    }
+    if (request->body.size() > 1) request->body += ',';
+    request->body += event;
+  }
+  request->body += ']';
+  return true;
+}
+
+}  // namespace
+
 bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEntry*>& entries,
                  HttpRequest* request, std::string* why) {
+  request->headers.clear();
+  if (context.handler->format == config::Format::kCloudEventsStructured) {
+    if (!EncodeEventBatch(context, entries, request, why)) return false;
+    AddBatchHeaders(context, entries.size(), request);
+    return CheckFraming(*request, why);
+  }
   rapidjson::StringBuffer buffer;
   JsonWriter writer(buffer);
   writer.StartObject();
@@ -283,13 +346,7 @@ bool EncodeBatch(const EncodeContext& context, const std::vector<const StreamEnt
   writer.EndObject();
   request->content_type = "application/json";
   request->body.assign(buffer.GetString(), buffer.GetSize());
-  request->headers.clear();
-  request->headers.emplace_back("Streamcar-Stream", context.stream);
-  request->headers.emplace_back("Streamcar-Group", context.group);
-  request->headers.emplace_back("Streamcar-Batch-Size", std::to_string(entries.size()));
-  AddShardHeaders(context, request);
-  for (const auto& [name, value] : context.handler->headers)
-    request->headers.emplace_back(name, value);
+  AddBatchHeaders(context, entries.size(), request);
   return CheckFraming(*request, why);
 }
 

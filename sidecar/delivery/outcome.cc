@@ -96,6 +96,7 @@ OutcomePolicy OutcomePolicyOf(const config::Subscription& subscription) {
   policy.backoff.jitter = subscription.retry.jitter;
   policy.max_attempts = subscription.retry.max_attempts;
   policy.reject_statuses = subscription.handler.reject_statuses;
+  policy.dapr_answers = subscription.handler.format == config::Format::kDapr;
   return policy;
 }
 
@@ -123,7 +124,8 @@ Decision Decide(const OutcomePolicy& policy, const HandlerResponse& response, in
   decision.status_text = std::to_string(response.status);
   decision.error = Clip(response.body);
   if (response.status >= 200 && response.status < 300) {
-    switch (ParseEntryVerdict(response.body)) {
+    switch (policy.dapr_answers ? ParseDaprVerdict(response.body)
+                                : ParseEntryVerdict(response.body)) {
       case BodyVerdict::kSuccess:
         decision.action = Action::kAck;
         decision.outcome = DeliveryOutcome::kSuccess;
@@ -138,6 +140,11 @@ Decision Decide(const OutcomePolicy& policy, const HandlerResponse& response, in
         decision.outcome = DeliveryOutcome::kRetry;
         break;
     }
+  } else if (policy.dapr_answers && response.status == 404) {
+    decision.action = Action::kDeadLetter;
+    decision.reason = DeadLetterReason::kDropped;
+    decision.outcome = DeliveryOutcome::kReject;
+    return decision;
   } else if (std::find(policy.reject_statuses.begin(), policy.reject_statuses.end(),
                        response.status) != policy.reject_statuses.end()) {
     decision.action = Action::kDeadLetter;

@@ -73,6 +73,9 @@ struct OutcomePolicy {
   BackoffPolicy backoff;
   int max_attempts = 5;  // 0: retry forever
   std::vector<int> reject_statuses;
+  // format dapr (SPEC 11): a 2xx body is read as Dapr's runtime reads it (ParseDaprVerdict), and
+  // a 404 dead-letters the entry as dropped, as Dapr drops it.
+  bool dapr_answers = false;
 };
 
 // The policy a subscription's retry and handler settings describe.

@@ -65,6 +65,28 @@ BodyVerdict ParseEntryVerdict(std::string_view body) {
   return StatusVerdict(document).value_or(BodyVerdict::kSuccess);
 }
 
+BodyVerdict ParseDaprVerdict(std::string_view body) {
+  body = WithoutByteOrderMark(body);
+  if (!LooksLikeObject(body)) return BodyVerdict::kSuccess;
+  rapidjson::Document document;
+  document.Parse(body.data(), body.size());
+  if (document.HasParseError() || !document.IsObject()) return BodyVerdict::kSuccess;
+  const rapidjson::Value& root = document;
+  const rapidjson::Value* status = nullptr;
+  for (const auto& member : root.GetObject()) {
+    if (std::string_view(member.name.GetString(), member.name.GetStringLength()) != "status") {
+      continue;
+    }
+    if (status != nullptr) return BodyVerdict::kRetry;
+    status = &member.value;
+  }
+  if (status == nullptr || !status->IsString()) return BodyVerdict::kSuccess;
+  std::string_view text(status->GetString(), status->GetStringLength());
+  if (text.empty() || EqualsIgnoreCase(text, "SUCCESS")) return BodyVerdict::kSuccess;
+  if (EqualsIgnoreCase(text, "DROP")) return BodyVerdict::kDrop;
+  return BodyVerdict::kRetry;
+}
+
 BatchAnswer ParseBatchAnswer(std::string_view body) {
   BatchAnswer answer;
   body = WithoutByteOrderMark(body);

@@ -14,6 +14,13 @@ enum class BodyVerdict { kSuccess, kRetry, kDrop };
 // UTF-8 byte-order mark before the object is skipped; an object naming "status" twice is a retry.
 BodyVerdict ParseEntryVerdict(std::string_view body);
 
+// For one entry, read as Dapr's runtime reads a subscriber's answer (format dapr, SPEC 11): a
+// top-level "status" of SUCCESS (or empty) is success, RETRY a retry, DROP a drop, and any other
+// text a retry (Dapr: "others: error, message to be retried"), in any case; a body that is not
+// such an object (empty, not JSON, a status that is not a string) is success. An object naming
+// "status" twice is a retry, as in ParseEntryVerdict.
+BodyVerdict ParseDaprVerdict(std::string_view body);
+
 struct BatchFailure {
   std::string id;
   BodyVerdict verdict = BodyVerdict::kRetry;

@@ -1,6 +1,6 @@
 // A CloudEvents handler built on the official JavaScript SDK (npm package "cloudevents"): every
-// request is turned into an event with HTTP.toEvent and validated. One JSON line per request on
-// stdout says what the SDK made of it; interop_test.py reads them.
+// request (binary or structured mode) is turned into an event with HTTP.toEvent and validated.
+// One JSON line per request on stdout says what the SDK made of it; interop_test.py reads them.
 //   node handler.js PORT
 "use strict";
 const http = require("http");
@@ -19,6 +19,15 @@ http
     req.on("end", () => {
       const body = Buffer.concat(chunks).toString("utf8");
       const report = { id: req.headers["ce-id"], path: req.url };
+      // Structured mode (cloudevents-structured, dapr) percent-encodes nothing: decoding is for
+      // the binary mode's header values, and a literal '%' must not make the report fail.
+      const decode = (text) => {
+        try {
+          return decodeURIComponent(text);
+        } catch (error) {
+          return null;
+        }
+      };
       try {
         const event = HTTP.toEvent({ headers: req.headers, body });
         event.validate(); // throws a ValidationError when the event is not valid CloudEvents 1.0
@@ -26,11 +35,23 @@ http
         report.ok = true;
         report.type = event.type;
         report.source = event.source;
-        report.decoded_type = decodeURIComponent(event.type);
+        report.id = event.id;
+        report.decoded_type = decode(event.type);
         report.decoded_stream = event.source.startsWith(prefix)
-          ? decodeURIComponent(event.source.slice(prefix.length))
+          ? decode(event.source.slice(prefix.length))
           : null;
-        report.data = typeof event.data === "string" ? event.data : JSON.stringify(event.data);
+        report.datacontenttype = event.datacontenttype;
+        if (event.data instanceof Uint8Array) {
+          report.data_bytes = Buffer.from(event.data).toString("base64");
+        } else if (event.data_base64 !== undefined) {
+          report.data_bytes = event.data_base64;
+        } else {
+          report.data = typeof event.data === "string" ? event.data : JSON.stringify(event.data);
+        }
+        // Dapr's extension attributes (format dapr), as the SDK hands them over.
+        for (const name of ["topic", "pubsubname", "traceparent", "traceid"]) {
+          if (event[name] !== undefined) report[name] = event[name];
+        }
       } catch (error) {
         report.ok = false;
         report.error = String(error && error.message ? error.message : error) +

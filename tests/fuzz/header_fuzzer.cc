@@ -4,6 +4,8 @@
 // this one is written independently, byte by byte.
 
 #include <fuzzer/FuzzedDataProvider.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +54,14 @@ StreamEntry RandomEntry(FuzzedDataProvider& input, int n) {
   return entry;
 }
 
+// One JSON document, read without recursion.
+bool IsJson(const std::string& body) {
+  rapidjson::BaseReaderHandler<> ignore;
+  rapidjson::Reader reader;
+  rapidjson::MemoryStream stream(body.data(), body.size());
+  return !reader.Parse<rapidjson::kParseIterativeFlag>(stream, ignore).IsError();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -65,14 +75,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int count = input.ConsumeIntegralInRange<int>(1, 4);
   for (int i = 0; i < count; ++i) entries.push_back(RandomEntry(input, i));
 
-  for (auto format : {streamcar::config::Format::kJson, streamcar::config::Format::kRaw,
-                      streamcar::config::Format::kCloudEvents}) {
+  for (auto format :
+       {streamcar::config::Format::kJson, streamcar::config::Format::kRaw,
+        streamcar::config::Format::kCloudEvents, streamcar::config::Format::kCloudEventsStructured,
+        streamcar::config::Format::kDapr}) {
     handler.format = format;
     for (const auto& entry : entries) {
       HttpRequest request;
       std::string why;
       if (streamcar::delivery::EncodeEntry(context, entry, &request, &why)) {
         CheckRequest(request);
+        // Structured mode: whatever the entry held, the body is one JSON document.
+        if ((format == streamcar::config::Format::kCloudEventsStructured ||
+             format == streamcar::config::Format::kDapr) &&
+            !IsJson(request.body)) {
+          __builtin_trap();
+        }
         // A content_type taken from the entry was a media type.
         if (format != streamcar::config::Format::kJson &&
             !streamcar::delivery::MediaTypeError(request.content_type).empty()) {
@@ -89,5 +107,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   HttpRequest request;
   std::string why;
   if (streamcar::delivery::EncodeBatch(context, batch, &request, &why)) CheckRequest(request);
+  handler.format = streamcar::config::Format::kCloudEventsStructured;
+  if (streamcar::delivery::EncodeBatch(context, batch, &request, &why)) {
+    CheckRequest(request);
+    if (!IsJson(request.body)) __builtin_trap();
+  }
   return 0;
 }

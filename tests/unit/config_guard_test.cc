@@ -911,10 +911,16 @@ const std::vector<BadInput>& BadInputs() {
        "test.yaml:6: subscriptions[0].handler.batch_size: must be between 1 and 1000 (got 1001)"},
       {Handler("batch_size: 10, format: raw"),
        "test.yaml:3: subscriptions[0].handler.batch_size: batch delivery (batch_size > 1) needs "
-       "format: json (format is raw)"},
+       "format: json or cloudevents-structured (format is raw)"},
       {Handler("batch_size: 2, format: cloudevents"),
        "test.yaml:3: subscriptions[0].handler.batch_size: batch delivery (batch_size > 1) needs "
-       "format: json (format is cloudevents)"},
+       "format: json or cloudevents-structured (format is cloudevents)"},
+      {Handler("batch_size: 2, format: dapr"),
+       "test.yaml:3: subscriptions[0].handler.batch_size: batch delivery (batch_size > 1) needs "
+       "format: json or cloudevents-structured (format is dapr)"},
+      {Handler("format: cloudevent"),
+       "test.yaml:6: subscriptions[0].handler.format: must be json, raw, cloudevents, "
+       "cloudevents-structured or dapr (got \"cloudevent\"); did you mean cloudevents?"},
       {Handler("max_held_bytes: 1048576"),
        "test.yaml:6: subscriptions[0].handler.max_held_bytes: size \"1048576\" has no unit (write "
        "e.g. 1048576MiB or 1048576B)"},
@@ -929,11 +935,14 @@ const std::vector<BadInput>& BadInputs() {
        "test.yaml:6: subscriptions[0].handler.max_held_bytes: empty size (write e.g. 32MiB, "
        "512KiB, 1GiB)"},
       {Handler("format: jsn"),
-       "test.yaml:6: subscriptions[0].handler.format: must be json, raw or cloudevents (got "
-       "\"jsn\"); did you mean json?"},
+       "test.yaml:6: subscriptions[0].handler.format: must be json, raw, cloudevents, "
+       "cloudevents-structured or dapr (got \"jsn\"); did you mean json?"},
       {Handler("format: xml"),
-       "test.yaml:6: subscriptions[0].handler.format: must be json, raw or cloudevents (got "
-       "\"xml\")"},
+       "test.yaml:6: subscriptions[0].handler.format: must be json, raw, cloudevents, "
+       "cloudevents-structured or dapr (got \"xml\")"},
+      {kSubHead + "    handler: { url: \"https://127.0.0.1:3000\", format: dapr }\n",
+       "test.yaml:3: subscriptions[0].handler.url: format dapr without a path asks the app GET "
+       "/dapr/subscribe over http:// only; use an http:// url or give the url the route's path"},
       {Handler("format: raw, raw_field: \"\""),
        "test.yaml:3: subscriptions[0].handler.raw_field: required with format: raw"},
       {Handler("headers: [a]"),
