@@ -26,6 +26,16 @@ sys.path.insert(0, os.path.join(here, "..", "support"))
 from harness import check, eventually, free_port, summary, wait_port  # noqa: E402
 
 binary = sys.argv[1]
+
+
+def flask_python():
+    """An interpreter that has Flask: this one, else Debian's (scripts/setup installs
+    python3-flask for /usr/bin/python3; a Python of the machine's own may carry Flask already)."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        if subprocess.run([python, "-c", "import flask"], capture_output=True).returncode == 0:
+            return python
+    sys.exit("dapr_app_test: no Python with Flask (scripts/setup installs python3-flask)")
+
 work = tempfile.mkdtemp(prefix="streamcar-dapr-")
 processes = []
 
@@ -108,7 +118,7 @@ try:
     check(readyz(admin_port) == 503, "/readyz is 503 while the app does not answer /dapr/subscribe")
     check(sidecar.poll() is None, "streamcar keeps waiting for the app")
 
-    app = subprocess.Popen([sys.executable, os.path.join(here, "subscriber.py"), str(app_port)],
+    app = subprocess.Popen([flask_python(), os.path.join(here, "subscriber.py"), str(app_port)],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     processes.append(app)
     deliveries = queue.Queue()
