@@ -67,7 +67,7 @@ void MetricsObserver::OnRouted(IntakeSource source, size_t admitted, size_t dele
 
 void MetricsObserver::OnRouteTaken(const EntryRef& /*ref*/, int route) {
   // Series exist for the declared routes only (Metrics::DeclareRoutes).
-  const auto at = static_cast<size_t>(route + 1);
+  const size_t at = static_cast<size_t>(route) + 1;  // route -1 (none matched) is 0
   if (at < metrics_->routed.size() && metrics_->routed[at] != nullptr) {
     metrics_->routed[at]->Increment();
   }
