@@ -108,14 +108,11 @@ TEST(HandlerAuthConfig, AuthorizationTwiceIsRefused) {
             "authorization too; the token file's bearer token is that header: remove one of them");
 }
 
-TEST(HandlerAuthConfig, AShortSecretIsRefusedWithoutShowingIt) {
-  const std::string error = ErrorOf(File("auth: { hmac_secret: tooshort }"));
-  EXPECT_EQ(error,
-            "test.yaml:6: subscriptions[0].handler.auth.hmac_secret: must be at least 16 bytes "
-            "(got 8): a short secret can be guessed; make one with `openssl rand -hex 32`");
-  EXPECT_EQ(ErrorOf(File("auth: { hmac_secret: x, bearer_token_fil: /t }")),
-            "test.yaml:6: subscriptions[0].handler.auth.bearer_token_fil: unknown key (did you mean "
-            "bearer_token_file?)");
+TEST(HandlerAuthConfig, AMisspeltKeyIsNamedWithTheKeyMeant) {
+  EXPECT_EQ(
+      ErrorOf(File("auth: { hmac_secret: x, bearer_token_fil: /t }")),
+      "test.yaml:6: subscriptions[0].handler.auth.bearer_token_fil: unknown key (did you mean "
+      "bearer_token_file?)");
 }
 
 TEST(UnixSocketConfig, PathRules) {
@@ -216,7 +213,8 @@ TEST(RoutesConfig, EachBadRouteIsNamedByItsPath) {
        "test.yaml:9: subscriptions[0].routes[1].dropp: unknown key (did you mean drop?)"},
       {"      - { field: t, equals: a, drop: maybe }\n",
        "test.yaml:9: subscriptions[0].routes[1].drop: must be true or false (got \"maybe\")"},
-      {"      - just-a-string\n", "test.yaml:9: subscriptions[0].routes[1]: must be a mapping of keys to values"},
+      {"      - just-a-string\n",
+       "test.yaml:9: subscriptions[0].routes[1]: must be a mapping of keys to values"},
   };
   for (const auto& [route, message] : cases) {
     EXPECT_EQ(ErrorOf(File("", head + route)), message) << route;
