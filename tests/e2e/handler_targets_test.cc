@@ -327,7 +327,8 @@ TEST_F(RoutesTest, EntriesGoToTheirRouteAndDropsAreAcknowledgedUndelivered) {
   c.subscription_extra =
       routes + "  - stream: batched\n    group: billing\n    start: beginning\n" +
       "    handler: { url: \"" + handler_.url("/all") + "\", batch_size: 10 }\n" + routes;
-  // The route each entry must take, by id; preloaded, so that the batches mix them.
+  // The route each entry must take, by "<stream>/<id>" (two streams may give the same id);
+  // preloaded, so that the batches mix them.
   std::map<std::string, std::string> expected;
   const std::vector<std::pair<std::string, std::string>> kinds = {
       {"order.created", "/created"}, {"order.paid", "/orders"},     {"heartbeat", ""},
@@ -335,13 +336,13 @@ TEST_F(RoutesTest, EntriesGoToTheirRouteAndDropsAreAcknowledgedUndelivered) {
   size_t delivered = 0;
   for (const std::string stream : {"orders", "batched"}) {
     for (const auto& [type, path] : kinds) {
-      expected[Add({"type", type}, stream)] = path;
+      expected[stream + "/" + Add({"type", type}, stream)] = path;
       if (!path.empty()) ++delivered;
     }
   }
   // No type field, and a binary one: neither matches a route.
-  expected[Add({"other", "order.created"})] = "/all";
-  expected[Add({"type", std::string("order.\xff")})] = "/all";
+  expected["orders/" + Add({"other", "order.created"})] = "/all";
+  expected["orders/" + Add({"type", std::string("order.\xff")})] = "/all";
   delivered += 2;
   auto sidecar = StartSidecar(c);
   ASSERT_TRUE(Eventually(
@@ -360,17 +361,18 @@ TEST_F(RoutesTest, EntriesGoToTheirRouteAndDropsAreAcknowledgedUndelivered) {
       },
       seconds(15)))
       << sidecar->Logs();
-  std::map<std::string, std::vector<std::string>> arrived;  // id -> paths
+  std::map<std::string, std::vector<std::string>> arrived;  // "<stream>/<id>" -> paths
   size_t batches = 0;
   for (const auto& r : handler_.Requests()) {
     if (!r.Header("streamcar-id").empty()) {
-      arrived[r.Header("streamcar-id")].push_back(r.path);
+      arrived[r.Header("idempotency-key")].push_back(r.path);
       continue;
     }
-    ++batches;
-    for (const auto& [id, path] : expected) {
-      if (r.body.find("\"id\":\"" + id + "\"") != std::string::npos) {
-        arrived[id].push_back(r.path);
+    ++batches;  // only the stream "batched" is delivered in batches
+    for (const auto& [key, path] : expected) {
+      if (!key.starts_with("batched/")) continue;
+      if (r.body.find("\"id\":\"" + key.substr(8) + "\"") != std::string::npos) {
+        arrived[key].push_back(r.path);
       }
     }
   }
