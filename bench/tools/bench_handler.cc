@@ -3,9 +3,15 @@
 // GET /stats returns "count p50_us p99_us p999_us" and resets; GET /count returns entries seen,
 // GET /requests "POSTs entries" (the POSTs that carried them, read together with the entries:
 // entries per POST between two reads is how full the batches were).
-// Usage: bench_handler PORT THREADS
+// With UNIX_SOCKET it also listens there (SPEC 11, handler.unix_socket), the same handlers and
+// counters on both, so that one run compares loopback TCP with the socket (bench/run
+// --unix-socket).
+// Usage: bench_handler PORT THREADS [UNIX_SOCKET]
 
 #include <httplib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +19,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -39,6 +46,27 @@ void CollectLatencies(const std::string& body, int64_t now, std::vector<int64_t>
   }
 }
 
+// httplib 0.11 listens on TCP only; its accept loop takes any listening socket in svr_sock_, so
+// BindUnix gives it a Unix socket instead.
+class HandlerServer final : public httplib::Server {
+ public:
+  bool BindUnix(const std::string& path) {
+    ::unlink(path.c_str());
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (fd < 0 || path.size() >= sizeof(address.sun_path)) return false;
+    path.copy(address.sun_path, path.size());
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::listen(fd, 1024) != 0) {
+      ::close(fd);
+      return false;
+    }
+    svr_sock_ = fd;
+    return true;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,42 +76,52 @@ int main(int argc, char** argv) {
   std::vector<int64_t> latencies;
   std::atomic<int64_t> entries{0};
   std::atomic<int64_t> requests{0};
-  httplib::Server server;
-  server.set_tcp_nodelay(true);
-  server.set_keep_alive_max_count(1 << 30);
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server.Post(".*", [&](const httplib::Request& req, httplib::Response& res) {
-    const int64_t now = NowMicros();
-    std::vector<int64_t> local;
-    CollectLatencies(req.body, now, &local);
-    entries += CountEntries(req.body);
-    ++requests;
-    if (!local.empty()) {
-      std::lock_guard lock(mutex);
-      latencies.insert(latencies.end(), local.begin(), local.end());
-    }
-    res.status = 204;
-  });
-  server.Get("/count", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::to_string(entries.load()), "text/plain");
-  });
-  server.Get("/requests", [&](const httplib::Request&, httplib::Response& res) {
-    const int64_t posts = requests.load();  // before the entries: never more POSTs than entries
-    res.set_content(std::to_string(posts) + " " + std::to_string(entries.load()), "text/plain");
-  });
-  server.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
-    std::vector<int64_t> all;
-    {
-      std::lock_guard lock(mutex);
-      all.swap(latencies);
-    }
-    std::sort(all.begin(), all.end());
-    auto pct = [&](double p) {
-      return all.empty() ? 0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))];
-    };
-    res.set_content(std::to_string(all.size()) + " " + std::to_string(pct(0.5)) + " " +
-                        std::to_string(pct(0.99)) + " " + std::to_string(pct(0.999)),
-                    "text/plain");
-  });
-  server.listen("127.0.0.1", port);
+  HandlerServer tcp_server;
+  HandlerServer unix_server;
+  for (HandlerServer* server : {&tcp_server, &unix_server}) {
+    server->set_tcp_nodelay(true);
+    server->set_keep_alive_max_count(1 << 30);
+    server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server->Post(".*", [&](const httplib::Request& req, httplib::Response& res) {
+      const int64_t now = NowMicros();
+      std::vector<int64_t> local;
+      CollectLatencies(req.body, now, &local);
+      entries += CountEntries(req.body);
+      ++requests;
+      if (!local.empty()) {
+        std::lock_guard lock(mutex);
+        latencies.insert(latencies.end(), local.begin(), local.end());
+      }
+      res.status = 204;
+    });
+    server->Get("/count", [&](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::to_string(entries.load()), "text/plain");
+    });
+    server->Get("/requests", [&](const httplib::Request&, httplib::Response& res) {
+      const int64_t posts = requests.load();  // before the entries: never more POSTs than entries
+      res.set_content(std::to_string(posts) + " " + std::to_string(entries.load()), "text/plain");
+    });
+    server->Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
+      std::vector<int64_t> all;
+      {
+        std::lock_guard lock(mutex);
+        all.swap(latencies);
+      }
+      std::sort(all.begin(), all.end());
+      auto pct = [&](double p) {
+        return all.empty() ? 0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))];
+      };
+      res.set_content(std::to_string(all.size()) + " " + std::to_string(pct(0.5)) + " " +
+                          std::to_string(pct(0.99)) + " " + std::to_string(pct(0.999)),
+                      "text/plain");
+    });
+  }
+  std::thread on_socket;
+  if (argc > 3) {
+    if (!unix_server.BindUnix(argv[3])) return 1;
+    on_socket = std::thread([&] { unix_server.listen_after_bind(); });
+  }
+  tcp_server.listen("127.0.0.1", port);
+  unix_server.stop();
+  if (on_socket.joinable()) on_socket.join();
 }

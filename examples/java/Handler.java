@@ -11,14 +11,24 @@
 // did not happen, and not a reject status, so it is not dead-lettered; the entry stays pending for
 // the shard's current owner. Plain requests (no such headers) are not affected.
 //
+// Signatures (SPEC 11): with STREAMCAR_HMAC_SECRET set (the sidecar's handler.auth.hmac_secret),
+// every POST must carry Streamcar-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
+// "<t>.<body>")>, computed here over the raw body bytes before anything decodes them, compared in
+// constant time (MessageDigest.isEqual), with t at most 5 minutes from this clock (a captured
+// request cannot be replayed later). Anything else is answered 401: not 2xx and not a reject
+// status, so a sidecar with the wrong secret retries instead of dead-lettering. Without the
+// variable nothing is checked.
+//
 // The field "action" drives it: ok -> 200, fail-once -> 500 then 200, fail -> 500, reject -> 422.
-// Usage: java Handler.java [PORT]   (JDK 11+; default 8080; GET /healthz answers 200)
+// Usage: [STREAMCAR_HMAC_SECRET=...] java Handler.java [PORT]   (JDK 11+; default 8080; GET /healthz answers 200)
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -27,6 +37,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 
 public class Handler {
   // A real handler keeps these with its results (a unique key in its database).
@@ -42,6 +54,9 @@ public class Handler {
   // "shard": or "fence": can only be the envelope's).
   private static final Pattern ACTION = Pattern.compile("\"action\"\\s*:\\s*\"([a-z-]+)\"");
   private static final Pattern DECIMAL = Pattern.compile("[0-9]{1,18}");
+  private static final String SECRET = System.getenv().getOrDefault("STREAMCAR_HMAC_SECRET", "");
+  private static final long TOLERANCE_SECONDS = 300;
+  private static final Pattern SIGNATURE = Pattern.compile("t=([0-9]{1,12}),v1=([0-9a-f]{64})");
 
   // A sharded request's shard and fence, and the key its highest fence is kept under.
   private static final class Fence {
@@ -70,8 +85,17 @@ public class Handler {
       answer(exchange, exchange.getRequestURI().getPath().equals("/healthz") ? 200 : 404, "");
       return;
     }
-    String body = new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+    byte[] raw = exchange.getRequestBody().readAllBytes();
     String key = header(exchange, "Idempotency-Key", "");
+    if (!SECRET.isEmpty()) {
+      String problem = signatureProblem(header(exchange, "Streamcar-Signature", ""), raw);
+      if (problem != null) {
+        log("unsigned   " + key + ": 401, " + problem);
+        answer(exchange, 401, "{\"error\":\"" + problem + "\"}");
+        return;
+      }
+    }
+    String body = new String(raw, StandardCharsets.UTF_8);
     int attempts = Integer.parseInt(header(exchange, "Streamcar-Attempts", "1"));
     Matcher m = ACTION.matcher(body);
     String action = m.find() ? m.group(1) : "ok";
@@ -114,6 +138,29 @@ public class Handler {
       }
     }
     answer(exchange, status, reply);
+  }
+
+  // null when `header` signs `body` with SECRET, else why not.
+  private static String signatureProblem(String header, byte[] body) {
+    Matcher m = SIGNATURE.matcher(header);
+    if (!m.matches()) return "missing or malformed Streamcar-Signature";
+    long t = Long.parseLong(m.group(1));
+    if (Math.abs(System.currentTimeMillis() / 1000 - t) > TOLERANCE_SECONDS) {
+      return "signature time " + t + " is more than " + TOLERANCE_SECONDS + " s from now";
+    }
+    try {
+      Mac mac = Mac.getInstance("HmacSHA256");
+      mac.init(new SecretKeySpec(SECRET.getBytes(StandardCharsets.UTF_8), "HmacSHA256"));
+      mac.update((m.group(1) + ".").getBytes(StandardCharsets.US_ASCII));
+      byte[] expected = mac.doFinal(body);
+      byte[] received = new byte[expected.length];
+      for (int i = 0; i < received.length; i++) {
+        received[i] = (byte) Integer.parseInt(m.group(2).substring(2 * i, 2 * i + 2), 16);
+      }
+      return MessageDigest.isEqual(expected, received) ? null : "signature does not match the body";
+    } catch (GeneralSecurityException e) {
+      return "cannot compute HMAC-SHA256: " + e.getMessage();
+    }
   }
 
   // The headers come with every format; the JSON body's "shard" and "fence" are read when they

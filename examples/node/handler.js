@@ -12,9 +12,17 @@
 // did not happen, and not a reject status, so it is not dead-lettered; the entry stays pending for
 // the shard's current owner. Plain requests (no such headers) are not affected.
 //
+// Signatures (SPEC 11): with STREAMCAR_HMAC_SECRET set (the sidecar's handler.auth.hmac_secret),
+// every POST must carry Streamcar-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
+// "<t>.<body>")>, computed here over the raw body bytes before anything parses them, compared in
+// constant time, with t at most 5 minutes from this clock (a captured request cannot be replayed
+// later). Anything else is answered 401: not 2xx and not a reject status, so a sidecar with the
+// wrong secret retries instead of dead-lettering. Without the variable nothing is checked.
+//
 // The field "action" drives it: ok -> 200, fail-once -> 500 then 200, fail -> 500, reject -> 422.
-// Usage: node handler.js [PORT]   (default 8080; GET /healthz answers 200)
+// Usage: [STREAMCAR_HMAC_SECRET=...] node handler.js [PORT]   (default 8080; GET /healthz answers 200)
 'use strict';
+const crypto = require('crypto');
 const http = require('http');
 
 const port = Number(process.argv[2] || 8080);
@@ -26,6 +34,24 @@ const processed = new Set();  // a real handler keeps these with its results (a 
 // cannot interleave with another request.
 const highestFence = new Map();
 const DECIMAL = /^[0-9]{1,15}$/;  // within Number's exact integers
+const SECRET = process.env.STREAMCAR_HMAC_SECRET || '';
+const TOLERANCE_SECONDS = 300;
+const SIGNATURE = /^t=([0-9]{1,12}),v1=([0-9a-f]{64})$/;
+
+// null when the Streamcar-Signature header signs `body` (a Buffer) with SECRET, else why not.
+function signatureProblem(header, body) {
+  const match = SIGNATURE.exec(header || '');
+  if (!match) return 'missing or malformed Streamcar-Signature';
+  const [, t, received] = match;
+  if (Math.abs(Date.now() / 1000 - Number(t)) > TOLERANCE_SECONDS) {
+    return `signature time ${t} is more than ${TOLERANCE_SECONDS} s from now`;
+  }
+  const expected = crypto.createHmac('sha256', SECRET).update(`${t}.`).update(body).digest();
+  if (!crypto.timingSafeEqual(expected, Buffer.from(received, 'hex'))) {
+    return 'signature does not match the body';
+  }
+  return null;
+}
 
 function answer(res, status, body) {
   const text = body === undefined ? '' : JSON.stringify(body);
@@ -52,8 +78,16 @@ const server = http.createServer((req, res) => {
   req.on('data', (chunk) => chunks.push(chunk));
   req.on('end', () => {
     const key = req.headers['idempotency-key'] || '';
+    const body = Buffer.concat(chunks);
+    if (SECRET) {
+      const problem = signatureProblem(req.headers['streamcar-signature'], body);
+      if (problem) {
+        console.log(`unsigned   ${key}: 401, ${problem}`);
+        return answer(res, 401, { error: problem });
+      }
+    }
     const attempts = Number(req.headers['streamcar-attempts'] || 1);
-    const envelope = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const envelope = JSON.parse(body.toString('utf8'));
     const action = (envelope.payload || {}).action || 'ok';
     let sharded;
     try {

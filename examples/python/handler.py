@@ -16,18 +16,29 @@ applied, and answers 409 to a lower one: not 2xx, so the stale sender never ackn
 The entry stays pending for the shard's current owner. Requests without those headers (plain
 subscriptions) are not affected.
 
+Signatures (SPEC 11): with STREAMCAR_HMAC_SECRET set (the sidecar's handler.auth.hmac_secret),
+every POST must carry Streamcar-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
+"<t>.<body>")>, computed here over the raw body bytes before anything reads them, compared in
+constant time, with t at most 5 minutes from this clock (a captured request cannot be replayed
+later). Anything else is answered 401: not 2xx and not a reject status, so a sidecar with the wrong
+secret retries instead of dead-lettering. Without the variable nothing is checked.
+
 The demo drives it with a field "action":
   ok         -> 200
   fail-once  -> 500 on the first attempt, then 200
   fail       -> 500 every time (dead-lettered after retry.max_attempts)
   reject     -> 422 (dead-lettered at once, no retry)
 
-Usage: handler.py [PORT]   (default 8080; GET /healthz answers 200)
+Usage: [STREAMCAR_HMAC_SECRET=...] handler.py [PORT]   (default 8080; GET /healthz answers 200)
 """
+import hashlib
+import hmac
 import json
+import os
 import re
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 processed = set()
@@ -39,6 +50,23 @@ processed = set()
 highest_fence = {}
 lock = threading.Lock()
 DECIMAL = re.compile(r"[0-9]{1,18}")
+SECRET = os.environ.get("STREAMCAR_HMAC_SECRET", "").encode()
+TOLERANCE_SECONDS = 300
+SIGNATURE = re.compile(r"t=([0-9]{1,12}),v1=([0-9a-f]{64})")
+
+
+def signature_problem(header, body):
+    """None when the Streamcar-Signature header signs `body` (bytes) with SECRET, else why not."""
+    match = SIGNATURE.fullmatch(header or "")
+    if not match:
+        return "missing or malformed Streamcar-Signature"
+    t, received = match.groups()
+    if abs(time.time() - int(t)) > TOLERANCE_SECONDS:
+        return f"signature time {t} is more than {TOLERANCE_SECONDS} s from now"
+    expected = hmac.new(SECRET, t.encode() + b"." + body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, received):
+        return "signature does not match the body"
+    return None
 
 
 def log(message):
@@ -75,6 +103,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         key = self.headers.get("Idempotency-Key", "")
+        if SECRET:
+            problem = signature_problem(self.headers.get("Streamcar-Signature"), body)
+            if problem:
+                log(f"unsigned   {key}: 401, {problem}")
+                return self.answer(401, json.dumps({"error": problem}).encode())
         attempts = int(self.headers.get("Streamcar-Attempts", "1"))
         envelope = json.loads(body)
         payload = envelope.get("payload", {})

@@ -10,6 +10,7 @@
 #include "sidecar/admin/member_metrics.h"
 #include "sidecar/admin/process_metrics.h"
 #include "sidecar/common/version.h"
+#include "sidecar/delivery/routes.h"
 
 namespace streamcar::admin {
 namespace {
@@ -54,6 +55,7 @@ Metrics::Metrics()
   RegisterArchiveFamilies(r);
   RegisterHealthFamilies(r);
   RegisterTracingFamilies(r);
+  RegisterRouteFamilies(r);
   member_families_ = RegisterMemberFamilies(r);
 }
 
@@ -212,6 +214,30 @@ void Metrics::RegisterHealthFamilies(prometheus::Registry& r) {
                       .Add({});
 }
 
+// SPEC 11 routes and filters.
+void Metrics::RegisterRouteFamilies(prometheus::Registry& r) {
+  routed_ = &prometheus::BuildCounter()
+                 .Name("streamcar_routed_total")
+                 .Help("Deliveries by route: its index in routes, or default (handler.url)")
+                 .Register(r);
+  filtered_ = &prometheus::BuildCounter()
+                   .Name("streamcar_filtered_total")
+                   .Help("Entries a drop route acknowledged without delivering them")
+                   .Register(r);
+}
+
+void Metrics::DeclareRoutes(const std::string& subscription, const std::vector<bool>& delivers) {
+  SubscriptionMetrics& m = ForSubscription(subscription);
+  std::lock_guard lock(mutex_);
+  m.routed.assign(delivers.size() + 1, nullptr);
+  for (size_t i = 0; i <= delivers.size(); ++i) {
+    if (i > 0 && !delivers[i - 1]) continue;
+    const int route = static_cast<int>(i) - 1;
+    m.routed[i] =
+        &routed_->Add({{"subscription", subscription}, {"route", delivery::RouteLabel(route)}});
+  }
+}
+
 void Metrics::OnRedirect(redis::ReplyKind kind) {
   if (kind == redis::ReplyKind::kMoved) redirects_moved_->Increment();
   if (kind == redis::ReplyKind::kAsk) redirects_ask_->Increment();
@@ -263,6 +289,7 @@ SubscriptionMetrics& Metrics::ForSubscription(const std::string& subscription) {
   m.handler_up->Set(1);
   m.circuit_state = &circuit_state_->Add(base);
   m.rate_limited_seconds = &rate_limited_seconds_->Add(base);
+  m.filtered = &filtered_->Add(base);
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sidecar/delivery/outcome.h"
 #include "sidecar/redis/topology/topology.h"
@@ -45,6 +46,11 @@ struct SubscriptionMetrics {
   prometheus::Gauge* handler_up = nullptr;
   prometheus::Gauge* circuit_state = nullptr;           // SPEC 11: 0 closed, 1 open, 2 half-open
   prometheus::Counter* rate_limited_seconds = nullptr;  // SPEC 11
+  // SPEC 11 routes: streamcar_filtered_total (every subscription), and streamcar_routed_total by
+  // route, [0] "default" and [i + 1] routes[i] (nullptr for a drop route); empty without routes
+  // (Metrics::DeclareRoutes).
+  prometheus::Counter* filtered = nullptr;
+  std::vector<prometheus::Counter*> routed;
 
   // The series of streamcar_deliveries_total{outcome}; nullptr for kNone (not a delivery).
   prometheus::Counter* Delivered(delivery::DeliveryOutcome outcome) const;
@@ -93,6 +99,10 @@ class Metrics : public redis::TopologyObserver {
 
   // Thread-safe; the result lives as long as this object.
   SubscriptionMetrics& ForSubscription(const std::string& subscription);
+  // The streamcar_routed_total series of a subscription's routes (SPEC 11), from the start:
+  // `delivers[i]` says whether routes[i] delivers (a drop route has none). Call once, before its
+  // loops start (they copy the series). Thread-safe.
+  void DeclareRoutes(const std::string& subscription, const std::vector<bool>& delivers);
   // A sharded subscription's member (SHARDING.md C1). Thread-safe; lives as long as this object.
   MemberMetrics& ForMember(const std::string& subscription);
   prometheus::Counter& Trimmed(const std::string& stream);
@@ -125,6 +135,7 @@ class Metrics : public redis::TopologyObserver {
   void RegisterArchiveFamilies(prometheus::Registry& r);
   void RegisterHealthFamilies(prometheus::Registry& r);
   void RegisterTracingFamilies(prometheus::Registry& r);
+  void RegisterRouteFamilies(prometheus::Registry& r);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mutex_;
@@ -154,6 +165,8 @@ class Metrics : public redis::TopologyObserver {
   prometheus::Family<prometheus::Gauge>* handler_up_;
   prometheus::Family<prometheus::Gauge>* circuit_state_;
   prometheus::Family<prometheus::Counter>* rate_limited_seconds_;
+  prometheus::Family<prometheus::Counter>* routed_;    // SPEC 11
+  prometheus::Family<prometheus::Counter>* filtered_;  // SPEC 11
   prometheus::Gauge* redis_up_;
   prometheus::Counter* spans_dropped_;
   prometheus::Counter* redirects_moved_;

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <vector>
 
 #include "sidecar/admin/admin_server.h"
 #include "sidecar/admin/health.h"
@@ -169,7 +170,14 @@ void WarnIfTlsUnverified(const Process& process) {
 // Every labelled series exists at 0 before the first scrape (SPEC 5): each subscription's
 // families, and the trimmed counter of every stream a retention rule names.
 void SeedMetrics(Process& process) {
-  for (const auto& sub : process.config.subscriptions) process.metrics.ForSubscription(sub.name);
+  for (const auto& sub : process.config.subscriptions) {
+    process.metrics.ForSubscription(sub.name);
+    if (!sub.routes.empty()) {  // SPEC 11
+      std::vector<bool> delivers;
+      for (const auto& route : sub.routes) delivers.push_back(!route.drop);
+      process.metrics.DeclareRoutes(sub.name, delivers);
+    }
+  }
   for (const auto& rule : log::TrimRulesOf(process.config)) {
     process.metrics.Trimmed(rule.stream);
     if (rule.archive) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -76,6 +77,15 @@ const char* FormatName(Format format);
 // at the file; under-masking leaks a secret into CI logs.
 bool IsSensitiveHeader(std::string_view name);
 
+// `handler.auth` (SPEC 11): how the handler knows a request comes from this sidecar.
+struct HandlerAuthConfig {
+  // Every request carries "Authorization: Bearer <the file's token>" (common/token_file.h), the
+  // file re-read as it rotates (delivery/bearer_token.h).
+  std::string bearer_token_file;
+  // Every request carries Streamcar-Signature (delivery/request_auth.h); never printed.
+  std::string hmac_secret;
+};
+
 struct HandlerConfig {
   std::string url;
   Millis timeout{10000};
@@ -90,6 +100,10 @@ struct HandlerConfig {
   std::vector<int> reject_statuses = {400, 413, 415, 422};
   // Requests per second at most (SPEC 11): a token bucket whose burst is `concurrency`. 0: off.
   double max_rps = 0;
+  // SPEC 11: set, every request to the handler (url, routes' urls, health_url) goes over this
+  // Unix socket; the urls still give the path and the Host header.
+  std::string unix_socket;
+  HandlerAuthConfig auth;
 };
 
 // SPEC 11: `failures` retry outcomes in a row open the breaker; after `open_for`, one probe.
@@ -167,6 +181,17 @@ struct RetentionConfig {
   bool enabled() const { return max_len > 0 || max_age.count() > 0; }
 };
 
+// One of a subscription's `routes` (SPEC 11): entries whose `field` equals (or starts with) the
+// given text go to `url`, or with `drop` are acknowledged without a delivery. Exactly one of
+// equals and prefix is set, and exactly one of url and drop (the loader checks both).
+struct RouteConfig {
+  std::string field;
+  std::optional<std::string> equals;
+  std::optional<std::string> prefix;
+  std::string url;
+  bool drop = false;
+};
+
 struct Subscription {
   std::string stream;
   std::string group;
@@ -181,6 +206,7 @@ struct Subscription {
   AckConfig ack;
   RetentionConfig retention;
   ShardingConfig sharding;
+  std::vector<RouteConfig> routes;  // SPEC 11: first match wins; none matches: handler.url
 
   // The id for XGROUP CREATE: "$", "0" or the declared id.
   std::string StartId() const;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "sidecar/common/text.h"
+#include "sidecar/config/route_fields.h"
 #include "sidecar/keys/node_address.h"
 #include "sidecar/keys/sharding_keys.h"
 
@@ -38,6 +39,25 @@ std::string EnumMessage(std::string_view got, const std::vector<std::string_view
 
 }  // namespace fields_internal
 
+// A handler URL ("http://host[:port]/path").
+std::string CheckHttpUrl(const std::string& url) {
+  std::string_view rest;
+  if (url.starts_with("http://")) {
+    rest = std::string_view(url).substr(7);
+  } else if (url.starts_with("https://")) {
+    rest = std::string_view(url).substr(8);
+  } else {
+    return "must be an http:// or https:// URL (got \"" + url + "\")";
+  }
+  auto host_end = rest.find_first_of("/?#");
+  auto authority = rest.substr(0, host_end);
+  if (authority.empty() || authority.starts_with(":")) return "URL \"" + url + "\" has no host";
+  if (authority.find('@') != std::string_view::npos) {
+    return "URL \"" + url + "\" must not carry credentials; use handler.headers";
+  }
+  return {};
+}
+
 namespace {
 
 // --- the rules of single values that are not a range ---------------------------------------------
@@ -54,25 +74,6 @@ std::string CheckListen(const std::string& listen) {
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
     return "port must be 1..65535 (got \"" + std::string(port_text) + "\")";
-  }
-  return {};
-}
-
-// A handler URL ("http://host[:port]/path").
-std::string CheckHttpUrl(const std::string& url) {
-  std::string_view rest;
-  if (url.starts_with("http://")) {
-    rest = std::string_view(url).substr(7);
-  } else if (url.starts_with("https://")) {
-    rest = std::string_view(url).substr(8);
-  } else {
-    return "must be an http:// or https:// URL (got \"" + url + "\")";
-  }
-  auto host_end = rest.find_first_of("/?#");
-  auto authority = rest.substr(0, host_end);
-  if (authority.empty() || authority.starts_with(":")) return "URL \"" + url + "\" has no host";
-  if (authority.find('@') != std::string_view::npos) {
-    return "URL \"" + url + "\" must not carry credentials; use handler.headers";
   }
   return {};
 }
@@ -339,6 +340,9 @@ constexpr auto kHandlerFields = std::to_array<Field<HandlerConfig>>({
     Text<&HandlerConfig::health_url>("health_url", 0, &CheckOptionalHttpUrl),
     Custom<HandlerConfig>("reject_statuses", &ReadRejectStatuses, &WriteRejectStatuses),
     Real<&HandlerConfig::max_rps>("max_rps", 0.0, 1'000'000.0, MaxBound::kInclusive),
+    // SPEC 11, handler targets (route_fields.h).
+    Text<&HandlerConfig::unix_socket>("unix_socket", 0, &CheckUnixSocket),
+    Section<&HandlerConfig::auth, kHandlerAuthFields>("auth"),
 });
 
 constexpr auto kRetryFields = std::to_array<Field<RetryConfig>>({
@@ -415,6 +419,7 @@ constexpr auto kSubscriptionFields = std::to_array<Field<Subscription>>({
     Section<&Subscription::ack, kAckFields>("ack"),
     Section<&Subscription::retention, kRetentionFields>("retention"),
     Section<&Subscription::sharding, kShardingFields>("sharding"),
+    Custom<Subscription>("routes", &ReadRoutes, &WriteRoutes),  // SPEC 11 (route_fields.h)
 });
 
 constexpr auto kAdminFields = std::to_array<Field<AdminConfig>>({

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sidecar/common/duration.h"
+#include "sidecar/common/text.h"
 #include "sidecar/keys/key_slot.h"
 #include "sidecar/keys/sharding_keys.h"
 
@@ -260,6 +261,39 @@ bool ValidateHandler(const Subscription& sub, const std::string& path, const Pro
   return true;
 }
 
+// SPEC 11's handler targets: the Unix socket carries plain HTTP to every url of the handler, and
+// a bearer token is the Authorization header, which handler.headers then must not set too.
+bool ValidateHandlerTargets(const Subscription& sub, const std::string& path,
+                            const ProblemSink& problem) {
+  const HandlerConfig& handler = sub.handler;
+  if (!handler.auth.bearer_token_file.empty()) {
+    for (const auto& [name, value] : handler.headers) {
+      if (!EqualsIgnoreCase(name, "Authorization")) continue;
+      problem(path + ".handler.auth.bearer_token_file",
+              "handler.headers sets " + name +
+                  " too; the token file's bearer token is that header: remove one of them");
+      return false;
+    }
+  }
+  if (handler.unix_socket.empty()) return true;
+  // Plain HTTP only: a handler in the same pod behind a socket in a shared emptyDir needs no TLS.
+  const std::string why = "handler.unix_socket carries plain HTTP: use an http:// url";
+  const std::pair<std::string, const std::string*> urls[] = {
+      {".handler.url", &handler.url}, {".handler.health_url", &handler.health_url}};
+  for (const auto& [key, url] : urls) {
+    if (!url->starts_with("https://")) continue;
+    problem(path + key, why + " (got \"" + *url + "\")");
+    return false;
+  }
+  for (size_t i = 0; i < sub.routes.size(); ++i) {
+    if (!sub.routes[i].url.starts_with("https://")) continue;
+    problem(path + ".routes[" + std::to_string(i) + "].url",
+            why + " (got \"" + sub.routes[i].url + "\")");
+    return false;
+  }
+  return true;
+}
+
 // What becomes of an entry after a delivery: the retry delays, the acknowledgement and the
 // dead-letter stream.
 bool ValidateSettling(const Config& config, const Subscription& sub, const std::string& path,
@@ -334,6 +368,7 @@ bool ValidateShardedSubscription(const Config& config, const Subscription& sub,
 bool ValidateSubscription(const Config& config, const Subscription& sub, const std::string& path,
                           Taken* taken, const ProblemSink& problem) {
   return ValidateDistinct(sub, path, taken, problem) && ValidateHandler(sub, path, problem) &&
+         ValidateHandlerTargets(sub, path, problem) &&
          ValidateSettling(config, sub, path, problem) &&
          ValidateReaping(config, sub, path, problem) &&
          (!sub.sharding.enabled() ||

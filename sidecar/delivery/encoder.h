@@ -2,6 +2,7 @@
 // The HTTP requests of SPEC sections 3.1 and 3.4, built from stream entries. Pure code: no
 // sockets, so every byte of the contract is unit-tested.
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,9 @@ struct HttpRequest {
   std::string content_type;
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type
+  // Which of the handler client's targets it goes to (SPEC 11 routes, delivery/routes.h): 0 is
+  // handler.url. The encoder leaves it 0; the delivery pump sets a route's.
+  size_t target = 0;
 };
 
 // One shard of a sharded subscription (SPEC 9): which, and the fence token of the grant the

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <utility>
 
+#include "sidecar/common/check.h"
 #include "sidecar/common/log.h"
 #include "sidecar/common/tls_util.h"
 #include "sidecar/common/version.h"
@@ -39,13 +40,25 @@ StatusOr<std::unique_ptr<Http1Client>> Http1Client::Create(EventLoop& loop, Http
   if (concurrency == 0) return Status(StatusCode::kInvalid, "concurrency must be at least 1");
   std::unique_ptr<Http1Client> client(new Http1Client(loop, std::move(handler), std::move(health),
                                                       concurrency, std::move(resolver)));
-  for (Pool* pool : {client->handler_.get(), client->health_.get()}) {
-    if (!pool->target.tls) continue;
-    auto ctx = MakeTlsContext(pool->target);
-    if (!ctx.ok()) return ctx.status();
-    pool->tls = std::move(*ctx);
+  for (Pool* pool : {client->handlers_.front().get(), client->health_.get()}) {
+    if (Status s = client->LoadTrust(*pool); !s.ok()) return s;
   }
   return client;
+}
+
+Status Http1Client::AddTarget(HttpTarget target) {
+  auto pool = std::make_unique<Pool>(std::move(target), handlers_.front()->limit);
+  if (Status s = LoadTrust(*pool); !s.ok()) return s;
+  handlers_.push_back(std::move(pool));
+  return Status::Ok();
+}
+
+Status Http1Client::LoadTrust(Pool& pool) {
+  if (!pool.target.tls) return Status::Ok();
+  auto ctx = MakeTlsContext(pool.target);
+  if (!ctx.ok()) return ctx.status();
+  pool.tls = std::move(*ctx);
+  return Status::Ok();
 }
 
 Http1Client::Http1Client(EventLoop& loop, HttpTarget handler, std::optional<HttpTarget> health,
@@ -56,7 +69,7 @@ Http1Client::Http1Client(EventLoop& loop, HttpTarget handler, std::optional<Http
       epoch_(std::make_shared<uint64_t>(0)) {
   link_->loop = &loop;
   health_ = std::make_unique<Pool>(health ? std::move(*health) : handler, 1);
-  handler_ = std::make_unique<Pool>(std::move(handler), concurrency);
+  handlers_.push_back(std::make_unique<Pool>(std::move(handler), concurrency));
   in_.resize(kReadChunk);
 }
 
@@ -69,7 +82,9 @@ Http1Client::~Http1Client() {
 }
 
 void Http1Client::Abandon() {
-  for (Pool* pool : {handler_.get(), health_.get()}) {
+  std::vector<Pool*> pools = {health_.get()};
+  for (const auto& handler : handlers_) pools.push_back(handler.get());
+  for (Pool* pool : pools) {
     pool->idle.clear();
     pool->connections.clear();  // removes watches and timers, closes sockets
     pool->busy = 0;
@@ -79,14 +94,27 @@ void Http1Client::Abandon() {
   ++*epoch_;  // deferred callbacks posted before now never run
 }
 
-size_t Http1Client::free_slots() const { return handler_->limit - handler_->busy; }
+size_t Http1Client::busy() const {
+  size_t busy = 0;
+  for (const auto& handler : handlers_) busy += handler->busy;
+  return busy;
+}
+
+size_t Http1Client::free_slots() const { return handlers_.front()->limit - busy(); }
 
 bool Http1Client::Send(HttpRequest&& request, Millis timeout, Done done) {
-  if (handler_->busy >= handler_->limit) return false;
+  if (free_slots() == 0) return false;
+  if (!SC_DCHECK(request.target < handlers_.size(),
+                 "no handler target " + std::to_string(request.target))) {
+    Defer(std::move(done), Failure(Kind::kError, "request not sent: no such handler target"));
+    return true;
+  }
+  Pool& pool = *handlers_[request.target];
+  if (auth_) auth_->AddHeaders(request.body, loop_.clock(), &request.headers);
   http1::RequestHead head;
   head.method = "POST";
-  head.target = handler_->target.path;
-  head.authority = handler_->target.authority;
+  head.target = pool.target.path;
+  head.authority = pool.target.authority;
   head.user_agent = UserAgent();
   head.content_type = request.content_type;
   head.headers = &request.headers;
@@ -95,11 +123,11 @@ bool Http1Client::Send(HttpRequest&& request, Millis timeout, Done done) {
   if (Status s = http1::SerializeRequest(head, request.body, &out); !s.ok()) {
     // Nothing is sent: the request itself would have broken the framing.
     LogError("refused to send a request that would break HTTP framing",
-             {{"url", handler_->target.origin}, {"error", s.message()}});
+             {{"url", pool.target.origin}, {"error", s.message()}});
     Defer(std::move(done), Failure(Kind::kError, "request not sent: " + s.message()));
     return true;
   }
-  Start(*handler_, std::move(out), timeout, std::move(done));
+  Start(pool, std::move(out), timeout, std::move(done));
   return true;
 }
 
@@ -118,6 +146,9 @@ void Http1Client::Probe(Millis timeout, std::function<void(bool healthy)> done) 
   head.target = health_->target.path;
   head.authority = health_->target.authority;
   head.user_agent = UserAgent();
+  http1::HeaderList headers;
+  if (auth_) auth_->AddHeaders({}, loop_.clock(), &headers);
+  head.headers = &headers;
   std::string out;
   if (Status s = http1::SerializeRequest(head, {}, &out); !s.ok()) {
     Defer(std::move(finish), Failure(Kind::kError, "request not sent: " + s.message()));
@@ -134,9 +165,11 @@ void Http1Client::Start(Pool& pool, std::string out, Millis timeout, Done done) 
     Connection* fresh = owned.get();
     owned->timer = loop_.CreateTimer([this, fresh] { OnTimer(fresh); });
     std::string why;
-    if (!pool.resolved && IsIpAddress(pool.target.host)) {
-      // A literal address: getaddrinfo only converts it, no I/O.
-      auto addresses = resolver_(pool.target.host, pool.target.port, pool.target.origin);
+    if (!pool.resolved && (IsIpAddress(pool.target.host) || !pool.target.unix_socket.empty())) {
+      // A literal address (getaddrinfo only converts it) or a Unix socket: no I/O.
+      auto addresses = pool.target.unix_socket.empty()
+                           ? resolver_(pool.target.host, pool.target.port, pool.target.origin)
+                           : UnixSocketAddress(pool.target.unix_socket);
       if (addresses.ok()) {
         pool.addresses = std::move(*addresses);
         pool.resolved = true;

@@ -18,11 +18,12 @@
 // that does not accept quickly is not listening, so a connection not established in time is
 // kRefused (not an attempt), as is a refused one. A timeout closes only its own connection.
 //
-// Transport: plain TCP with TCP_NODELAY (DESIGN.md trap 7), or for https:// TLS (1.2 at least)
-// verified against the system trust store (SSL_CERT_FILE / SSL_CERT_DIR are honoured), the name
-// checked, SNI sent; the handshake runs on the loop within the 2 s connect cap (a failed or
-// untrusted handshake is kRefused). A TLS 1.3 session ticket arriving on an idle connection is
-// consumed, not taken for unsolicited bytes.
+// Transport: plain TCP with TCP_NODELAY (DESIGN.md trap 7), a Unix socket when the target names
+// one (HttpTarget::unix_socket, SPEC 11: connected at once, nothing to resolve), or for https://
+// TLS (1.2 at least) verified against the system trust store (SSL_CERT_FILE / SSL_CERT_DIR are
+// honoured), the name checked, SNI sent; the handshake runs on the loop within the 2 s connect cap
+// (a failed or untrusted handshake is kRefused). A TLS 1.3 session ticket arriving on an idle
+// connection is consumed, not taken for unsolicited bytes.
 //
 // Threads: loop thread only (see handler_client.h).
 
@@ -38,6 +39,7 @@
 #include "sidecar/delivery/handler_client.h"
 #include "sidecar/delivery/http1_codec.h"
 #include "sidecar/delivery/http_target.h"
+#include "sidecar/delivery/request_auth.h"
 #include "sidecar/delivery/resolve.h"
 
 namespace streamcar::delivery {
@@ -55,6 +57,16 @@ class Http1Client final : public HandlerClient {
   Http1Client(const Http1Client&) = delete;
   Http1Client& operator=(const Http1Client&) = delete;
 
+  // One more handler target (SPEC 11 routes: a route's url), the next index of
+  // HttpRequest::target (the first, 0, is Create's `handler`). Its connections share the
+  // concurrency with every other target's. kInvalid when an https:// target's trust store cannot
+  // be loaded. Call before the first Send.
+  Status AddTarget(HttpTarget target);
+
+  // handler.auth (SPEC 11): every request from now on, deliveries and health probes alike,
+  // carries what `auth` adds (request_auth.h). Call before the first Send.
+  void SetAuth(std::unique_ptr<RequestAuth> auth) { auth_ = std::move(auth); }
+
   bool Send(HttpRequest&& request, Millis timeout, Done done) override;
   void Probe(Millis timeout, std::function<void(bool healthy)> done) override;
   size_t free_slots() const override;
@@ -70,6 +82,11 @@ class Http1Client final : public HandlerClient {
 
   Http1Client(EventLoop& loop, HttpTarget handler, std::optional<HttpTarget> health,
               size_t concurrency, Resolver resolver);
+
+  // The trust store of an https:// pool (nothing for http://).
+  static Status LoadTrust(Pool& pool);
+  // Requests outstanding over every handler target.
+  size_t busy() const;
 
   // Sends `out` (a serialized request) on an idle connection of `pool`, or a new one.
   void Start(Pool& pool, std::string out, Millis timeout, Done done);
@@ -107,8 +124,10 @@ class Http1Client final : public HandlerClient {
   Resolver resolver_;
   // Shared with the resolving threads: they post to the loop only while the client lives.
   std::shared_ptr<ResolverLink> link_;
-  std::unique_ptr<Pool> handler_;
+  // The handler targets, HttpRequest::target's indices: [0] the handler URL, then AddTarget's.
+  std::vector<std::unique_ptr<Pool>> handlers_;
   std::unique_ptr<Pool> health_;
+  std::unique_ptr<RequestAuth> auth_;                     // null: requests carry no credentials
   std::vector<std::function<void(bool)>> probe_waiters_;  // Probes sharing the one in flight
   int connections_opened_ = 0;
   std::string in_;  // one read buffer for every connection (one thread)

@@ -128,9 +128,11 @@ void Http1Client::OnConnectEvent(Connection* connection) {
     Fail(connection, Kind::kRefused, std::move(why));
     return;
   }
-  const int one = 1;
-  ::setsockopt(connection->fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  ::setsockopt(connection->fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  if (connection->pool->target.unix_socket.empty()) {  // TCP options; a Unix socket has none
+    const int one = 1;
+    ::setsockopt(connection->fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::setsockopt(connection->fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  }
   if (connection->pool->tls != nullptr) {
     StartTls(connection);
     return;

@@ -52,4 +52,11 @@ HttpTarget SplitUrl(const std::string& url) {
   return target;
 }
 
+HttpTarget ViaUnixSocket(HttpTarget target, const std::string& path) {
+  if (path.empty()) return target;
+  target.unix_socket = path;
+  target.origin += " via unix:" + path;
+  return target;
+}
+
 }  // namespace streamcar::delivery

@@ -1,7 +1,9 @@
 #include "sidecar/delivery/resolve.h"
 
 #include <netdb.h>
+#include <sys/un.h>
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 
@@ -37,6 +39,20 @@ StatusOr<std::vector<ResolvedAddress>> ResolveHost(const std::string& host, int 
     return ResolveFailure(host, origin, "no address");
   }
   return resolved;
+}
+
+StatusOr<std::vector<ResolvedAddress>> UnixSocketAddress(const std::string& path) {
+  sockaddr_un address{};
+  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+    return Status(StatusCode::kInvalid, "not a Unix socket path: \"" + path + "\"");
+  }
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  ResolvedAddress resolved;
+  resolved.family = AF_UNIX;
+  std::memcpy(&resolved.storage, &address, sizeof(address));
+  resolved.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  return std::vector<ResolvedAddress>{resolved};
 }
 
 }  // namespace streamcar::delivery

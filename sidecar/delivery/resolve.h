@@ -29,6 +29,10 @@ using Resolver = std::function<StatusOr<std::vector<ResolvedAddress>>(
 // kIo "cannot resolve <host> (<origin>): <reason>".
 Status ResolveFailure(const std::string& host, const std::string& origin, std::string_view reason);
 
+// The address of the Unix socket at `path` (handler.unix_socket, SPEC 11): no resolution, no I/O.
+// kInvalid when the path does not fit a socket address (the loader refuses such a path).
+StatusOr<std::vector<ResolvedAddress>> UnixSocketAddress(const std::string& path);
+
 // The system's resolver (getaddrinfo, TCP addresses of any family).
 StatusOr<std::vector<ResolvedAddress>> ResolveHost(const std::string& host, int port,
                                                    const std::string& origin);

@@ -77,6 +77,13 @@ class AttemptObserver {
   // payload is gone (acknowledged without a delivery).
   virtual void OnRouted(IntakeSource /*source*/, size_t /*admitted*/, size_t /*deleted*/) {}
 
+  // --- Routes (SPEC 11, delivery/routes.h) ---
+  // The entry is being sent to route `route` (its index in `routes`; -1: no route matched, so
+  // handler.url), at every delivery of it.
+  virtual void OnRouteTaken(const EntryRef& /*ref*/, int /*route*/) {}
+  // A `drop: true` route matched the entry: acknowledged without a delivery.
+  virtual void OnFiltered(const EntryRef& /*ref*/) {}
+
   // --- The handler's health check (handler.health_url) ---
   // Its verdict changed, or was first given (false before the first check).
   virtual void OnHealthVerdict(bool /*healthy*/) {}
@@ -126,6 +133,12 @@ class AttemptObservers final : public AttemptObserver {
   }
   void OnRouted(IntakeSource source, size_t admitted, size_t deleted) override {
     for (auto* o : observers_) o->OnRouted(source, admitted, deleted);
+  }
+  void OnRouteTaken(const EntryRef& ref, int route) override {
+    for (auto* o : observers_) o->OnRouteTaken(ref, route);
+  }
+  void OnFiltered(const EntryRef& ref) override {
+    for (auto* o : observers_) o->OnFiltered(ref);
   }
   void OnHealthVerdict(bool healthy) override {
     for (auto* o : observers_) o->OnHealthVerdict(healthy);

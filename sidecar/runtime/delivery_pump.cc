@@ -22,7 +22,8 @@ DeliveryPump::DeliveryPump(const config::Subscription& subscription, EntryLedger
       after_results_(std::move(after_results)),
       policy_(delivery::OutcomePolicyOf(subscription)),
       context_{subscription.stream, subscription.group, &subscription.handler},
-      batch_size_(static_cast<size_t>(subscription.handler.batch_size)) {}
+      batch_size_(static_cast<size_t>(subscription.handler.batch_size)),
+      routes_(subscription) {}
 
 void DeliveryPump::ShardedBy(delivery::ShardStamp stamp) { context_.shard = stamp; }
 
@@ -32,7 +33,8 @@ void DeliveryPump::Pump() {
   UpdatePause();
   // At most the slots free now: a request that fails at once (a refused connect) hands its slot
   // back before its callback has paused delivery, and must not let one Pump send the whole queue.
-  for (size_t slots = client_->free_slots(); slots > 0; --slots) {
+  // Entries a route drops take no slot: the loop goes on taking while slots are left.
+  for (size_t slots = client_->free_slots(); slots > 0;) {
     const SteadyTime now = clock_.Now();
     if (!gates_->Open(now)) {  // asked before each POST
       if (ledger_->HasReady()) gates_->OnHeldBack(now);
@@ -43,11 +45,48 @@ void DeliveryPump::Pump() {
     }
     auto refs = ledger_->TakeReady(batch_size_, now);
     if (refs.empty()) return;
-    Send(std::move(refs));
+    slots -= Send(std::move(refs), slots);
   }
 }
 
-void DeliveryPump::Send(std::vector<EntryRef> refs) {
+size_t DeliveryPump::Send(std::vector<EntryRef> refs, size_t slots) {
+  if (routes_.active()) return SendRouted(std::move(refs), slots);
+  SendRequest(std::move(refs), 0);
+  return 1;
+}
+
+size_t DeliveryPump::SendRouted(std::vector<EntryRef> refs, size_t slots) {
+  std::vector<delivery::RouteChoice> choices;
+  choices.reserve(refs.size());
+  for (const auto& ref : refs) choices.push_back(routes_.Choose(*ledger_->Entry(ref)));
+  const delivery::RoutePlan plan = delivery::PlanRoutes(choices, ledger_->one_lane());
+  for (size_t i : plan.dropped) {
+    observer_->OnFiltered(refs[i]);
+    Settle(refs[i], delivery::Decision::Accepted());  // acknowledged: no delivery is counted
+  }
+  // One lane: what follows the planned run goes back behind it, as after a batch's failure.
+  if (plan.planned < refs.size()) {
+    ledger_->Redeliver(std::span<const EntryRef>(refs).subspan(plan.planned));
+  }
+  size_t sent = 0;
+  std::vector<EntryRef> unsent;
+  for (const auto& planned : plan.requests) {
+    std::vector<EntryRef> request;
+    for (size_t i : planned.items) request.push_back(refs[i]);
+    if (sent == slots) {
+      unsent.insert(unsent.end(), request.begin(), request.end());
+      continue;
+    }
+    for (size_t i : planned.items) observer_->OnRouteTaken(refs[i], choices[i].route);
+    SendRequest(std::move(request), planned.target);
+    ++sent;
+  }
+  if (!unsent.empty()) ledger_->HandBack(unsent);  // never posted: no attempt spent
+  if (!plan.dropped.empty()) after_results_();
+  return sent;
+}
+
+void DeliveryPump::SendRequest(std::vector<EntryRef> refs, size_t target) {
   delivery::HttpRequest request;
   std::string why;
   bool encoded = false;
@@ -71,6 +110,7 @@ void DeliveryPump::Send(std::vector<EntryRef> refs) {
     after_results_();
     return;
   }
+  request.target = target;
   const SteadyTime started = clock_.Now();
   gates_->OnSent(started);
   observer_->OnStarted({refs, entries, &request}, started);

@@ -8,6 +8,12 @@
 // every answer, and keeps the ledger's pause what they say. It reports each attempt to the
 // subscription's observers (attempt_observer.h): the metrics are theirs.
 //
+// Routes (SPEC 11, delivery/routes.h) are applied here, to each hand-out before it is encoded:
+// entries a `drop: true` route matches are acknowledged without a delivery, and the others go
+// to their route's target, one request per target (a batch never mixes targets). Requests that
+// find no free connection go back to the front of the queue, never posted; in a shard's single
+// lane only the leading run with one fate goes out and the rest waits behind it.
+//
 // Single-threaded: the subscription's loop thread makes every call, and the handler client calls
 // back on it. Nothing here keeps a pointer into the ledger across a request: an EntryRef names
 // each entry, and a ref gone stale meanwhile (a lost lease let go) is skipped.
@@ -22,6 +28,7 @@
 #include "sidecar/delivery/encoder.h"
 #include "sidecar/delivery/handler_client.h"
 #include "sidecar/delivery/outcome.h"
+#include "sidecar/delivery/routes.h"
 #include "sidecar/runtime/attempt_observer.h"
 #include "sidecar/runtime/delivery_gates.h"
 #include "sidecar/runtime/entry_ledger.h"
@@ -49,7 +56,11 @@ class DeliveryPump {
   void ShardedBy(delivery::ShardStamp stamp);
 
  private:
-  void Send(std::vector<EntryRef> refs);
+  // Sends one hand-out (`slots` > 0 connections free): the number of requests it made.
+  size_t Send(std::vector<EntryRef> refs, size_t slots);
+  size_t SendRouted(std::vector<EntryRef> refs, size_t slots);
+  // One request to handler target `target` (delivery/routes.h).
+  void SendRequest(std::vector<EntryRef> refs, size_t target);
   void OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
                 const delivery::HandlerResponse& response);
   void Settle(const EntryRef& ref, const delivery::Decision& decision);
@@ -72,6 +83,7 @@ class DeliveryPump {
   const delivery::OutcomePolicy policy_;
   delivery::EncodeContext context_;
   const size_t batch_size_;
+  const delivery::RouteTable routes_;
 };
 
 }  // namespace streamcar::runtime

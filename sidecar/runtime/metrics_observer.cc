@@ -65,6 +65,18 @@ void MetricsObserver::OnRouted(IntakeSource source, size_t admitted, size_t dele
   }
 }
 
+void MetricsObserver::OnRouteTaken(const EntryRef& /*ref*/, int route) {
+  // Series exist for the declared routes only (Metrics::DeclareRoutes).
+  const size_t at = static_cast<size_t>(route) + 1;  // route -1 (none matched) is 0
+  if (at < metrics_->routed.size() && metrics_->routed[at] != nullptr) {
+    metrics_->routed[at]->Increment();
+  }
+}
+
+void MetricsObserver::OnFiltered(const EntryRef& /*ref*/) {
+  if (metrics_->filtered != nullptr) metrics_->filtered->Increment();
+}
+
 void MetricsObserver::OnHealthVerdict(bool healthy) { metrics_->handler_up->Set(healthy ? 1 : 0); }
 
 void MetricsObserver::OnCircuitState(CircuitState state) {

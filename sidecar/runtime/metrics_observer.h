@@ -32,6 +32,9 @@ class MetricsObserver final : public AttemptObserver {
   void OnFoundDeleted(size_t count) override;
   // streamcar_deleted_entries_total, streamcar_claimed_total{source}.
   void OnRouted(IntakeSource source, size_t admitted, size_t deleted) override;
+  // streamcar_routed_total{route}, streamcar_filtered_total (SPEC 11).
+  void OnRouteTaken(const EntryRef& ref, int route) override;
+  void OnFiltered(const EntryRef& ref) override;
   // streamcar_handler_up.
   void OnHealthVerdict(bool healthy) override;
   // streamcar_circuit_state, streamcar_rate_limited_seconds_total (SPEC 11).

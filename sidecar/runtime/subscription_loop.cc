@@ -9,8 +9,7 @@
 #include <utility>
 
 #include "sidecar/common/log.h"
-#include "sidecar/delivery/http_client.h"
-#include "sidecar/delivery/http_target.h"
+#include "sidecar/delivery/handler_setup.h"
 #include "sidecar/keys/key_slot.h"
 #include "sidecar/redis/async_connection.h"
 #include "sidecar/redis/connector.h"
@@ -525,11 +524,7 @@ Status SubscriptionLoop::Start() {
   if (!loop.ok()) return loop.status();
   loop_ = std::move(*loop);
   loop_->SetFatalHook([fatal = deps_.fatal](const Status& status) { fatal(status); });
-  auto handler = delivery::SplitUrl(sub_.handler.url);
-  std::optional<delivery::HttpTarget> health;
-  if (!sub_.handler.health_url.empty()) health = delivery::SplitUrl(sub_.handler.health_url);
-  auto client = delivery::Http1Client::Create(*loop_, std::move(handler), std::move(health),
-                                              static_cast<size_t>(sub_.handler.concurrency));
+  auto client = delivery::MakeHandlerClient(*loop_, sub_);
   if (!client.ok()) return client.status();
   std::unique_ptr<delivery::HandlerClient> handler_client = std::move(*client);
   Core::Stages stages{

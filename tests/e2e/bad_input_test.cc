@@ -176,17 +176,32 @@ TEST_F(BadInputTest, NoSecretInMetricsOrLogs) {
   redis_ = std::make_unique<RedisServer>(RedisServerOptions{.password = "top-secret-pw"});
   SidecarConfig c;
   c.redis_url = "redis://default:top-secret-pw@127.0.0.1:" + std::to_string(redis_->port()) + "/0";
+  // SPEC 11: the handler's bearer token and HMAC secret are secrets too.
+  const std::string token_dir = MakeTempDir("streamcar-token-");
+  std::ofstream(token_dir + "/token") << "top-secret-token\n";
+  c.handler_extra = "auth: { bearer_token_file: \"" + token_dir +
+                    "/token\", hmac_secret: \"top-secret-hmac-0123456789\" }";
   SidecarProcess sidecar(Yaml(c));
   ASSERT_TRUE(WaitReady()) << sidecar.Logs();
   Add({"k", "v"});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(10)));
-  EXPECT_EQ(Metrics().find("top-secret-pw"), std::string::npos);
+  EXPECT_EQ(handler_.Requests()[0].Header("authorization"), "Bearer top-secret-token");
+  EXPECT_FALSE(handler_.Requests()[0].Header("streamcar-signature").empty());
+  const std::string metrics = Metrics();
+  const auto checked = RunStreamcar({"check", "-c", sidecar.config_path()});
+  EXPECT_EQ(checked.exit_code, 0) << checked.err;
   sidecar.Terminate();
   auto code = sidecar.Wait(seconds(15));
   ASSERT_TRUE(code.has_value()) << sidecar.Logs();
   EXPECT_EQ(*code, 0) << sidecar.Logs();
-  EXPECT_EQ(sidecar.Logs().find("top-secret-pw"), std::string::npos) << sidecar.Logs();
+  for (const std::string secret : {"top-secret-pw", "top-secret-token", "top-secret-hmac"}) {
+    EXPECT_EQ(metrics.find(secret), std::string::npos) << secret;
+    EXPECT_EQ(sidecar.Logs().find(secret), std::string::npos) << sidecar.Logs();
+    EXPECT_EQ(checked.out.find(secret), std::string::npos) << checked.out;
+  }
   EXPECT_NE(sidecar.Logs().find("redis://default:***@"), std::string::npos) << sidecar.Logs();
+  std::error_code ignored;
+  std::filesystem::remove_all(token_dir, ignored);
 }
 
 }  // namespace

@@ -11,8 +11,16 @@ fence and a plain request are still served; and when the handler holds a fence a
 Redis installed, the sidecar's own request is refused, never acknowledged, retried and finally
 dead-lettered (max_attempts, status 409), not lost.
 
+Signatures (SPEC 11): the sidecar runs with handler.auth.hmac_secret and each handler with the same
+STREAMCAR_HMAC_SECRET, so everything above also proves that the sidecar's signatures verify (every
+delivery and the dead letters depend on it); the test's own direct requests are signed the same
+way. Requests without a signature, with another secret's, over a body changed after signing, or
+with a timestamp 10 minutes old are answered 401 and not processed.
+
 Usage: examples_test.py STREAMCAR_BINARY REPO_ROOT
 """
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -36,17 +44,57 @@ HANDLERS = {
     "java": ["java", os.path.join(ROOT, "examples", "java", "Handler.java")],
 }
 SHARDS = 2
+SECRET = "examples-secret-0123456789abcdef"
+# The sidecar's configuration reads it as ${HMAC_SECRET}: `run` and the CLI commands alike.
+os.environ["HMAC_SECRET"] = SECRET
 
 
-def post(port, envelope, headers):
-    """POSTs an envelope to the handler; returns (status, body)."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/ledger", data=json.dumps(envelope).encode(),
-                                     method="POST", headers={"Content-Type": "application/json", **headers})
+def signed(body, headers, t=None, secret=SECRET):
+    """`headers` plus the Streamcar-Signature of `body` (bytes) as the sidecar computes it."""
+    t = str(int(time.time()) if t is None else t)
+    mac = hmac.new(secret.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return {**headers, "Streamcar-Signature": f"t={t},v1={mac}"}
+
+
+def post_raw(port, path, body, headers):
+    """POSTs `body` (bytes) with exactly `headers`; returns (status, body)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", **headers})
     try:
         with urllib.request.urlopen(request, timeout=5) as answer:
             return answer.status, answer.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+def post(port, envelope, headers):
+    """POSTs an envelope to the handler, signed; returns (status, body)."""
+    body = json.dumps(envelope).encode()
+    return post_raw(port, "/ledger", body, signed(body, headers))
+
+
+def check_signatures(language, handler_port, log_path):
+    """Requests the handler must refuse (401) and not process: unsigned, another secret, a body
+    changed after signing, a stale timestamp."""
+    def envelope(entry_id):
+        return json.dumps({"id": entry_id, "stream": "orders", "group": "billing", "attempts": 1,
+                           "payload": {"action": "ok"}}).encode()
+
+    def headers(entry_id):
+        return {"Streamcar-Attempts": "1", "Idempotency-Key": f"orders/{entry_id}"}
+
+    cases = {
+        "9-1": headers("9-1"),
+        "9-2": signed(envelope("9-2"), headers("9-2"), secret="another-secret-0123456789abcdef"),
+        "9-3": signed(envelope("9-3").replace(b'"ok"', b'"ok" '), headers("9-3")),
+        "9-4": signed(envelope("9-4"), headers("9-4"), t=int(time.time()) - 600),
+    }
+    for entry_id, case_headers in cases.items():
+        status, body = post_raw(handler_port, "/orders", envelope(entry_id), case_headers)
+        check(status == 401, f"{language}: request {entry_id} is refused with 401: {status} {body!r}")
+    check(eventually(lambda: open(log_path).read().count("unsigned   orders/9-") == 4, 5)
+          and "processed  orders/9-" not in open(log_path).read(),
+          f"{language}: the four refusals were logged and none was processed")
 
 
 def check_fences(language, cli, handler_port, log_path):
@@ -142,7 +190,8 @@ for language, command in HANDLERS.items():
         procs.append(subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
                                        "--save", "", "--appendonly", "no", "--dir", work], stdout=subprocess.DEVNULL))
         log_path = os.path.join(work, "handler.log")
-        procs.append(subprocess.Popen([*command, str(handler_port)], stdout=open(log_path, "w"), stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen([*command, str(handler_port)], stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+                                      env={**os.environ, "STREAMCAR_HMAC_SECRET": SECRET}))
         check(wait_port(redis_port) and wait_port(handler_port), f"{language}: handler and redis-server listen")
         with open(os.path.join(work, "streamcar.yaml"), "w") as f:
             f.write(f"""version: 1
@@ -153,17 +202,18 @@ subscriptions:
   - stream: orders
     group: billing
     start: beginning
-    handler: {{ url: "http://127.0.0.1:{handler_port}/orders", concurrency: 4 }}
+    handler: {{ url: "http://127.0.0.1:{handler_port}/orders", concurrency: 4, auth: {{ hmac_secret: "${{HMAC_SECRET}}" }} }}
     retry: {{ max_attempts: 3, initial_backoff: 100ms, max_backoff: 200ms }}
   - stream: ledger
     group: billing
     start: beginning
-    handler: {{ url: "http://127.0.0.1:{handler_port}/ledger", concurrency: 4 }}
+    handler: {{ url: "http://127.0.0.1:{handler_port}/ledger", concurrency: 4, auth: {{ hmac_secret: "${{HMAC_SECRET}}" }} }}
     retry: {{ max_attempts: 3, initial_backoff: 100ms, max_backoff: 200ms }}
     sharding: {{ shards: {SHARDS}, heartbeat_interval: 500ms, initial_delay: 0s, min_assignment_interval: 0s }}
 """)
         sidecar = subprocess.Popen([BINARY, "run", "-c", os.path.join(work, "streamcar.yaml")],
-                                   stderr=open(os.path.join(work, "streamcar.log"), "w"))
+                                   stderr=open(os.path.join(work, "streamcar.log"), "w"),
+                                   env={**os.environ, "HMAC_SECRET": SECRET})
         procs.append(sidecar)
         cli = ["redis-cli", "-p", str(redis_port)]
         ids = {}
@@ -193,14 +243,15 @@ subscriptions:
         # A redelivery of an entry already processed: answered 200, not processed again.
         envelope = json.dumps({"id": ids["ok"][0], "stream": "orders", "group": "billing", "attempts": 2,
                                "payload": {"action": "ok"}}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{handler_port}/orders", data=envelope, method="POST",
-                                         headers={"Content-Type": "application/json", "Streamcar-Attempts": "2",
-                                                  "Idempotency-Key": f"orders/{ids['ok'][0]}"})
-        check(urllib.request.urlopen(request, timeout=5).status == 200, f"{language}: a duplicate is answered 200")
+        status, _ = post_raw(handler_port, "/orders", envelope,
+                             signed(envelope, {"Streamcar-Attempts": "2", "Idempotency-Key": f"orders/{ids['ok'][0]}"}))
+        check(status == 200, f"{language}: a duplicate is answered 200")
         check(eventually(lambda: f"duplicate  orders/{ids['ok'][0]}" in open(log_path).read(), 5)
               and open(log_path).read().count(f"processed  orders/{ids['ok'][0]}") == 1,
               f"{language}: the duplicate was not processed again")
         check_fences(language, cli, handler_port, log_path)
+        check_signatures(language, handler_port, log_path)
+        check(SECRET not in open(os.path.join(work, "streamcar.log")).read(), f"{language}: the secret is not in streamcar's log")
         # A graceful stop: exit 0 and no sanitizer report.
         sidecar.terminate()
         check(sidecar.wait(timeout=60) == 0, f"{language}: streamcar exits 0 on SIGTERM")

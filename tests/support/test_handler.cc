@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -10,6 +12,30 @@
 #include "tests/support/redis_server.h"
 
 namespace streamcar::testing {
+namespace {
+
+// httplib 0.11 listens on TCP only; its accept loop (listen_after_bind) takes any listening
+// socket in svr_sock_, and everything it does on a connection works on a Unix socket too.
+class UnixSocketServer final : public httplib::Server {
+ public:
+  bool BindUnix(const std::string& path) {
+    ::unlink(path.c_str());
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (fd < 0 || path.size() >= sizeof(address.sun_path)) return false;
+    path.copy(address.sun_path, path.size());
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::listen(fd, 128) != 0) {
+      ::close(fd);
+      return false;
+    }
+    svr_sock_ = fd;
+    return true;
+  }
+};
+
+}  // namespace
 
 std::string ReceivedRequest::Header(const std::string& lower_name) const {
   auto it = headers.find(lower_name);
@@ -31,7 +57,15 @@ TestHandler::TestHandler(int port) : port_(port == 0 ? FreePort() : port) {
   }
 }
 
-TestHandler::~TestHandler() { Stop(); }
+TestHandler::TestHandler(const std::string& unix_socket) : port_(0), unix_socket_(unix_socket) {
+  behaviour_ = [](const ReceivedRequest&) { return HandlerReply{}; };
+  Listen();
+}
+
+TestHandler::~TestHandler() {
+  Stop();
+  if (!unix_socket_.empty()) ::unlink(unix_socket_.c_str());
+}
 
 std::string TestHandler::url(const std::string& path) const {
   return "http://127.0.0.1:" + std::to_string(port_) + path;
@@ -43,7 +77,7 @@ void TestHandler::SetBehaviour(Behaviour behaviour) {
 }
 
 void TestHandler::Listen() {
-  server_ = std::make_unique<httplib::Server>();
+  server_ = std::make_unique<UnixSocketServer>();
   // SO_REUSEADDR, as every server of the suite binds and as FreePort() checks. httplib's default
   // is SO_REUSEPORT alone, which cannot bind a port that still has a connection in TIME_WAIT
   // from an earlier server without SO_REUSEPORT (a redis-server, a sidecar's admin port, of a
@@ -84,7 +118,12 @@ void TestHandler::Listen() {
   };
   server_->Post(".*", handle);
   server_->Get(".*", handle);
-  if (!server_->bind_to_port("127.0.0.1", port_)) {
+  if (!unix_socket_.empty()) {
+    if (!static_cast<UnixSocketServer&>(*server_).BindUnix(unix_socket_)) {
+      server_.reset();
+      throw std::runtime_error("test handler cannot listen on " + unix_socket_);
+    }
+  } else if (!server_->bind_to_port("127.0.0.1", port_)) {
     server_.reset();
     throw std::runtime_error("test handler cannot bind 127.0.0.1:" + std::to_string(port_));
   }

@@ -40,6 +40,8 @@ class TestHandler {
 
   // Starts listening on `port` (0: a free port). Answers 200 until told otherwise.
   explicit TestHandler(int port = 0);
+  // Listens on the Unix socket `unix_socket` instead (SPEC 11, handler.unix_socket); port() is 0.
+  explicit TestHandler(const std::string& unix_socket);
   ~TestHandler();
 
   int port() const { return port_; }
@@ -60,6 +62,7 @@ class TestHandler {
   void Listen();
 
   int port_;
+  std::string unix_socket_;  // set: listens here, not on a port
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<ReceivedRequest> requests_;
