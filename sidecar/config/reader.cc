@@ -99,7 +99,7 @@ double Reader::Real(const YAML::Node& node, const std::string& path, double min,
       std::isnan(value)) {
     Fail(node, path, "must be a number (got \"" + text + "\")");
   }
-  if (std::isnan(value) || value < min || value > max || (!max_inclusive && value == max)) {
+  if (value < min || value > max || (!max_inclusive && value == max)) {
     std::ostringstream range;
     range << "must be at least " << min << " and " << (max_inclusive ? "at most " : "below ") << max
           << " (got " << text << ")";

@@ -1112,7 +1112,7 @@ const std::vector<BadInput>& BadInputs() {
       {Log("tracing: { sample_ratio: 1.5 }\n"),
        "test.yaml:3: tracing.sample_ratio: must be at least 0 and at most 1 (got 1.5)"},
       {Log("tracing: { sample_ratio: nan }\n"),
-       "test.yaml:3: tracing.sample_ratio: must be at least 0 and at most 1 (got nan)"},
+       "test.yaml:3: tracing.sample_ratio: must be a number (got \"nan\")"},
       {"version: 1\nsubscriptions:\n  - stream: [unclosed\n",
        "test.yaml:4:1: invalid YAML: end of sequence flow not found"},
       {"version: 1\n\tbad: 1\n",
