@@ -92,7 +92,8 @@ TYPED_TEST(TrimCliTest, ArchivedStreamIsFoldedFirstAndReadStillReturnsEveryEntry
   EXPECT_EQ(this->ArchiveThenRedis(), ids);
 
   // By id, while a folder that died a moment ago still holds the lease: the trim waits for it.
-  this->redis_->Run({"SET", "{feed}:archive:lease", "ghost", "PX", "700"});
+  // 2.5 s: the binary must start and find it held (under ASan it takes about a second to start).
+  this->redis_->Run({"SET", "{feed}:archive:lease", "ghost", "PX", "2500"});
   auto by_id = RunStreamcar({"trim", "-c", config, "feed", "--min-id", "1045-0"});
   ASSERT_EQ(by_id.exit_code, 0) << by_id.err;
   EXPECT_TRUE(by_id.out.starts_with("folded 4 entries (4 new) up to 1044-0 into ")) << by_id.out;
