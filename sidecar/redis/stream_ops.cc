@@ -1,5 +1,8 @@
 #include "sidecar/redis/stream_ops.h"
 
+#include <string_view>
+#include <unordered_map>
+
 #include "sidecar/redis/connection.h"
 #include "sidecar/redis/settle_scripts.h"
 #include "sidecar/redis/sync_ops.h"
@@ -144,12 +147,25 @@ Status SubscriptionOps::ParseAck(std::span<const Reply> replies) {
 
 StatusOr<RetryClaimReply> SubscriptionOps::ParseRetryClaim(const ReplyView& reply) {
   if (reply.IsError()) return ErrorOf(reply);
-  if (!reply.IsArray() || reply.Size() != 2) return Unexpected("the retry claim script");
+  if (!reply.IsArray() || reply.Size() < 2 || reply.Size() > 3) {
+    return Unexpected("the retry claim script");
+  }
   RetryClaimReply result;
   result.entries = ParseEntries(reply[0]);
   auto lost = ParseIds(reply[1]);
   if (!lost.ok()) return lost.status();
   result.lost_ids = std::move(*lost);
+  for (auto& entry : result.entries) entry.attempts = 0;  // unknown unless the reply says
+  if (reply.Size() == 3 && reply[2].IsArray()) {          // {id, count, ...}
+    std::unordered_map<std::string_view, int> counts;
+    for (size_t i = 0; i + 1 < reply[2].Size(); i += 2) {
+      counts[reply[2][i].Str()] = static_cast<int>(reply[2][i + 1].Integer());
+    }
+    for (auto& entry : result.entries) {
+      const auto found = counts.find(entry.id);
+      if (found != counts.end()) entry.attempts = found->second;
+    }
+  }
   return result;
 }
 

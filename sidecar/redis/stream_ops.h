@@ -47,7 +47,9 @@ using AutoClaimResult = AutoClaimReply;
 
 // What an owner-checked retry claim found (SPEC 3.2).
 struct RetryClaimReply {
-  std::vector<StreamEntry> entries;   // claimed again (one more delivery); deleted ones flagged
+  // Claimed again (one more delivery); deleted ones flagged; attempts: the pending list's count
+  // after the claim (0 when the reply did not say).
+  std::vector<StreamEntry> entries;
   std::vector<std::string> lost_ids;  // no longer this consumer's: a lost lease
 };
 

@@ -172,8 +172,8 @@ void AnsweredRetryClaim(const Span& span, const redis::ReplyView reply, SettleRe
     AddUnapplied(span, &out->definite);
     return;
   }
-  std::unordered_map<std::string_view, bool> claimed;  // id -> payload gone
-  for (const auto& entry : parsed->entries) claimed[entry.id] = entry.deleted;
+  std::unordered_map<std::string_view, const StreamEntry*> claimed;
+  for (const auto& entry : parsed->entries) claimed[entry.id] = &entry;
   std::unordered_set<std::string_view> lost(parsed->lost_ids.begin(), parsed->lost_ids.end());
   for (const auto& id : span.ids) {
     if (lost.contains(id)) {
@@ -181,8 +181,9 @@ void AnsweredRetryClaim(const Span& span, const redis::ReplyView reply, SettleRe
       continue;
     }
     auto it = claimed.find(id);
-    if (it != claimed.end() && !it->second) {
+    if (it != claimed.end() && !it->second->deleted) {
       out->claimed.push_back(id);
+      out->claimed_attempts.push_back(it->second->attempts);
       continue;
     }
     // Ours, but its payload is gone (deleted or trimmed while it waited; Redis 6.2 answers nil

@@ -158,8 +158,9 @@ struct SettleResult {
   std::vector<DeadLetterItem> dead_letter_ours;     // two-step (1): still ours, to write
   std::vector<DeadLetterItem> dead_letter_written;  // two-step (2): XADDed, to acknowledge
   std::vector<std::string> claimed;                 // claimed again: one more delivery counted
-  std::vector<std::string> claimed_gone;            // ours, but the payload is gone: to acknowledge
-  int64_t undone = 0;                               // reads taken back
+  std::vector<int> claimed_attempts;      // parallel to claimed: the count now (0: unknown)
+  std::vector<std::string> claimed_gone;  // ours, but the payload is gone: to acknowledge
+  int64_t undone = 0;                     // reads taken back
   // lost_lease: no longer this consumer's.
   std::vector<std::string> dead_letter_lost;          // nothing written, nothing acknowledged
   std::vector<std::string> dead_letter_written_lost;  // two-step (3): written, a peer's now

@@ -340,10 +340,14 @@ void Settlement::ApplyRetryClaims(const SettleResult& r, bool sent, bool loaded,
             {{"subscription", sub_.name}, {"id", id}, {"class", "lost_lease"}});
     ledger_->Release(id);
   }
-  for (const auto& id : r.claimed) {
-    // The claim counted one more delivery: the attempt about to be made.
+  for (size_t i = 0; i < r.claimed.size(); ++i) {
+    // The claim counted one more delivery: the attempt about to be made. Its number is the
+    // pending list's count when the reply gave it (SPEC 3.1), else one more than the last.
+    const std::string& id = r.claimed[i];
     const StreamEntry* entry = ledger_->Find(id);
-    if (entry != nullptr) ledger_->RetryClaimed(id, entry->attempts + 1);
+    if (entry == nullptr) continue;
+    const int counted = i < r.claimed_attempts.size() ? r.claimed_attempts[i] : 0;
+    ledger_->RetryClaimed(id, counted > 0 ? counted : entry->attempts + 1);
   }
   for (const auto& id : r.claimed_gone) {
     // Ours, but its payload is gone (deleted or trimmed while it waited): Redis 7 drops it from

@@ -84,6 +84,7 @@ TEST_F(SettleScriptsTest, RetryClaimCountsADeliveryOnlyForEntriesStillOurs) {
   EXPECT_EQ(result.entries[0].fields[0].second, "1");
   EXPECT_EQ(result.lost_ids, std::vector<std::string>{stolen.id});
   EXPECT_EQ(PendingOf(ours.id).count, 2);
+  EXPECT_EQ(result.entries[0].attempts, 2) << "the pending list's count after the claim";
   EXPECT_EQ(PendingOf(stolen.id).consumer, "peer");
   EXPECT_EQ(PendingOf(stolen.id).count, 1);  // untouched: the peer's JUSTID claim counted none
 }

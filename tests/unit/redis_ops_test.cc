@@ -222,6 +222,14 @@ TEST(RedisOpsTest, ScriptReplies) {
   ASSERT_EQ(claimed->entries.size(), 1u);
   EXPECT_EQ(claimed->entries[0].id, "1-1");
   EXPECT_EQ(claimed->lost_ids, Strings{"1-2"});
+  EXPECT_EQ(claimed->entries[0].attempts, 0) << "no counts in the reply: unknown";
+  // The script's third element: the pending list's count of each id claimed.
+  auto counted = SubscriptionOps::ParseRetryClaim(
+      ReplyOf(Arr({Arr({EntryResp("1-1", {"n", "1"})}), Arr({}), Arr({Bulk("1-1"), Int(7)})}))
+          .view());
+  ASSERT_TRUE(counted.ok());
+  ASSERT_EQ(counted->entries.size(), 1u);
+  EXPECT_EQ(counted->entries[0].attempts, 7);
   // Nothing was ours: Lua's empty table comes back as an empty array.
   auto none = SubscriptionOps::ParseRetryClaim(ReplyOf(Arr({Arr({}), Arr({Bulk("1-2")})})).view());
   ASSERT_TRUE(none.ok());
