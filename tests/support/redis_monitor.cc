@@ -93,13 +93,24 @@ void RedisMonitor::Parse(const std::string& line) {
   }
   if (words.empty()) return;
   words[0] = Upper(words[0]);
+  // "[0 lua]" for a command a script ran, "[0 127.0.0.1:5555]" for a client's.
+  const bool from_script = line.rfind(" lua]", start) != std::string::npos;
   std::lock_guard lock(mutex_);
   commands_.push_back(std::move(words));
+  from_script_.push_back(from_script);
 }
 
 std::vector<std::vector<std::string>> RedisMonitor::Commands() const {
   std::lock_guard lock(mutex_);
   return commands_;
+}
+
+std::vector<RedisMonitor::Seen> RedisMonitor::CommandsWithSource() const {
+  std::lock_guard lock(mutex_);
+  std::vector<Seen> out;
+  out.reserve(commands_.size());
+  for (size_t i = 0; i < commands_.size(); ++i) out.push_back({commands_[i], from_script_[i]});
+  return out;
 }
 
 std::vector<std::string> RedisMonitor::Matching(const std::string& name) const {

@@ -22,6 +22,13 @@ class RedisMonitor {
   bool ok() const { return ok_; }
   // Every command seen so far, as its words (the command name upper-cased).
   std::vector<std::vector<std::string>> Commands() const;
+  // The same, each with whether a script ran it (MONITOR's "[0 lua]"): what a test needs to
+  // tell one atomic script step from separate commands.
+  struct Seen {
+    std::vector<std::string> words;
+    bool from_script = false;
+  };
+  std::vector<Seen> CommandsWithSource() const;
   // The commands whose name (and, for a two-word name like "XGROUP DESTROY", the first
   // argument) is `name`, as printable lines.
   std::vector<std::string> Matching(const std::string& name) const;
@@ -35,6 +42,7 @@ class RedisMonitor {
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;
   std::vector<std::vector<std::string>> commands_;
+  std::vector<bool> from_script_;  // one per commands_ entry
   std::string buffer_;
   std::thread thread_;
 };
