@@ -1,13 +1,12 @@
 // The sidecar on a real Redis Cluster (SPEC 8): 3 masters with a replica each, one sidecar with a
 // subscription per master. Delivery, retries, dead letters on both paths (the default `{s}:dlq`
 // in the stream's slot: atomic; an explicit dead-letter stream on another master: XADD first,
-// XACK second), the start log and `check` naming the dead-letter streams, the topology metrics,
-// and recovery (own pending entries after kill -9, a dead peer's entries by XAUTOCLAIM) on
-// masters other than the seed.
+// XACK second), the start log and `check` naming the dead-letter streams, and the topology
+// metrics. Recovery (own pending entries after kill -9, a dead peer's entries by XAUTOCLAIM) on
+// masters other than the seed is in the guarantee suite (tests/e2e/guarantee_test.cc).
 
 #include <yaml-cpp/yaml.h>
 
-#include <atomic>
 #include <cctype>
 
 #include "tests/e2e/topology_e2e.h"
@@ -43,15 +42,6 @@ class ClusterTest : public TopologyE2eTest {
     auto reply = cluster_->Run(stream, {"XPENDING", stream, group});
     if (reply.IsError() || !reply.view().IsArray() || reply.view().Size() == 0) return -1;
     return reply.view()[0].Integer();
-  }
-  // Which consumer holds each pending entry of the group: id -> consumer.
-  std::map<std::string, std::string> PendingOwners(const std::string& stream) {
-    std::map<std::string, std::string> owners;
-    auto reply = cluster_->Run(stream, {"XPENDING", stream, "billing", "-", "+", "1000"});
-    for (size_t i = 0; i < reply.view().Size(); ++i) {
-      owners[std::string(reply.view()[i][0].Str())] = std::string(reply.view()[i][1].Str());
-    }
-    return owners;
   }
   std::vector<DeadLetter> ClusterDeadLetters(const std::string& dlq) {
     std::vector<DeadLetter> out;
@@ -218,82 +208,6 @@ TEST_F(ClusterTest, DeliversRetriesAndDeadLettersOnEveryMaster) {
                       << logs;
   }
   EXPECT_EQ(Metric("streamcar_redis_failovers_total"), 0);
-}
-
-TEST_F(ClusterTest, RecoversOwnPendingAndReclaimsADeadPeersEntries) {
-  // Two streams on masters other than the seed (node 0).
-  const std::string own = cluster_->KeyOnMaster(1, "own-");
-  const std::string peer = cluster_->KeyOnMaster(2, "peer-");
-  std::atomic<bool> hang{true};
-  handler_.SetBehaviour([&](const ReceivedRequest& r) {
-    deliveries_.Record(r);
-    HandlerReply reply;
-    if (hang && r.Header("streamcar-attempts") == "1") reply.delay = milliseconds(4000);
-    return reply;
-  });
-  std::vector<std::string> own_ids, peer_ids;
-  for (int i = 0; i < 3; ++i) {
-    own_ids.push_back(
-        std::string(cluster_->Run(own, {"XADD", own, "*", "n", std::to_string(i)}).view().Str()));
-    peer_ids.push_back(
-        std::string(cluster_->Run(peer, {"XADD", peer, "*", "n", std::to_string(i)}).view().Str()));
-  }
-
-  // The first sidecar takes all six and dies holding them.
-  TopologyConfig first;
-  first.redis = "  url: " + cluster_->SeedUrl() + "\n  mode: cluster\n  command_timeout: 2s\n";
-  first.subscriptions = {{.name = "own", .stream = own, .handler_extra = "timeout: 10s"},
-                         {.name = "peer", .stream = peer, .handler_extra = "timeout: 10s"}};
-  auto dead = StartTopologySidecar(first);
-  ASSERT_TRUE(handler_.WaitForCount(6, seconds(30))) << dead->Logs();
-  dead->Kill();
-  hang = false;
-  for (const auto& stream : {own, peer}) {
-    for (const auto& [id, owner] : PendingOwners(stream)) EXPECT_EQ(owner, "c1") << id;
-  }
-  ASSERT_EQ(ClusterPending(own), 3);
-  ASSERT_EQ(ClusterPending(peer), 3);
-  const std::string fresh =
-      std::string(cluster_->Run(own, {"XADD", own, "*", "n", "fresh"}).view().Str());
-
-  // The same consumer again, on `own` only: it drains its own pending entries before anything new.
-  TopologyConfig again = first;
-  again.subscriptions = {{.name = "own", .stream = own, .handler_extra = "concurrency: 1"}};
-  auto restarted = StartTopologySidecar(again);
-  // Another consumer on `peer`: c1 is dead there, its entries are reclaimed once idle.
-  TopologyConfig other = first;
-  other.consumer = "c2";
-  other.subscriptions = {
-      {.name = "peer", .stream = peer, .min_idle = "1s", .claim_interval = "300ms"}};
-  const int other_port = FreePort();
-  auto reclaimer = StartTopologySidecar(other, other_port);
-
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return ClusterPending(own) == 0 && ClusterPending(peer) == 0 &&
-               deliveries_.For(own, fresh).size() == 1;
-      },
-      seconds(30)))
-      << restarted->Logs() << reclaimer->Logs();
-  const auto fresh_at = deliveries_.For(own, fresh)[0].at;
-  for (const auto& id : own_ids) {
-    const auto got = deliveries_.For(own, id);
-    ASSERT_EQ(got.size(), 2u) << id;
-    EXPECT_EQ(got[1].attempts, 2) << id;
-    EXPECT_LT(got[1].at, fresh_at) << id << ": own pending entries come before new ones";
-  }
-  for (const auto& id : peer_ids) {
-    const auto got = deliveries_.For(peer, id);
-    ASSERT_EQ(got.size(), 2u) << id;
-    EXPECT_EQ(got[1].attempts, 2) << id;
-  }
-  EXPECT_TRUE(WaitMetric("streamcar_claimed_total", {"source=\"drain\""}, 3));
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        return MetricAt(other_port, "streamcar_claimed_total", {"source=\"autoclaim\""}) >= 3;
-      },
-      seconds(15)));
-  EXPECT_TRUE(WaitReady(seconds(5), other_port));
 }
 
 // An explicit dead-letter stream in another slot that is not a stream (SPEC 3.3) is refused,

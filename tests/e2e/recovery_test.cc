@@ -1,7 +1,7 @@
-// Crashes and restarts (SPEC 4.1, 3.2 keepalive): recover self, recover dead peers, leases for
-// long handlers, a Redis restart, and entries that crashed a consumer every time.
+// Crashes and restarts (SPEC 4.1, 3.2 keepalive): the reclaim beat's cursor, leases for long
+// handlers, a Redis restart, and entries that crashed a consumer every time. Recovering self and
+// dead peers, on every topology: tests/e2e/guarantee_test.cc.
 
-#include <atomic>
 #include <set>
 
 #include "tests/e2e/e2e_fixture.h"
@@ -10,79 +10,6 @@ namespace streamcar::testing {
 namespace {
 
 class RecoveryTest : public E2eTest {};
-
-TEST_F(RecoveryTest, KillNineThenRestartDrainsOwnPendingFirstWithAttemptsTwo) {
-  // The first run hangs on every request, then dies with kill -9 while holding entries.
-  std::atomic<bool> hang{true};
-  handler_.SetBehaviour([&](const ReceivedRequest&) {
-    HandlerReply reply;
-    if (hang) reply.delay = milliseconds(3000);
-    return reply;
-  });
-  std::vector<std::string> held;
-  for (int i = 0; i < 3; ++i) held.push_back(Add({"n", std::to_string(i)}));
-  SidecarConfig c;
-  c.handler_extra = "timeout: 10s";
-  // One pod whose container restarts (SPEC 4.7: the restart takes the name's lease at once).
-  const std::vector<std::string> pod = {"POD_UID=recovery-pod"};
-  auto first = StartSidecar(c, pod);
-  ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << first->Logs();
-  first->Kill();
-  EXPECT_EQ(PendingCount(), 3);
-
-  hang = false;
-  std::string fresh = Add({"n", "new"});
-  // Same consumer name; one worker, so arrival order at the handler is dispatch order.
-  c.handler_extra = "timeout: 10s, concurrency: 1";
-  auto second = StartSidecar(c, pod);
-  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0 && RequestsFor(fresh).size() == 1; },
-                         seconds(15)))
-      << second->Logs();
-  for (const auto& id : held) {
-    auto requests = RequestsFor(id);
-    ASSERT_EQ(requests.size(), 2u) << id;
-    EXPECT_EQ(requests[1].Header("streamcar-attempts"), "2");
-    // Own pending entries come before anything new.
-    EXPECT_LT(requests[1].at, RequestsFor(fresh)[0].at);
-  }
-  ASSERT_TRUE(WaitMetric("streamcar_claimed_total", {"source=\"drain\""}, 3));
-}
-
-TEST_F(RecoveryTest, SecondConsumerReclaimsAKilledConsumersEntriesAfterMinIdle) {
-  std::atomic<bool> hang{true};
-  handler_.SetBehaviour([&](const ReceivedRequest& r) {
-    HandlerReply reply;
-    if (hang && r.Header("streamcar-attempts") == "1") reply.delay = milliseconds(5000);
-    return reply;
-  });
-  std::vector<std::string> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(Add({"n", std::to_string(i)}));
-  SidecarConfig dead_config;
-  dead_config.consumer = "dead";
-  dead_config.handler_extra = "timeout: 10s";
-  auto dead = StartSidecar(dead_config);
-  ASSERT_TRUE(handler_.WaitForCount(4, seconds(10))) << dead->Logs();
-  dead->Kill();
-  hang = false;
-
-  SidecarConfig alive_config;
-  alive_config.consumer = "alive";
-  alive_config.min_idle = "1s";
-  alive_config.claim_interval = "300ms";
-  auto alive = StartPeer(alive_config);
-  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15))) << alive->Logs();
-  for (const auto& id : ids) {
-    auto requests = RequestsFor(id);
-    ASSERT_EQ(requests.size(), 2u);
-    EXPECT_EQ(requests[1].Header("streamcar-attempts"), "2");
-  }
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return MetricValue(Metrics(alive->admin_port()), "streamcar_claimed_total",
-                           {"source=\"autoclaim\""}) >= 4;
-      },
-      seconds(15)));
-}
 
 // SPEC 4.1.4: the reclaim beat follows XAUTOCLAIM's cursor until 0-0 (room permitting), so a dead
 // peer's backlog larger than one call (claim.count, and count*10 scanned per call) is taken in one

@@ -345,34 +345,6 @@ TEST_F(SettlementTest, EntriesOfALostReadReplyAreDeliveredAfterTheReconnect) {
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10))) << sidecar->Logs();
 }
 
-// SPEC 4.3 "ambiguous": an acknowledgement sent and then timed out may or may not have been
-// applied. It is counted, the entry is let go, and nothing is lost either way.
-TEST_F(SettlementTest, AnAcknowledgementThatTimesOutIsAmbiguousAndLosesNothing) {
-  std::atomic<bool> answer{false};
-  std::atomic<bool> arrived{false};
-  handler_.SetBehaviour([&](const ReceivedRequest&) {
-    arrived = true;  // the handler records a request only once this returns
-    const auto give_up = std::chrono::steady_clock::now() + seconds(20);
-    while (!answer && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    return HandlerReply{};
-  });
-  std::string yaml = Replace(Yaml({}), "command_timeout: 2s", "command_timeout: 500ms");
-  auto sidecar = StartWithYaml(yaml);
-  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
-  std::string id = Add({"k", "v"});
-  ASSERT_TRUE(Eventually([&] { return arrived.load(); }, seconds(10))) << sidecar->Logs();
-  // Writes wait 2 s on the server: the XACK sent meanwhile outlives its 500 ms timeout.
-  redis_->Run({"CLIENT", "PAUSE", "2000", "WRITE"});
-  answer = true;
-  ASSERT_TRUE(WaitMetric("streamcar_settle_failures_total", {"class=\"ambiguous\""}, 1))
-      << sidecar->Logs();
-  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(15))) << sidecar->Logs();
-  EXPECT_GE(RequestsFor(id).size(), 1u);
-  EXPECT_EQ(Len("orders:dlq"), 0);
-}
-
 // SPEC 4.3 "definite" by a full memory: the dead letter's XADD is refused with OOM (maxmemory,
 // noeviction). Nothing was written and nothing acknowledged: the entry stays held and pending,
 // the step is retried with backoff and counted each time, and once memory is back the dead

@@ -391,62 +391,6 @@ TEST_F(ShardedTest, MetricsShowEachMembersShardsFencesAndTheGroup) {
   for (int shard = 0; shard < kShards; ++shard) EXPECT_EQ(holders_of[shard], 1) << shard;
 }
 
-// A newer token installed under a running member (as a new owner's install would be, or a
-// fence key moved forward by hand): the member's next fenced step on that shard is refused, it
-// stops the shard and reports the refusal; the coordinator's repair (B5.1) grants the shard
-// again above the installed token, and the entry is delivered under it. `status` counts the
-// refusal (C2 "fenced ops (10m)").
-TEST_F(ShardedTest, AStepRefusedByANewerFenceIsReportedAndTheShardIsGrantedAboveIt) {
-  auto sidecar = StartSidecar(Sharded("c1"));
-  const std::string sub = "subscription=\"orders/billing\"";
-  // Every takeover done (the member is STABLE only when all its shards are ACTIVE): the fence
-  // moved below is then ahead of an installed one, and the refused step is a read.
-  ASSERT_TRUE(Eventually(
-      [&] {
-        const std::string text = Metrics(admin_port_);
-        return MetricValue(text, "streamcar_shards_owned", {sub}) == kShards &&
-               MetricValue(text, "streamcar_coord_member_state", {sub, "state=\"stable\""}) == 1;
-      },
-      std::chrono::seconds(20)))
-      << sidecar->Logs();
-  const int shard = keys::ShardOf("k0", kShards);
-  const std::string fence_key = keys::FenceKey(keys::ShardKey("orders:{%d}", shard), "billing");
-  constexpr int64_t kIntruder = 1000000;
-  redis_->Run({"HSET", fence_key, "token", std::to_string(kIntruder), "member", "intruder"});
-  Produce(1, 1);  // "k0", to that shard: the wake-up read sees it, the fenced read is refused
-
-  ASSERT_TRUE(handler_.WaitForCount(1, std::chrono::seconds(20))) << sidecar->Logs();
-  const std::vector<Delivery> deliveries = Deliveries();
-  ASSERT_EQ(deliveries.size(), 1u);
-  EXPECT_EQ(deliveries[0].shard, shard);
-  EXPECT_GT(deliveries[0].fence, kIntruder) << "granted again above the installed token";
-  EXPECT_GE(MetricValue(Metrics(admin_port_), "streamcar_fenced_ops_total", {sub, "op=\"read\""}),
-            1)
-      << Metrics(admin_port_) << sidecar->Logs();
-  ASSERT_TRUE(WaitUntil([&] { return PendingOfShards() == 0; }, std::chrono::seconds(5)));
-
-  const std::string path = WriteConfig(Sharded("c1"));
-  rapidjson::Document doc;
-  CommandResult json;
-  ASSERT_TRUE(WaitUntil(
-      [&] {  // the refusal travels in the member's next heartbeat
-        json = RunStreamcar({"status", "-c", path, "--json"});
-        doc.Parse(json.out.c_str());
-        return json.exit_code == 0 && doc.IsObject() &&
-               doc["subscriptions"][0]["sharded"]["fenced_ops_last_10m"].GetInt64() >= 1;
-      },
-      std::chrono::seconds(5)))
-      << json.err << json.out;
-  // The read, and perhaps the first re-grant's install (STALE below the moved fence, B5.1).
-  const int64_t refused = doc["subscriptions"][0]["sharded"]["fenced_ops_last_10m"].GetInt64();
-  EXPECT_LE(refused, 2) << json.out;
-  auto table = RunStreamcar({"status", "-c", path});
-  EXPECT_NE(table.out.find("fenced ops (10m): " + std::to_string(refused)), std::string::npos)
-      << table.out;
-  EXPECT_NE(table.out.find("fenced_ops"), std::string::npos) << "the event is listed\n"
-                                                             << table.out;
-}
-
 // An ACL user that may run EVALSHA but not what the heartbeat script runs (ZADD here): Redis 7
 // answers "ERR The user executing the script can't ..." (no NOPERM prefix). No retry fixes it,
 // so the member exits 1 naming it, as a plain subscription does for NOPERM.
