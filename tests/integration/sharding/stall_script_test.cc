@@ -105,10 +105,10 @@ TEST_F(StallScriptTest, SlowButRealProgressIsNotAStall) {
   Member a("a");
   Settle({&a});
   const int shard = *a.Shards().begin();
-  // One acknowledgement every half stall timeout, for twice the timeout.
-  for (int i = 1; i <= 5; ++i) {
+  // One acknowledgement every third of the stall timeout, for twice the timeout.
+  for (int i = 1; i <= 7; ++i) {
     EXPECT_TRUE(Report(a, shard, std::to_string(i) + "-0", 10).stalled.empty()) << i;
-    Sleep(kStall / 2);
+    Sleep(kStall / 3);
   }
   EXPECT_EQ(EventFields("stalled").size(), 0u);
 }
