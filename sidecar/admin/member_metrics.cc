@@ -77,6 +77,11 @@ MemberFamilies RegisterMemberFamilies(prometheus::Registry& r) {
   f.shard_lag =
       Registered(BuildGauge(), "streamcar_shard_lag",
                  "Entries of the shard not yet read by the group (its owner exports it)", r);
+  f.shard_stalled = Registered(
+      BuildGauge(), "streamcar_shard_stalled",
+      "1 while the coordinator judges the shard stalled: entries wait and none was acknowledged "
+      "for sharding.stall_timeout (its owner exports it)",
+      r);
   f.shard_pending =
       Registered(BuildGauge(), "streamcar_shard_pending",
                  "Entries of the shard read and not acknowledged (its owner exports it)", r);
@@ -94,6 +99,7 @@ struct MemberMetrics::ShardSeries {
   SubscriptionMetrics loop;          // what the shard's loop reports into
   prometheus::Gauge inflight;        // its own count; the member publishes the sum (PublishTotals)
   prometheus::Gauge oldest_pending;  // its own age; the member publishes the oldest
+  prometheus::Gauge* stalled = nullptr;  // streamcar_shard_stalled{shard}
 };
 
 MemberMetrics::MemberMetrics(const MemberFamilies& families, SubscriptionMetrics& subscription,
@@ -221,6 +227,8 @@ SubscriptionMetrics& MemberMetrics::ForShard(int shard) {
     slot->loop.oldest_pending = &slot->oldest_pending;
     slot->loop.pending = &families_.shard_pending->Add(labels);
     slot->loop.lag = &families_.shard_lag->Add(labels);
+    slot->stalled = &families_.shard_stalled->Add(labels);
+    slot->stalled->Set(0);
     // A shard's start-up drain is its takeover: what it claims was the previous owners'.
     slot->loop.claimed_drain = takeover_claimed_;
   }
@@ -233,7 +241,13 @@ void MemberMetrics::ForgetShard(int shard) {
   if (it == shards_.end()) return;
   families_.shard_pending->Remove(it->second->loop.pending);
   families_.shard_lag->Remove(it->second->loop.lag);
+  families_.shard_stalled->Remove(it->second->stalled);
   shards_.erase(it);
+}
+
+void MemberMetrics::SetShardStalled(int shard, bool stalled) {
+  std::lock_guard lock(mutex_);
+  if (auto it = shards_.find(shard); it != shards_.end()) it->second->stalled->Set(stalled ? 1 : 0);
 }
 
 }  // namespace streamcar::admin

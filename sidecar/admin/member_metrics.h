@@ -68,6 +68,9 @@ class MemberMetrics {
   SubscriptionMetrics& ForShard(int shard);
   // The shard's lag and pending series are exported by its owner only: dropped when it goes.
   void ForgetShard(int shard);
+  // streamcar_shard_stalled (SHARDING.md B6.1), as the last heartbeat reply judged it; only for a
+  // shard whose series ForShard made (its owner's), like the lag.
+  void SetShardStalled(int shard, bool stalled);
 
  private:
   struct ShardSeries;

@@ -81,6 +81,7 @@ struct MemberFamilies {
   prometheus::Family<prometheus::Histogram>* takeover_duration;
   prometheus::Family<prometheus::Counter>* takeover_claimed;
   prometheus::Family<prometheus::Gauge>* shard_lag;
+  prometheus::Family<prometheus::Gauge>* shard_stalled;
   prometheus::Family<prometheus::Gauge>* shard_pending;
   prometheus::Family<prometheus::Gauge>* group_members;
   prometheus::Family<prometheus::Gauge>* group_unowned_shards;

@@ -201,6 +201,8 @@ void ReadShards(redis::Session& redis, const config::Subscription& sub,
       shard.last_acked_id = row->last_acked_id;
       shard.reported_ago_ms = now_ms - row->reported_ms;
       if (row->acked_ms) shard.acked_ago_ms = now_ms - *row->acked_ms;
+      // B6.1: entries wait and its owner has acknowledged nothing for sharding.stall_timeout.
+      if (row->stalled_ms && shard.state == "active") shard.state = "stalled";
     }
     ReadShardKeys(redis, sub, shard);
     status.shards.push_back(std::move(shard));
@@ -305,7 +307,18 @@ std::string Describe(const ShardStatusEvent& event) {
   if (event.type == "grant") {
     return "shard " + value("shard") + " -> " + value("member") + "  fence " + value("fence");
   }
-  if (event.type == "revoke") return "shard " + value("shard") + " from " + value("member");
+  if (event.type == "revoke") {
+    // B6.1: a stalled shard is revoked straight to another member.
+    if (event.values.contains("to")) {
+      return "shard " + value("shard") + " from " + value("member") + " (" + value("reason") +
+             ") -> " + Shorten(event.values.at("to"));
+    }
+    return "shard " + value("shard") + " from " + value("member");
+  }
+  if (event.type == "stalled") {
+    return "shard " + value("shard") + " of " + value("member") + ": " + value("waiting") +
+           " waiting, no progress for " + value("for_ms") + " ms";
+  }
   if (event.type == "revoked") return "shard " + value("shard") + " by " + value("member");
   if (event.type == "kept") return "shard " + value("shard") + " kept by " + value("member");
   if (event.type == "join" || event.type == "leave" || event.type == "fenced") {

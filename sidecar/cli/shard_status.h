@@ -41,7 +41,7 @@ struct ShardStatusShard {
   int64_t grant_token = 0;
   int64_t fence = 0;  // the token installed in the shard's fence key (0: never)
   std::string fence_member;
-  std::string state;  // active | revoking | unowned
+  std::string state;  // active | stalled (B6.1) | revoking | unowned
   bool group_exists = false;
   int64_t pending = 0;
   std::optional<int64_t> lag;

@@ -166,6 +166,10 @@ struct ShardingConfig {
   Millis initial_delay{3000};
   Millis min_assignment_interval{1000};
   StaticTakeover static_takeover = StaticTakeover::kImmediate;
+  // SHARDING.md B6.1: a shard with entries waiting and no progress for this long is stalled
+  // (0: never judged); with revoke_stalled the coordinator gives it to another member.
+  Millis stall_timeout{0};
+  bool revoke_stalled = false;
 
   bool enabled() const { return shards > 0; }
 };

@@ -402,6 +402,8 @@ constexpr auto kShardingFields = std::to_array<Field<ShardingConfig>>({
     Duration<&ShardingConfig::initial_delay>("initial_delay", Millis(0)),
     Duration<&ShardingConfig::min_assignment_interval>("min_assignment_interval", Millis(0)),
     Enum<&ShardingConfig::static_takeover, kStaticTakeoverNames>("static_takeover"),
+    Duration<&ShardingConfig::stall_timeout>("stall_timeout", Millis(0)),
+    Bool<&ShardingConfig::revoke_stalled>("revoke_stalled"),
 });
 
 // A subscription; `defaults:` holds the same keys but the four kNotInDefaults ones.

@@ -155,6 +155,17 @@ bool ValidateTopology(const RedisConfig& redis, const ProblemSink& problem) {
 
 std::string Show(Millis value) { return FormatDuration(value); }
 
+// SHARDING.md B6.1: stalled owners. `at` is "subscriptions[i].sharding.".
+bool ValidateStall(const Subscription& sub, const std::string& at, const ProblemSink& problem) {
+  const ShardingConfig& sharding = sub.sharding;
+  if (sharding.revoke_stalled && sharding.stall_timeout.count() == 0) {
+    problem(at + "revoke_stalled",
+            "needs " + at + "stall_timeout: without it no shard is ever judged stalled");
+    return false;
+  }
+  return true;
+}
+
 // SPEC 9, SHARDING.md B1: the timing relations of a sharded subscription, and what its keys
 // need. `path` is "subscriptions[i]".
 bool ValidateSharding(const Config& config, const Subscription& sub, const std::string& path,
@@ -191,6 +202,7 @@ bool ValidateSharding(const Config& config, const Subscription& sub, const std::
                                           "): a leaving member drains every shard it holds");
     return false;
   }
+  if (!ValidateStall(sub, at, problem)) return false;
   const std::string pattern = sub.ShardKeyPattern();
   if (config.redis.mode == RedisMode::kCluster) {
     if (std::string why = ClusterKeyPatternProblem(sub); !why.empty()) {

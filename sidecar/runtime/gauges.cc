@@ -27,6 +27,7 @@ std::vector<redis::Command> Gauges::Commands(SteadyTime now) {
   commands.push_back(redis::GroupsOf(ops_.stream()));
   commands.push_back(redis::PendingSummary(ops_.stream(), ops_.group()));
   next_info_ = now + kInterval;
+  sent_at_ = now;
   out_ = Step::kInfo;
   return commands;
 }
@@ -46,8 +47,10 @@ void Gauges::ApplyInfo(std::span<const redis::Reply> replies, SteadyTime now) {
   auto info = redis::ParseGroupInfo(replies.front().view(), ops_.group());
   if (!info.ok() || !info->found) return;
   metrics_->pending->Set(static_cast<double>(info->pending));
-  if (progress_ != nullptr) progress_->SetPending(static_cast<int64_t>(info->pending));
   if (redis::NeedsLagCount(*info)) {
+    if (progress_ != nullptr) {
+      progress_->SetRead(static_cast<int64_t>(info->pending), std::nullopt, sent_at_);
+    }
     // Between two counts the lag gauge keeps the last counted value.
     if (now >= next_lag_count_) {
       next_lag_count_ = now + kLagCountInterval;
@@ -55,8 +58,10 @@ void Gauges::ApplyInfo(std::span<const redis::Reply> replies, SteadyTime now) {
     }
     return;
   }
-  if (const redis::Lag lag = redis::LagOf(*info, std::nullopt); lag.value) {
-    metrics_->lag->Set(static_cast<double>(*lag.value));
+  const redis::Lag lag = redis::LagOf(*info, std::nullopt);
+  if (lag.value) metrics_->lag->Set(static_cast<double>(*lag.value));
+  if (progress_ != nullptr) {
+    progress_->SetRead(static_cast<int64_t>(info->pending), lag.value, sent_at_);
   }
 }
 

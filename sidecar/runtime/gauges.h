@@ -81,6 +81,7 @@ class Gauges {
   ProgressReport* progress_ = nullptr;
   Step out_ = Step::kNone;                     // the batch the loop is sending
   SteadyTime next_info_{};                     // the next beat
+  SteadyTime sent_at_{};                       // when the beat out now was sent
   SteadyTime next_lag_count_{};                // the earliest next count
   std::optional<redis::GroupInfo> count_for_;  // a lag count is due for this group state
   redis::GroupInfo counting_;                  // the group state the count out now is for

@@ -1,5 +1,7 @@
 #include "sidecar/runtime/progress_report.h"
 
+#include <algorithm>
+
 #include "sidecar/common/text.h"
 
 namespace streamcar::runtime {
@@ -17,9 +19,19 @@ void ProgressReport::Settled(std::span<const std::string> ids, SteadyTime at) {
   }
   snapshot_.settled_at = at;
 }
-void ProgressReport::SetPending(int64_t pending) {
+void ProgressReport::SetRead(int64_t pending, std::optional<int64_t> lag, SteadyTime read_at) {
   std::lock_guard lock(mutex_);
   snapshot_.pending = pending;
+  snapshot_.lag = lag;
+  snapshot_.read_at = read_at;
+}
+
+int64_t ProgressReport::Snapshot::Waiting(int64_t held) const {
+  int64_t waiting = held;
+  if (read_at && (!settled_at || *read_at > *settled_at)) {
+    waiting = std::max(waiting, pending.value_or(0) + lag.value_or(0));
+  }
+  return waiting;
 }
 
 ProgressReport::Snapshot ProgressReport::Read() const {

@@ -24,12 +24,22 @@ class ProgressReport {
     std::optional<SteadyTime> settled_at;
     // The group's pending count at the last gauge beat (nullopt before the first).
     std::optional<int64_t> pending;
+    // The group's lag read with it (nullopt while unknown), and when that beat was sent.
+    std::optional<int64_t> lag;
+    std::optional<SteadyTime> read_at;
+
+    // The entries known to wait in the stream (SHARDING.md B6.1): the `held` ones, and what the
+    // last gauge beat read (pending and lag) when it was sent after the last settlement. A read
+    // from before it may count entries acknowledged since, and would make a shard that just
+    // drained look busy until the next beat.
+    int64_t Waiting(int64_t held) const;
   };
 
   // `ids` were settled at `at`. The id kept is the highest so far: settlements finish out of
   // order (acknowledgements and dead letters go in separate plans, retries come later).
   void Settled(std::span<const std::string> ids, SteadyTime at);
-  void SetPending(int64_t pending);
+  // A gauge beat sent at `read_at` read these (lag: nullopt when it could not tell).
+  void SetRead(int64_t pending, std::optional<int64_t> lag, SteadyTime read_at);
   Snapshot Read() const;
 
  private:

@@ -21,8 +21,9 @@ constexpr std::array<std::pair<HeartbeatStatus, std::string_view>, 7> kStatusNam
     {HeartbeatStatus::kInvalidRequest, "INVALID_REQUEST"},
 }};
 
-// The reply's length: the eleven fields of SHARDING.md B4, then the group's figures.
-constexpr size_t kReplyFields = 15;
+// The reply's length: the eleven fields of SHARDING.md B4, then the group's figures, then this
+// member's stalled shards (B6.1).
+constexpr size_t kReplyFields = 16;
 
 Status Malformed(std::string_view what) {
   return {StatusCode::kProtocol, "the coordinator's heartbeat reply: " + std::string(what)};
@@ -90,45 +91,57 @@ redis::Command HeartbeatCommand(const keys::CoordinatorKeys& keys,
   command.Arg(JoinList(request.progress, [](const ShardProgress& item) {
     return std::to_string(item.shard) + ":" + item.last_acked_id + ":" +
            std::to_string(item.in_flight) + ":" + std::to_string(item.pending) + ":" +
-           (item.acked_ago ? std::to_string(item.acked_ago->count()) : "");
+           (item.acked_ago ? std::to_string(item.acked_ago->count()) : "") + ":" +
+           std::to_string(item.waiting);
   }));
   command.Arg(request.static_takeover_wait ? "wait" : "immediate");
   command.Arg(request.pod).Arg(request.host);
   command.Arg(
       JoinList(std::vector(request.fenced_ops.begin(), request.fenced_ops.end()),
                [](const auto& item) { return item.first + ":" + std::to_string(item.second); }));
+  command.Arg(request.stall_timeout.count()).Arg(request.revoke_stalled ? "1" : "0");
   return command;
 }
 
 std::optional<ProgressRow> ParseProgressRow(std::string_view row) {
-  // member|last acked id|in flight|pending|reported ms|acked ms (sharding/lua/heartbeat.lua, step
-  // 8)
+  // member|last acked id|in flight|pending|reported ms|acked ms|waiting|busy ms|stalled ms
+  // (sharding/lua/heartbeat.lua, step 5b)
   std::vector<std::string_view> parts;
   for (size_t start = 0; start <= row.size();) {
     const size_t bar = std::min(row.find('|', start), row.size());
     parts.push_back(row.substr(start, bar - start));
     start = bar + 1;
   }
-  // Five parts: a row of a version that did not report the acknowledgement's time.
-  if (parts.size() != 5 && parts.size() != 6) return std::nullopt;
+  // Five parts: a row of a version that did not report the acknowledgement's time; six: nor what
+  // waits.
+  if (parts.size() != 5 && parts.size() != 6 && parts.size() != 9) return std::nullopt;
   ProgressRow out{.member = std::string(parts[0]), .last_acked_id = std::string(parts[1])};
   if (!ParseInt(parts[2], &out.in_flight) || !ParseInt(parts[3], &out.pending) ||
       !ParseInt(parts[4], &out.reported_ms)) {
     return std::nullopt;
   }
-  if (parts.size() == 6 && !parts[5].empty()) {
+  if (parts.size() >= 6 && !parts[5].empty()) {
     int64_t acked = 0;
     if (!ParseInt(parts[5], &acked)) return std::nullopt;
     out.acked_ms = acked;
+  }
+  if (parts.size() == 9) {
+    if (!ParseInt(parts[6], &out.waiting)) return std::nullopt;
+    for (auto [part, field] : {std::pair{parts[7], &out.busy_ms}, {parts[8], &out.stalled_ms}}) {
+      int64_t ms = 0;
+      if (part.empty()) continue;
+      if (!ParseInt(part, &ms)) return std::nullopt;
+      *field = ms;
+    }
   }
   return out;
 }
 
 StatusOr<HeartbeatReply> ParseHeartbeatReply(const redis::ReplyView& reply) {
   if (reply.IsError()) return redis::ErrorOf(reply);
-  if (!reply.IsArray() || reply.Size() != kReplyFields) return Malformed("not 15 fields");
+  if (!reply.IsArray() || reply.Size() != kReplyFields) return Malformed("not 16 fields");
   for (size_t i = 1; i < kReplyFields; ++i) {
-    const bool text = (i >= 8 && i <= 10);  // assigned, pending, detail
+    const bool text = (i >= 8 && i <= 10) || i == 15;  // assigned, pending, detail, stalled
     if (text ? !reply[i].IsString() : !reply[i].IsInteger()) {
       return Malformed("field " + std::to_string(i + 1) + " has the wrong type");
     }
@@ -158,6 +171,9 @@ StatusOr<HeartbeatReply> ParseHeartbeatReply(const redis::ReplyView& reply) {
   out.unowned_shards = reply[12].Integer();
   out.unowned_oldest = Millis(reply[13].Integer());
   out.target_computations = reply[14].Integer();
+  std::vector<ShardGrant> stalled;
+  if (!ParseShardList(reply[15].Str(), false, &stalled)) return Malformed("stalled shards");
+  for (const ShardGrant& item : stalled) out.stalled.push_back(item.shard);
   return out;
 }
 

@@ -56,6 +56,9 @@ struct ShardProgress {
   int64_t in_flight = 0;
   int64_t pending = 0;
   std::optional<Millis> acked_ago;  // since the last acknowledgement; nullopt before the first
+  // Entries known to wait in the shard (ProgressReport::Snapshot::Waiting): what the coordinator
+  // judges a stall by (B6.1).
+  int64_t waiting = 0;
 };
 
 // The coordinator's record of a shard's progress (the `progress` hash, one field per shard),
@@ -67,6 +70,11 @@ struct ProgressRow {
   int64_t pending = 0;
   int64_t reported_ms = 0;          // Redis TIME of the report
   std::optional<int64_t> acked_ms;  // Redis TIME of the last acknowledgement, as reported
+  // B6.1, from rows of members that report what waits: since when entries have waited with no
+  // progress, and since when the shard has been judged stalled (nullopt: not).
+  int64_t waiting = 0;
+  std::optional<int64_t> busy_ms;
+  std::optional<int64_t> stalled_ms;
 };
 // nullopt: not a row the script writes.
 std::optional<ProgressRow> ParseProgressRow(std::string_view row);
@@ -90,6 +98,8 @@ struct HeartbeatRequest {
   // (streamcar_fenced_ops_total's labels): the coordinator's events record them (C2).
   std::map<std::string, int64_t, std::less<>> fenced_ops;
   bool static_takeover_wait = false;  // static_takeover: wait (else immediate)
+  Millis stall_timeout{0};            // B6.1: 0, shards are not judged
+  bool revoke_stalled = false;
   std::string pod;
   std::string host;
 };
@@ -122,6 +132,8 @@ struct HeartbeatReply {
   int64_t unowned_shards = 0;
   Millis unowned_oldest{0};
   int64_t target_computations = 0;
+  // This member's reported shards the coordinator judges stalled (B6.1).
+  std::vector<int> stalled;
 };
 
 redis::Command HeartbeatCommand(const keys::CoordinatorKeys& keys, const HeartbeatRequest& request);

@@ -55,7 +55,8 @@ HeartbeatRequest ShardedSubscription::NextRequest() {
     ShardProgress item{.shard = shard,
                        .last_acked_id = report.last_settled_id,
                        .in_flight = static_cast<int64_t>(run->second.loop->held()),
-                       .pending = report.pending.value_or(0)};
+                       .pending = report.pending.value_or(0),
+                       .waiting = report.Waiting(static_cast<int64_t>(run->second.loop->held()))};
     if (report.settled_at) {
       item.acked_ago = std::chrono::duration_cast<Millis>(now - *report.settled_at);
     }
@@ -155,6 +156,11 @@ void ShardedSubscription::AcceptReply(const HeartbeatReply& reply) {
   metrics_.SetEpochs(membership_.member_epoch(), reply.group_epoch, reply.assignment_epoch);
   metrics_.SetGroup(reply.members, reply.unowned_shards,
                     std::chrono::duration<double>(reply.unowned_oldest).count());
+  // The shards this member runs, as the coordinator judged them (B6.1): a refusal judges none.
+  for (const auto& run : shards_) {
+    const int shard = run.first;
+    metrics_.SetShardStalled(shard, std::ranges::find(reply.stalled, shard) != reply.stalled.end());
+  }
   lease_deadline_ns_.store(
       membership_.LeaseValid()
           ? (lease_clock_.Now() + membership_.LeaseRemaining()).time_since_epoch().count()

@@ -43,6 +43,8 @@ HeartbeatRequest Membership::NextRequest(std::vector<ShardProgress> progress) {
   request.min_assignment_interval = options_.min_assignment_interval;
   request.heartbeat_interval = options_.heartbeat_interval;
   request.static_takeover_wait = options_.static_takeover_wait;
+  request.stall_timeout = options_.stall_timeout;
+  request.revoke_stalled = options_.revoke_stalled;
   request.pod = options_.pod;
   request.host = options_.host;
   request.metadata_version = metadata_version_;

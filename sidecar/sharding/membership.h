@@ -36,6 +36,8 @@ struct MembershipOptions {
   Millis initial_delay{3000};
   Millis min_assignment_interval{1000};
   bool static_takeover_wait = false;
+  Millis stall_timeout{0};  // SHARDING.md B6.1; 0: off
+  bool revoke_stalled = false;
   std::string pod;
   std::string host;
 };

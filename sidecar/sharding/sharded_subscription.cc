@@ -31,6 +31,8 @@ MembershipOptions OptionsOf(const config::Subscription& sub, std::string member_
           .initial_delay = s.initial_delay,
           .min_assignment_interval = s.min_assignment_interval,
           .static_takeover_wait = s.static_takeover == config::StaticTakeover::kWait,
+          .stall_timeout = s.stall_timeout,
+          .revoke_stalled = s.revoke_stalled,
           .pod = pod,
           .host = host};
 }

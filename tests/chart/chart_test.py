@@ -288,6 +288,10 @@ static = config_of(render("-f", sharded_values, "--set", "config.subscriptions[0
                           "--set", "config.subscriptions[0].sharding.static_takeover=wait"))["subscriptions"][0]["sharding"]
 check(static["instance_id"] == "${POD_NAME}" and static["static_takeover"] == "wait",
       "sharded: instance_id stays ${POD_NAME} for streamcar to expand from the pod's name")
+stall = config_of(render("-f", sharded_values, "--set", "config.subscriptions[0].sharding.stall_timeout=2m",
+                         "--set", "config.subscriptions[0].sharding.revoke_stalled=true"))["subscriptions"][0]["sharding"]
+check(stall["stall_timeout"] == "2m" and stall["revoke_stalled"] is True,
+      "sharded: stall_timeout and revoke_stalled (SHARDING.md B6.1) reach streamcar.yaml")
 result = helm("template", "t", CHART, "-f", sharded_values, "--set", "keda.enabled=true", ok=False)
 check(result.returncode != 0 and "is sharded" in result.stderr and "keda.stream" in result.stderr,
       f"chart: KEDA on a sharded subscription needs keda.stream: {result.stderr.strip()}")
@@ -752,6 +756,8 @@ for args, reason, what in [
      "schema: a sharding timeout is a duration"),
     (["--set", "config.subscriptions[0].sharding.static_takeover=later"], "/config/subscriptions/0/sharding/static_takeover",
      "schema: sharding.static_takeover is immediate or wait"),
+    (["--set", "config.subscriptions[0].sharding.revoke_stalled=sometimes"],
+     "/config/subscriptions/0/sharding/revoke_stalled", "schema: sharding.revoke_stalled is a boolean"),
     (["--set", "redisAuth.existingSecret=creds", "--set", "redisAuth.sentinelUsernameKey=u"],
      "the sentinels' user needs its password", "chart: the sentinels' user needs its password key"),
     (["-f", os.path.join(CHART, "examples", "keda.yaml"), "--set", "keda.type=redis-sentinel-streams"],

@@ -188,7 +188,8 @@ subscriptions:
     retention: { max_len: 7, max_age: 168h, interval: 250ms }
     sharding: { shards: 0, key_pattern: "o:{%d}", instance_id: pod-3, session_timeout: 30s,
                 heartbeat_interval: 5s, rebalance_timeout: 90s, drain_timeout: 25s,
-                initial_delay: 0s, min_assignment_interval: 0s, static_takeover: wait }
+                initial_delay: 0s, min_assignment_interval: 0s, static_takeover: wait,
+                stall_timeout: 5m, revoke_stalled: yes }
     routes:
       - { field: type, equals: heartbeat, drop: true }
       - { field: kind, prefix: "", url: "http://127.0.0.1:8080/kind" }
@@ -292,6 +293,8 @@ subscriptions:
       initial_delay: 3s
       min_assignment_interval: 1s
       static_takeover: immediate
+      stall_timeout: 0s
+      revoke_stalled: false
     routes: []
 api:
   listen: ""
@@ -395,6 +398,8 @@ subscriptions:
       initial_delay: 3s
       min_assignment_interval: 1s
       static_takeover: immediate
+      stall_timeout: 0s
+      revoke_stalled: false
     routes: []
 api:
   listen: ""
@@ -501,6 +506,8 @@ subscriptions:
       initial_delay: 0s
       min_assignment_interval: 0s
       static_takeover: wait
+      stall_timeout: 5m
+      revoke_stalled: true
     routes:
       - field: type
         equals: heartbeat
@@ -567,6 +574,8 @@ subscriptions:
       initial_delay: 3s
       min_assignment_interval: 1s
       static_takeover: immediate
+      stall_timeout: 0s
+      revoke_stalled: false
     routes:
       - field: type
         prefix: order.
@@ -1222,7 +1231,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 90u) << [&] {
+  EXPECT_EQ(keys.size(), 92u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;
@@ -1315,7 +1324,7 @@ TEST(Config, TablesListExactlyTheAcceptedKeys) {
     }
     if (key == "routes") body.insert(key);  // SPEC 11: a list, one key
   }
-  EXPECT_EQ(body.size(), 42u);
+  EXPECT_EQ(body.size(), 44u);
   EXPECT_EQ(defaults, body);
 }
 

@@ -78,6 +78,8 @@ TEST(ShardingConfig, TheDocumentedDefaults) {
   EXPECT_EQ(s.min_assignment_interval, Millis(1000));
   EXPECT_EQ(s.static_takeover, StaticTakeover::kImmediate);
   EXPECT_TRUE(s.instance_id.empty());
+  EXPECT_EQ(s.stall_timeout, Millis(0)) << "stalled owners are judged only when asked (B6.1)";
+  EXPECT_FALSE(s.revoke_stalled);
 }
 
 TEST(ShardingConfig, EveryKeyIsRead) {
@@ -93,6 +95,35 @@ TEST(ShardingConfig, EveryKeyIsRead) {
   EXPECT_EQ(s.session_timeout, Millis(30000));
   EXPECT_EQ(s.initial_delay, Millis(0));
   EXPECT_EQ(s.static_takeover, StaticTakeover::kWait);
+}
+
+// SHARDING.md B6.1: stalled owners. Each refusal names the key it is about.
+TEST(ShardingConfig, StallKeysAreReadAndTheirRelationsEnforced) {
+  const ShardingConfig s =
+      Load(Sharded("      shards: 4\n      stall_timeout: 45s\n      revoke_stalled: true\n"))
+          .subscriptions[0]
+          .sharding;
+  EXPECT_EQ(s.stall_timeout, Millis(45000));
+  EXPECT_TRUE(s.revoke_stalled);
+  const std::pair<std::string, std::string> cases[] = {
+      {"      shards: 4\n      stall_timeout: -1s\n", "subscriptions[0].sharding.stall_timeout"},
+      {"      shards: 4\n      revoke_stalled: true\n", "subscriptions[0].sharding.revoke_stalled"},
+      {"      shards: 4\n      stall_timeout: 0s\n      revoke_stalled: true\n",
+       "subscriptions[0].sharding.revoke_stalled"},
+      {"      shards: 4\n      revoke_stalled: maybe\n",
+       "subscriptions[0].sharding.revoke_stalled"},
+  };
+  for (const auto& [sharding, key] : cases) {
+    const std::string error = ErrorOf(Sharded(sharding));
+    EXPECT_NE(error.find(key), std::string::npos) << sharding << " -> " << error;
+  }
+  EXPECT_NE(ErrorOf(Sharded("      shards: 4\n      revoke_stalled: true\n")).find("needs"),
+            std::string::npos);
+  // Reporting alone needs no revoke.
+  EXPECT_EQ(Load(Sharded("      shards: 4\n      stall_timeout: 2s\n"))
+                .subscriptions[0]
+                .sharding.stall_timeout,
+            Millis(2000));
 }
 
 TEST(ShardingConfig, TheShardCountIsBounded) {

@@ -40,5 +40,23 @@ TEST(MemberMetrics, TheOldestPendingAgeIsTheOldestOverTheOwnedShards) {
   EXPECT_EQ(text.find("streamcar_oldest_pending_seconds{shard="), std::string::npos) << text;
 }
 
+// streamcar_shard_stalled (SHARDING.md B6.1) is the owner's only, like the shard's lag: 0 from
+// the grant, 1 while judged stalled, gone with the shard; a shard this member does not run has
+// none.
+TEST(MemberMetrics, AShardsStalledSeriesIsItsOwnersOnly) {
+  Metrics metrics;
+  MemberMetrics& member = metrics.ForMember("orders/billing");
+  member.ForShard(3);
+  const std::string series = "streamcar_shard_stalled{shard=\"3\",subscription=\"orders/billing\"}";
+  EXPECT_NE(metrics.Serialize().find(series + " 0\n"), std::string::npos) << metrics.Serialize();
+  member.SetShardStalled(3, true);
+  member.SetShardStalled(4, true);  // not this member's: nothing to export
+  EXPECT_NE(metrics.Serialize().find(series + " 1\n"), std::string::npos) << metrics.Serialize();
+  EXPECT_EQ(metrics.Serialize().find("shard=\"4\""), std::string::npos) << metrics.Serialize();
+  member.ForgetShard(3);
+  EXPECT_EQ(metrics.Serialize().find("streamcar_shard_stalled{"), std::string::npos)
+      << metrics.Serialize();
+}
+
 }  // namespace
 }  // namespace streamcar::admin

@@ -9,10 +9,14 @@
 --       16 progress "3:<last acked id>:<in flight>:<pending>:<ms since that ack>,...",
 --       17 static takeover (immediate | wait), 18 pod, 19 host,
 --       20 steps the member's fences refused since its last heartbeat "read:2,ack:1" (absent
---          from members before it: none).
+--          from members before it: none),
+--       21 stall timeout ms (0 or absent: shards are not judged), 22 revoke stalled ("1": yes).
+--       A progress item may carry a sixth field: the entries the member knows to wait in the
+--       shard (held, or pending and lag read after its last acknowledgement).
 -- Reply: {status, member epoch, group epoch, assignment epoch, metadata version, heartbeat ms,
 --         session ms, rebalance ms, assigned "3:1742,5:1743", pending "9", detail,
---         members, unowned shards, oldest unowned age ms, target computations}.
+--         members, unowned shards, oldest unowned age ms, target computations,
+--         this member's reported shards judged stalled "3,5"}.
 local META, MEMBERS, SESSIONS, TARGET, OWNER, TOKENS, INSTANCES, PROGRESS, FREE, EVENTS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local SCHEMA, PROTOCOL, MAX_SHARDS = 1, 1, 4096  -- kProtocolVersion, kSchemaVersion, keys::kMaxShards
@@ -24,6 +28,7 @@ local session_ms, rebalance_ms = tonumber(ARGV[9]), tonumber(ARGV[10])
 local initial_delay_ms, min_interval_ms = tonumber(ARGV[11]), tonumber(ARGV[12])
 local heartbeat_ms, protocol, schema = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local static_takeover, pod, host = ARGV[17], ARGV[18], ARGV[19]
+local stall_ms, revoke_stalled = tonumber(ARGV[21] or '') or 0, ARGV[22] == '1'
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -113,6 +118,7 @@ do
   for i = 1, #flat, 2 do meta[flat[i]] = tonumber(flat[i + 1]) or flat[i + 1] end
 end
 
+local stalled_shards = {}  -- this member's reported shards judged stalled (B6.1)
 local function reply(status, rec, pending, detail)
   if state_changed then
     meta.metadata_version = meta.metadata_version + 1
@@ -139,14 +145,15 @@ local function reply(status, rec, pending, detail)
   return {status, rec and rec.e or 0, meta.group_epoch or 0, meta.assignment_epoch or 0,
           meta.metadata_version or 0, heartbeat_ms, session_ms, rebalance_ms,
           table.concat(assigned, ','), join(pending or {}), detail or '',
-          redis.call('HLEN', MEMBERS), redis.call('HLEN', FREE), oldest, meta.targets or 0}
+          redis.call('HLEN', MEMBERS), redis.call('HLEN', FREE), oldest, meta.targets or 0,
+          join(stalled_shards)}
 end
 
 -- Step 1: load or create meta. A newer schema or another shard count is refused before any write.
 if shard_count == nil or shard_count < 1 or shard_count > MAX_SHARDS or
    shard_count ~= math.floor(shard_count) then
   return {'INVALID_REQUEST', 0, 0, 0, 0, heartbeat_ms or 0, session_ms or 0, rebalance_ms or 0,
-          '', '', 'shard count ' .. ARGV[8] .. ' is not in 1..' .. MAX_SHARDS, 0, 0, 0, 0}
+          '', '', 'shard count ' .. ARGV[8] .. ' is not in 1..' .. MAX_SHARDS, 0, 0, 0, 0, ''}
 end
 if meta.schema == nil then
   meta = {schema = SCHEMA, shard_count = shard_count, group_epoch = 1, assignment_epoch = 1,
@@ -414,10 +421,108 @@ if #rec.r > 0 then
   if #rec.r == 0 then rec.rdl = 0 end
 end
 
--- Step 6: the target (B4.2), at most once per minimum interval, after the initial delay.
+-- Step 5b: progress and stalled shards (B2 `progress`, B6.1), before the target and reconcile
+-- so that a stalled shard's revocation is part of this heartbeat's answer.
 local function hrw(shard, key)
   return tonumber(string.sub(redis.sha1hex(key .. ':' .. shard), 1, 8), 16)
 end
+-- A stalled shard (B6.1) is revoked as for a departed member: freed at once, so its target
+-- member's next heartbeat grants it with a larger fence and Redis refuses the stalled owner if
+-- it wakes. It goes to another live member with the fewest target shards (HRW breaks ties); with
+-- none, it stays and is only reported. It is pending revocation for its owner until it reports it
+-- drained, so that reporting it meanwhile is not stale ownership, but without a rebalance
+-- deadline: the shard is already free, and a member is never removed for a stall.
+local function revoke_stalled_shard(shard)
+  local best, best_rec, best_score = nil, nil, -1
+  for _, member in ipairs(redis.call('HKEYS', MEMBERS)) do
+    local other = member ~= id and load_member(member)
+    if other and other.b ~= 1 then
+      local score = hrw(shard, other.i ~= '' and other.i or member)
+      if best == nil or #other.t < #best_rec.t or (#other.t == #best_rec.t and score > best_score)
+      then
+        best, best_rec, best_score = member, other, score
+      end
+    end
+  end
+  if best == nil then return end
+  best_rec.t[#best_rec.t + 1] = shard
+  table.sort(best_rec.t)
+  save_member(best, best_rec)
+  redis.call('HSET', TARGET, shard, best)
+  rec.t = without(rec.t, {[shard] = true})
+  rec.a = without(rec.a, {[shard] = true})
+  rec.r[#rec.r + 1] = shard
+  table.sort(rec.r)
+  release(shard, id)
+  event('revoke', {'member', id, 'shard', shard, 'reason', 'stalled', 'to', best})
+end
+
+-- Each reported shard's row: member|last acked id|in flight|pending|reported ms|acked ms|
+-- waiting|busy since|stalled since. The acknowledgement's time comes as "ms ago" and becomes a
+-- time on Redis's clock (members' clocks are never compared). `busy since` is when entries began
+-- to wait with no progress: reset by a new last acked id, an acknowledgement after it, a new
+-- owner, or a report of nothing waiting. A shard busy for the stall timeout is stalled.
+do
+  local reported, items = {}, {}
+  for _, part in ipairs(split(ARGV[16], ',')) do
+    local fields = split(part, ':')
+    local shard = shard_of(fields[1])
+    if shard ~= nil and #fields >= 4 and #fields <= 6 then
+      -- Digits only (tonumber would take 1.5, 1e13 or 0x10); an acknowledgement at most a day ago.
+      local ago, acked, waiting = nil, '', 0
+      if fields[5] ~= nil and string.match(fields[5], '^%d+$') then ago = tonumber(fields[5]) end
+      if ago ~= nil and ago <= 86400000 then acked = now - ago end
+      if fields[6] ~= nil and string.match(fields[6], '^%d+$') then
+        waiting = tonumber(fields[6])
+      end
+      reported[#reported + 1] = shard
+      items[#items + 1] = {fields[2], fields[3], fields[4], acked, waiting}
+    end
+  end
+  local set, revoke = {}, {}
+  if #reported > 0 then
+    -- One read of each hash and one write for all of them: a member's own shards only.
+    local owners = redis.call('HMGET', OWNER, unpack(reported))
+    local previous = redis.call('HMGET', PROGRESS, unpack(reported))
+    for i, shard in ipairs(reported) do
+      if owners[i] == id then
+        local last, flight, pend, acked, waiting = unpack(items[i])
+        local busy, stalled_at = '', ''
+        if waiting > 0 then
+          local prev = split(previous[i] or '', '|')
+          local prev_busy = tonumber(prev[8] or '')
+          busy = prev_busy
+          if prev[1] ~= id or prev_busy == nil or prev[2] ~= last or
+             (acked ~= '' and acked > prev_busy) then
+            busy = now
+          end
+          if stall_ms > 0 and now - busy >= stall_ms then
+            stalled_at = tonumber(prev[9] or '') or now
+            if stalled_at == now then
+              event('stalled', {'member', id, 'shard', shard, 'waiting', waiting,
+                                'for_ms', now - busy})
+            end
+            stalled_shards[#stalled_shards + 1] = shard
+            revoke[#revoke + 1] = shard
+          end
+        end
+        set[#set + 1] = shard
+        set[#set + 1] = table.concat({id, last, flight, pend, now, acked, waiting, busy,
+                                      stalled_at}, '|')
+      end
+    end
+    hset_pairs(PROGRESS, set)
+  end
+  -- Only from an OK: a member told to resynchronise keeps what it runs until it has.
+  if revoke_stalled and status == 'OK' then
+    local held = set_of(rec.a)
+    for _, shard in ipairs(revoke) do
+      if held[shard] then revoke_stalled_shard(shard) end
+    end
+  end
+end
+
+-- Step 6: the target (B4.2), at most once per minimum interval, after the initial delay.
 local function compute_target()
   local ids = redis.call('HKEYS', MEMBERS)
   table.sort(ids)
@@ -508,10 +613,11 @@ end
 local pending = {}
 if status == 'OK' then
   local target_set = set_of(rec.t)
-  -- A shard still draining that the target gives back stays with this member, on its token.
+  -- A shard still draining that the target gives back stays with this member, on its token;
+  -- not one already freed (a stalled shard's revocation, B6.1): that one is granted afresh.
   local back = {}
   for _, shard in ipairs(rec.r) do
-    if target_set[shard] then
+    if target_set[shard] and redis.call('HGET', OWNER, shard) == id then
       back[shard] = true
       rec.a[#rec.a + 1] = shard
       event('kept', {'member', id, 'shard', shard})
@@ -537,7 +643,8 @@ if status == 'OK' then
   if #revoke > 0 then
     -- The deadline counts from the first revocation still pending: later ones do not push it
     -- back (B9: the rebalance timeout is the outer bound of a broken drain).
-    if #rec.r == 0 then rec.rdl = now + rebalance_ms end
+    -- (A stalled shard's revocation sets none: that shard was freed at once, B6.1.)
+    if rec.rdl == 0 then rec.rdl = now + rebalance_ms end
     for _, shard in ipairs(revoke) do
       rec.r[#rec.r + 1] = shard
       event('revoke', {'member', id, 'shard', shard})
@@ -575,36 +682,10 @@ if status == 'OK' then
   end
 end
 
--- Step 8: renew the session, record progress, write back, reply.
+-- Step 8: renew the session, write back, reply.
 local deadline = now + session_ms
 if rec.rdl > 0 and rec.rdl < deadline then deadline = rec.rdl end
 redis.call('ZADD', SESSIONS, deadline, id)
 rec.hb, rec.sess, rec.reb, rec.pod, rec.host = now, session_ms, rebalance_ms, pod, host
 save_member(id, rec)
-local reported, rows = {}, {}
-for _, part in ipairs(split(ARGV[16], ',')) do
-  local fields = split(part, ':')
-  local shard = shard_of(fields[1])
-  -- The fifth field, how long ago the member's last acknowledgement was, becomes its time on
-  -- Redis's clock (members' clocks are never compared); absent or empty: none yet.
-  if shard ~= nil and (#fields == 4 or #fields == 5) then
-    -- Digits only (tonumber would take 1.5, 1e13 or 0x10), at most a day ago.
-    local ago, acked = nil, ''
-    if fields[5] ~= nil and string.match(fields[5], '^%d+$') then ago = tonumber(fields[5]) end
-    if ago ~= nil and ago <= 86400000 then acked = now - ago end
-    reported[#reported + 1] = shard
-    rows[#rows + 1] = table.concat({id, fields[2], fields[3], fields[4], now, acked}, '|')
-  end
-end
-if #reported > 0 then
-  -- One read and one write for all of them: a member's own shards only.
-  local owners, set = redis.call('HMGET', OWNER, unpack(reported)), {}
-  for i, shard in ipairs(reported) do
-    if owners[i] == id then
-      set[#set + 1] = shard
-      set[#set + 1] = rows[i]
-    end
-  end
-  hset_pairs(PROGRESS, set)
-end
 return reply(status, rec, pending, detail)
