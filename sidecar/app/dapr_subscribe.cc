@@ -6,6 +6,8 @@
 #include "sidecar/common/log.h"
 #include "sidecar/delivery/dapr_subscription.h"
 #include "sidecar/delivery/http_get.h"
+#include "sidecar/delivery/http_target.h"
+#include "sidecar/delivery/request_auth.h"
 
 namespace streamcar::app {
 namespace {
@@ -18,9 +20,31 @@ struct Asked {
   bool retry = false;
 };
 
-Asked AskApp(const std::string& url, Millis timeout) {
+// What the question carries besides Host and User-Agent: what every request to the handler
+// carries (SPEC 11, docs/configuration.md), handler.headers and handler.auth, as the health
+// probe adds auth to its GET (delivery/http_client.cc). Made again for each question, so a
+// token file that rotates while the app starts is read as it is now.
+StatusOr<delivery::http1::HeaderList> QuestionHeaders(const config::HandlerConfig& handler) {
+  delivery::http1::HeaderList headers = {{"Accept", "application/json"}};
+  for (const auto& [name, value] : handler.headers) headers.emplace_back(name, value);
+  const Clock& clock = SystemClock::Instance();
+  auto auth = delivery::RequestAuth::Create(handler.auth, clock.Now());
+  if (!auth.ok()) return auth.status();
+  if (*auth != nullptr) (*auth)->AddHeaders({}, clock, &headers);
+  return headers;
+}
+
+Asked AskApp(const config::HandlerConfig& handler, const std::string& url, Millis timeout) {
   Asked asked;
-  auto answer = delivery::HttpGet(url, timeout);
+  auto headers = QuestionHeaders(handler);
+  if (!headers.ok()) {
+    asked.status = headers.status();
+    return asked;
+  }
+  // Over handler.unix_socket when set: SPEC 11, every request to the handler goes there.
+  const delivery::HttpTarget target =
+      delivery::ViaUnixSocket(delivery::SplitUrl(url), handler.unix_socket);
+  auto answer = delivery::HttpGet(target, *headers, timeout);
   if (!answer.ok()) {
     asked.status = answer.status();
     asked.retry = answer.status().code() != StatusCode::kInvalid;
@@ -65,13 +89,18 @@ std::optional<int> ResolveDaprRoutes(config::Config* config, const sigset_t& sig
   if (app->empty()) return std::nullopt;
   const std::string url = *app + "/dapr/subscribe";
   Millis timeout{0};
+  // The handler configuration the question goes out with: the first subscription's that asks
+  // (DaprAppUrl checked that every one that asks names the same app).
+  const config::HandlerConfig* handler = nullptr;
   for (const auto& sub : config->subscriptions) {
-    if (delivery::WantsDaprSubscribe(sub)) timeout = std::max(timeout, sub.handler.timeout);
+    if (!delivery::WantsDaprSubscribe(sub)) continue;
+    timeout = std::max(timeout, sub.handler.timeout);
+    if (handler == nullptr) handler = &sub.handler;
   }
   // The app is usually still starting beside us: a short first wait, then up to 5 s apart.
   RetryStreak streak(Millis(200), Millis(5000));
   for (;;) {
-    Asked asked = AskApp(url, timeout);
+    Asked asked = AskApp(*handler, url, timeout);
     if (asked.status.ok()) {
       if (Status s = delivery::ApplyDaprRoutes(asked.routes, &config->subscriptions); !s.ok()) {
         return ConfigurationError(s.message());

@@ -104,6 +104,10 @@ struct HandlerConfig {
   // Unix socket; the urls still give the path and the Host header.
   std::string unix_socket;
   HandlerAuthConfig auth;
+  // Not a key of the file: format dapr's `topic` (SPEC 11), the stream the app subscribes to.
+  // Empty: the subscription's stream. A shard of a sharded subscription has the shard's key as
+  // its stream, so ShardSubscription keeps the subscription's stream here.
+  std::string dapr_topic;
 };
 
 // SPEC 11: `failures` retry outcomes in a row open the breaker; after `open_for`, one probe.

@@ -85,6 +85,17 @@ Status ReadTopicRoute(const rapidjson::Value& item, const std::string& where,
 // scheme://authority of a handler url, which config validation checked.
 std::string OriginOf(const std::string& url) { return SplitUrl(url).origin; }
 
+// The app's url with the declared route as its path. A query the url has ("http://app:3000?v=2")
+// is kept, after the route's own when it has one: it was written for every request to the app.
+std::string RouteUrl(const std::string& url, const std::string& route) {
+  const HttpTarget target = SplitUrl(url);
+  const size_t query = target.path.find('?');
+  std::string routed = target.origin + route;
+  if (query == std::string::npos || query + 1 == target.path.size()) return routed;
+  routed += route.find('?') == std::string::npos ? '?' : '&';
+  return routed + target.path.substr(query + 1);
+}
+
 // The declaration of `sub`'s stream: the one whose pubsubname is the group when there are
 // several. Null when the app declares none.
 const DaprTopicRoute* DeclarationFor(const std::vector<DaprTopicRoute>& routes,
@@ -172,6 +183,15 @@ StatusOr<std::string> DaprAppUrl(const std::vector<config::Subscription>& subscr
                      "path asks the app for its routes, and " + Quoted(origin) +
                      " is not the app subscriptions[" + std::to_string(first) + "] asks (" +
                      Quoted(url) + "): one app per sidecar, or give the url a path");
+    } else if (subscriptions[i].handler.unix_socket != subscriptions[first].handler.unix_socket) {
+      // The question goes over the first one's socket (app/dapr_subscribe.cc): another socket
+      // is another app.
+      return Invalid("subscriptions[" + std::to_string(i) +
+                     "].handler.unix_socket: format dapr without a path asks the app for its " +
+                     "routes, and " + Quoted(subscriptions[i].handler.unix_socket) +
+                     " is not the socket subscriptions[" + std::to_string(first) + "] asks over (" +
+                     Quoted(subscriptions[first].handler.unix_socket) +
+                     "): one app per sidecar, or give the url a path");
     }
   }
   return url;
@@ -201,7 +221,7 @@ Status ApplyDaprRoutes(const std::vector<DaprTopicRoute>& routes,
                      " without a route (route or routes.default)");
     }
     if (Status s = ApplyDeadLetterTopic(*route, where, &sub); !s.ok()) return s;
-    sub.handler.url = OriginOf(sub.handler.url) + route->path;
+    sub.handler.url = RouteUrl(sub.handler.url, route->path);
   }
   return Status::Ok();
 }

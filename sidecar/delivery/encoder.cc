@@ -7,7 +7,9 @@
 #include "sidecar/delivery/base64.h"
 #include "sidecar/delivery/cloudevent_json.h"
 #include "sidecar/delivery/entry_body.h"
+#include "sidecar/delivery/entry_trace.h"
 #include "sidecar/delivery/header_values.h"
+#include "sidecar/delivery/published_event.h"
 
 namespace streamcar::delivery {
 namespace {
@@ -130,7 +132,7 @@ void AddShardHeaders(const EncodeContext& context, HttpRequest* request) {
 }
 
 void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
-                      HttpRequest* request) {
+                      const std::optional<TraceContext>& trace, HttpRequest* request) {
   auto& headers = request->headers;
   headers.reserve(8 + context.handler->headers.size());
   headers.emplace_back("Streamcar-Stream", context.stream);
@@ -139,15 +141,11 @@ void AddCommonHeaders(const EncodeContext& context, const StreamEntry& entry,
   headers.emplace_back("Streamcar-Attempts", std::to_string(entry.attempts));
   AddShardHeaders(context, request);
   headers.emplace_back("Idempotency-Key", context.stream + "/" + entry.id);
-  // W3C Trace Context: an invalid traceparent is left out (and with it tracestate, which means
-  // nothing without one); the entry is still delivered.
-  if (const auto* traceparent = entry.Find("traceparent");
-      traceparent != nullptr && IsValidTraceparent(*traceparent)) {
-    headers.emplace_back("traceparent", *traceparent);
-    if (const auto* tracestate = entry.Find("tracestate");
-        tracestate != nullptr && IsValidTracestate(*tracestate)) {
-      headers.emplace_back("tracestate", *tracestate);
-    }
+  // W3C Trace Context (entry_trace.h): an invalid traceparent is left out (and with it
+  // tracestate, which means nothing without one); the entry is still delivered.
+  if (trace) {
+    headers.emplace_back("traceparent", trace->traceparent);
+    if (!trace->tracestate.empty()) headers.emplace_back("tracestate", trace->tracestate);
   }
   for (const auto& [name, value] : context.handler->headers) headers.emplace_back(name, value);
 }
@@ -224,7 +222,10 @@ bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpReq
                  std::string* why) {
   const auto& handler = *context.handler;
   request->headers.clear();
-  AddCommonHeaders(context, entry, request);
+  // Format dapr reads a Dapr publisher's event in the entry once, for its trace and its body.
+  const std::optional<PublishedEvent> published = FindPublishedEvent(handler, entry);
+  const std::optional<TraceContext> trace = EntryTrace(entry, published ? &*published : nullptr);
+  AddCommonHeaders(context, entry, trace, request);
   switch (handler.format) {
     case config::Format::kJson:
       request->content_type = "application/json";
@@ -272,8 +273,10 @@ bool EncodeEntry(const EncodeContext& context, const StreamEntry& entry, HttpReq
     case config::Format::kDapr: {
       std::string base64_list;
       request->content_type = "application/cloudevents+json";
-      if (!EncodeCloudEvent(context, entry, handler.format == config::Format::kDapr, &request->body,
-                            &base64_list, why)) {
+      const DaprParts dapr{published ? &*published : nullptr, trace ? &*trace : nullptr};
+      if (!EncodeCloudEvent(context, entry,
+                            handler.format == config::Format::kDapr ? &dapr : nullptr,
+                            &request->body, &base64_list, why)) {
         return false;
       }
       if (!base64_list.empty()) {
@@ -299,7 +302,7 @@ bool EncodeEventBatch(const EncodeContext& context, const std::vector<const Stre
   for (const auto* entry : entries) {
     event.clear();
     base64_list.clear();
-    if (!EncodeCloudEvent(context, *entry, false, &event, &base64_list, why)) {
+    if (!EncodeCloudEvent(context, *entry, nullptr, &event, &base64_list, why)) {
       *why = "entry " + entry->id + ": " + *why;
       return false;
     }

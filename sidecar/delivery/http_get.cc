@@ -32,9 +32,11 @@ bool WaitFor(int fd, short events, SteadyTime deadline) {
   }
 }
 
-// A non-blocking socket connected to the first address that accepts.
+// A non-blocking socket connected to the first address that accepts: the target's Unix socket
+// when it names one, as the handler client connects (resolve.h), else the host's addresses.
 StatusOr<UniqueFd> Connect(const HttpTarget& target, SteadyTime deadline) {
-  auto addresses = ResolveHost(target.host, target.port, target.origin);
+  auto addresses = target.unix_socket.empty() ? ResolveHost(target.host, target.port, target.origin)
+                                              : UnixSocketAddress(target.unix_socket);
   if (!addresses.ok()) return addresses.status();
   std::string last_error = "no address";
   for (const auto& address : *addresses) {
@@ -114,9 +116,11 @@ StatusOr<http1::Response> ReadAnswer(int fd, SteadyTime deadline, const std::str
 
 }  // namespace
 
-StatusOr<http1::Response> HttpGet(const std::string& url, Millis timeout) {
-  const HttpTarget target = SplitUrl(url);
-  if (target.tls) return Status(StatusCode::kInvalid, "https is not supported here: " + url);
+StatusOr<http1::Response> HttpGet(const HttpTarget& target, const http1::HeaderList& headers,
+                                  Millis timeout) {
+  if (target.tls) {
+    return Status(StatusCode::kInvalid, "https is not supported here: " + target.origin);
+  }
   const SteadyTime deadline = SteadyClock::now() + timeout;
   auto fd = Connect(target, deadline);
   if (!fd.ok()) return fd.status();
@@ -127,7 +131,6 @@ StatusOr<http1::Response> HttpGet(const std::string& url, Millis timeout) {
   head.target = request_target;
   head.authority = target.authority;
   head.user_agent = user_agent;
-  const http1::HeaderList headers = {{"Accept", "application/json"}};
   head.headers = &headers;
   std::string request;
   if (Status s = http1::SerializeRequest(head, "", &request); !s.ok()) return s;

@@ -2,7 +2,8 @@
 // handler.auth (SPEC 11): what every request to the handler carries so that the handler knows it
 // comes from this sidecar and that its body is what the sidecar sent. Every request means every
 // one the handler client makes: deliveries (one entry or a batch, any format, any route) and the
-// health check (its body is empty).
+// health check (its body is empty); and format dapr's GET /dapr/subscribe at start
+// (app/dapr_subscribe.cc, empty body too).
 //
 // - bearer_token_file: "Authorization: Bearer <token>", the file followed as it rotates
 //   (bearer_token.h).

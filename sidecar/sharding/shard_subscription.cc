@@ -12,6 +12,8 @@ config::Subscription ShardSubscription(const config::Subscription& sub, int shar
   of_shard.stream = keys::ShardKey(sub.ShardKeyPattern(), shard);
   of_shard.dead_letter.stream = keys::ShardDeadLetterKey(of_shard.stream);
   of_shard.dead_letter.stream_defaulted = false;
+  // Format dapr's topic stays the stream the app declared in /dapr/subscribe, not the shard's.
+  of_shard.handler.dapr_topic = sub.stream;
   // One request in flight per shard (B8), or one entry per key with ordering.key_field.
   if (sub.ordering.key_field.empty()) of_shard.handler.concurrency = 1;
   // The subscription's byte budget (SPEC 4.2) is shared by its shards: a member holding all of

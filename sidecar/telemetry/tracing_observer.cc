@@ -7,7 +7,7 @@
 #include <optional>
 #include <utility>
 
-#include "sidecar/delivery/header_values.h"
+#include "sidecar/delivery/entry_trace.h"
 
 namespace streamcar::telemetry {
 namespace {
@@ -34,18 +34,19 @@ std::string FromHex(std::string_view hex) {
   return bytes;
 }
 
-// An entry's traceparent, when it has a valid one (delivery/header_values.h's rule, the same
-// that decides whether the encoder forwards it): "00-<trace 32>-<parent 16>-<flags 2>".
+// The trace an entry's delivery continues, when it has one: the rule the encoder forwards by
+// (delivery/entry_trace.h: the entry's traceparent field, or a Dapr-published event's), so the
+// span's parent is what the handler would have received. "00-<trace 32>-<parent 16>-<flags 2>".
 struct Parent {
   std::string trace_id;  // bytes
   std::string span_id;   // bytes
   bool sampled = false;
 };
 
-std::optional<Parent> ParentOf(const StreamEntry& entry) {
-  const std::string* value = entry.Find("traceparent");
-  if (value == nullptr || !delivery::IsValidTraceparent(*value)) return std::nullopt;
-  const std::string_view text(*value);
+std::optional<Parent> ParentOf(const config::HandlerConfig& handler, const StreamEntry& entry) {
+  const std::optional<delivery::TraceContext> trace = delivery::EntryTrace(handler, entry);
+  if (!trace) return std::nullopt;
+  const std::string_view text(trace->traceparent);
   return Parent{FromHex(text.substr(3, 32)), FromHex(text.substr(36, 16)),
                 (HexDigit(text[54]) & 1) != 0};
 }
@@ -125,7 +126,7 @@ void TracingObserver::OnStarted(const runtime::OutgoingRequest& outgoing, Steady
   Span& span = open.span;
   if (outgoing.entries.size() == 1) {
     const StreamEntry& entry = *outgoing.entries.front();
-    if (auto parent = ParentOf(entry)) {
+    if (auto parent = ParentOf(sub_.handler, entry)) {
       if (!parent->sampled) return;  // the producer chose not to record: neither do we
       span.trace_id = std::move(parent->trace_id);
       span.parent_span_id = std::move(parent->span_id);
@@ -144,7 +145,7 @@ void TracingObserver::OnStarted(const runtime::OutgoingRequest& outgoing, Steady
     open.ids.reserve(outgoing.entries.size());
     for (const StreamEntry* entry : outgoing.entries) {
       if (entry == nullptr) continue;
-      if (auto parent = ParentOf(*entry)) {
+      if (auto parent = ParentOf(sub_.handler, *entry)) {
         any_sampled = any_sampled || parent->sampled;
         span.links.push_back({std::move(parent->trace_id), std::move(parent->span_id)});
       }

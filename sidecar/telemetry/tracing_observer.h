@@ -5,11 +5,12 @@
 // is dropped unsent.
 //
 // One entry per request: the span is a child of the entry's traceparent when it has a valid one
-// whose sampled flag is set; an entry whose traceparent is not sampled gets no span (its
-// traceparent goes to the handler as it is); an entry without one starts a trace, sampled by
-// `sample_ratio` (on the trace id, as OpenTelemetry's TraceIdRatioBased). A batch request is one
-// span, a root with a link to each entry's traceparent, recorded when any of them is sampled,
-// else by `sample_ratio`.
+// whose sampled flag is set (delivery/entry_trace.h: the entry's field, or with format dapr the
+// traceparent of the Dapr-published event it holds — the one the encoder forwards); an entry whose
+// traceparent is not sampled gets no span (its traceparent goes to the handler as it is); an entry
+// without one starts a trace, sampled by `sample_ratio` (on the trace id, as OpenTelemetry's
+// TraceIdRatioBased). A batch request is one span, a root with a link to each entry's traceparent,
+// recorded when any of them is sampled, else by `sample_ratio`.
 //
 // Loop thread only (attempt_observer.h); the sink takes spans from any thread.
 

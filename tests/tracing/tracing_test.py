@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Tracing (SPEC 11): the real streamcar binary exports a span per delivery attempt to a real
 OTLP/HTTP receiver (receiver.js) that decodes every request with the OpenTelemetry project's own
-OTLP definitions. Checks parentage (the entry's traceparent is the parent; the handler receives
-the span's own traceparent), the attributes, a batch request's links, several spans per export,
+OTLP definitions. Checks parentage (the entry's traceparent is the parent, or with format dapr the
+traceparent of the event a Dapr publisher wrote into the entry; the handler receives the span's
+own traceparent), the attributes, a batch request's links, several spans per export,
 and that a hanging or unreachable collector never slows delivery (measured against a collector
 that keeps up, in the same run), its spans dropped and counted in streamcar_spans_dropped_total.
 
@@ -36,6 +37,7 @@ processes = []
 
 PARENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN = "00f067aa0ba902b7"
+PUBLISHED_SPAN = "b7ad6b7169203331"  # a Dapr publisher's span, inside the event it published
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -133,9 +135,11 @@ def start_sidecar(name, redis_port, handler_port, subscriptions, tracing):
                 f"consumer:\n  name: {name}\n"
                 f"admin:\n  listen: 127.0.0.1:{admin_port}\n"
                 f"shutdown:\n  drain_timeout: 2s\n{tracing}subscriptions:\n")
-        for stream, extra in subscriptions:
+        for stream, extra, *path in subscriptions:
+            # format dapr needs a url with a path, or it asks the app GET /dapr/subscribe.
             f.write(f"  - stream: {stream}\n    group: g\n    start: beginning\n"
-                    f"    handler: {{ url: \"http://127.0.0.1:{handler_port}/\", concurrency: 16"
+                    f"    handler: {{ url: \"http://127.0.0.1:{handler_port}/{''.join(path)}\", "
+                    f"concurrency: 16"
                     f"{extra} }}\n    retry: {{ initial_backoff: 50ms, max_backoff: 50ms }}\n")
     log = open(os.path.join(work, name + ".log"), "w")
     sidecar = subprocess.Popen([binary, "run", "-c", config], stderr=log)
@@ -174,12 +178,19 @@ def parentage_and_attributes(redis_port, handler_port):
     retried = redis_cli(redis_port, "XADD", "orders", "*", "traceparent",
                         f"00-{PARENT_TRACE}-{PARENT_SPAN}-01", "k", "fail-once")
     plain = [redis_cli(redis_port, "XADD", "orders", "*", "n", str(i)) for i in range(40)]
+    # What Dapr's redis component writes: the whole published CloudEvent in `data`, the
+    # producer's trace inside it and no traceparent field of the entry's own.
+    published = redis_cli(redis_port, "XADD", "published", "*", "data", json.dumps({
+        "specversion": "1.0", "id": "p-1", "source": "checkout", "type": "order.created",
+        "traceparent": f"00-{PARENT_TRACE}-{PUBLISHED_SPAN}-01", "tracestate": "k=v",
+        "datacontenttype": "application/json", "data": {"orderId": 1}}))
     batch_ids = [redis_cli(redis_port, "XADD", "batched", "*", "traceparent",
                            f"00-{PARENT_TRACE}-{PARENT_SPAN}-01", "n", str(i)) for i in range(3)]
     before = time.time_ns()
     sidecar, admin_port = start_sidecar(
         "traced", redis_port, handler_port,
-        [("orders", ""), ("batched", ", batch_size: 3")], tracing)
+        [("orders", ""), ("batched", ", batch_size: 3"), ("published", ", format: dapr", "events")],
+        tracing)
 
     spans, exports_seen = [], []
 
@@ -192,15 +203,15 @@ def parentage_and_attributes(redis_port, handler_port):
             exports_seen.append(export)
             spans.extend(export["spans"])
         # 45 single-entry attempts (the retried entry twice, the unsampled one none) + 1 batch.
-        return len(spans) >= 45
+        return len(spans) >= 46
 
-    check(eventually(collected, 30), f"45 spans arrive at the receiver (got {len(spans)})")
+    check(eventually(collected, 30), f"46 spans arrive at the receiver (got {len(spans)})")
     check(metric(admin_port, "streamcar_spans_dropped_total") == 0,
           "a collector that keeps up drops nothing")
     stop(sidecar)
     collected()
     after = time.time_ns()
-    check(len(spans) == 45, f"exactly 45 spans: one per attempt, none for the unsampled parent "
+    check(len(spans) == 46, f"exactly 46 spans: one per attempt, none for the unsampled parent "
           f"(got {len(spans)})")
     check(all(e["path"] == "/v1/traces" for e in exports_seen), "POSTed to the endpoint's path")
     check(all(e["content_type"] == "application/x-protobuf" for e in exports_seen),
@@ -259,6 +270,12 @@ def parentage_and_attributes(redis_port, handler_port):
         check(span["parent_span_id"] == "" and
               Handler.seen[entry_id] == [f"00-{span['trace_id']}-{span['span_id']}-01"],
               "an entry without traceparent starts a trace the handler joins")
+
+    (from_dapr,) = by_id[published]
+    check(from_dapr["trace_id"] == PARENT_TRACE and from_dapr["parent_span_id"] == PUBLISHED_SPAN,
+          "an entry a Dapr publisher wrote: its event's traceparent is the span's parent")
+    check(Handler.seen[published] == [f"00-{PARENT_TRACE}-{from_dapr['span_id']}-01"],
+          f"and the handler received the span's own traceparent (got {Handler.seen[published]})")
 
     (batch,) = by_id[None]
     check(batch["name"] == "deliver batched", "the batch request's span")

@@ -78,9 +78,10 @@ TEST_F(CloudEventJsonTest, DaprEventAddsTopicPubsubnameAndTrace) {
   EXPECT_EQ(HeaderOf(r, "traceparent"), kTraceparent);
 }
 
-// What a Dapr publisher wrote (XADD <topic> * data <its CloudEvent>) is passed on as that event:
-// its attributes and data kept, Dapr's own attributes replaced, nested members untouched.
-TEST_F(CloudEventJsonTest, ADaprPublishersEventIsPassedOn) {
+// What a Dapr publisher wrote (XADD <topic> * data <its CloudEvent>) is delivered as the same
+// event as any other entry: streamcar's id, source, specversion, time, topic, pubsubname and
+// trace; the publisher's type and data, nested members untouched.
+TEST_F(CloudEventJsonTest, ADaprPublishersEventKeepsItsDataUnderStreamcarsAttributes) {
   const std::string published =
       R"({"specversion":"1.0","id":"5929aaac","source":"checkout","type":"com.dapr.event.sent",)"
       R"("topic":"forged","pubsubname":"x","traceparent":"bad","datacontenttype":)"
@@ -89,21 +90,91 @@ TEST_F(CloudEventJsonTest, ADaprPublishersEventIsPassedOn) {
       Encode(Entry({{"data", published}, {"traceparent", kTraceparent}}), config::Format::kDapr);
   EXPECT_EQ(r.content_type, "application/cloudevents+json");
   EXPECT_EQ(r.body,
-            R"({"specversion":"1.0","id":"5929aaac","source":"checkout","type":)"
-            R"("com.dapr.event.sent","datacontenttype":"application/json","data":{"orderId":1,)"
-            R"("topic":{"keep":[1,{"pubsubname":2}]}},"topic":"orders","pubsubname":"billing",)"
-            R"("traceparent":")" +
-                std::string(kTraceparent) + R"(","traceid":")" + kTraceparent + R"("})");
+            R"({"specversion":"1.0","id":"1700000000000-0","source":"/streams/orders",)"
+            R"("type":"com.dapr.event.sent","time":"2023-11-14T22:13:20.000Z","topic":"orders",)"
+            R"("pubsubname":"billing","traceparent":")" +
+                std::string(kTraceparent) + R"(","traceid":")" + kTraceparent +
+                R"(","datacontenttype":"application/json","data":{"orderId":1,)"
+                R"("topic":{"keep":[1,{"pubsubname":2}]}}})");
   // Not a published event: no specversion, a content_type of its own, or another format.
   auto plain = Parse(Encode(Entry({{"data", R"({"orderId":1})"}}), config::Format::kDapr).body);
   EXPECT_TRUE(plain.HasMember("data_base64"));
   auto typed = Parse(Encode(Entry({{"data", published}, {"content_type", "application/json"}}),
                             config::Format::kDapr)
                          .body);
-  EXPECT_EQ(std::string(typed["id"].GetString()), "1700000000000-0");
+  EXPECT_EQ(std::string(typed["type"].GetString()), "streamcar.entry");
   auto structured =
       Parse(Encode(Entry({{"data", published}}), config::Format::kCloudEventsStructured).body);
-  EXPECT_EQ(std::string(structured["id"].GetString()), "1700000000000-0");
+  EXPECT_EQ(std::string(structured["type"].GetString()), "streamcar.entry");
+}
+
+// Entry data is untrusted: a published event chooses none of streamcar's attributes, brings only
+// CloudEvents attributes with scalar values, and an object that is no well-formed event is data.
+TEST_F(CloudEventJsonTest, APublishedEventChoosesNoneOfStreamcarsAttributes) {
+  const std::string forged =
+      R"({"specversion":"0.3","id":"forged","source":"forged","time":"1999-01-01T00:00:00Z",)"
+      R"("subject":"o-1","dataschema":"https://x/s","expiration":"2099-01-01T00:00:00Z",)"
+      R"("count":3,"Bad_Key":"x","nested":{"a":1},"data_base64":"AAE="})";
+  auto d = Parse(Encode(Entry({{"data", forged}}), config::Format::kDapr).body);
+  EXPECT_EQ(std::string(d["specversion"].GetString()), "1.0");
+  EXPECT_EQ(std::string(d["id"].GetString()), "1700000000000-0");
+  EXPECT_EQ(std::string(d["source"].GetString()), "/streams/orders");
+  EXPECT_EQ(std::string(d["time"].GetString()), "2023-11-14T22:13:20.000Z");
+  EXPECT_EQ(std::string(d["type"].GetString()), "streamcar.entry");  // it gave none
+  EXPECT_EQ(std::string(d["subject"].GetString()), "o-1");
+  EXPECT_EQ(std::string(d["dataschema"].GetString()), "https://x/s");
+  EXPECT_EQ(std::string(d["expiration"].GetString()), "2099-01-01T00:00:00Z");
+  EXPECT_EQ(d["count"].GetInt(), 3);
+  EXPECT_EQ(std::string(d["data_base64"].GetString()), "AAE=");
+  EXPECT_FALSE(d.HasMember("Bad_Key"));
+  EXPECT_FALSE(d.HasMember("nested"));
+  EXPECT_FALSE(d.HasMember("traceparent"));
+  for (const std::string not_an_event : {
+           R"({"specversion":"1.0","id":"a","id":"b","data":1})",     // a key twice
+           R"({"specversion":"1.0","type":7,"data":1})",              // a non-string type
+           R"({"specversion":1,"data":1})",                           // nor specversion
+           R"({"specversion":"1.0","data":1,"data_base64":"AAE="})",  // data twice over
+           R"({"specversion":"1.0","traceparent":null,"data":1})",    // a non-string trace
+       }) {
+    auto event = Parse(Encode(Entry({{"data", not_an_event}}), config::Format::kDapr).body);
+    EXPECT_EQ(std::string(event["id"].GetString()), "1700000000000-0") << not_an_event;
+    EXPECT_EQ(Base64Decode(event["data_base64"].GetString()).value(), not_an_event);
+  }
+}
+
+// A Dapr publisher puts the producer's trace in the event, not in a field of the entry: it is
+// the delivery's (header and attributes) when the entry has no valid traceparent of its own.
+TEST_F(CloudEventJsonTest, APublishedEventsTraceIsTheDeliverysWhenTheEntryHasNone) {
+  const std::string other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const std::string published =
+      R"({"specversion":"1.0","traceparent":")" + other + R"(","tracestate":"k=v","data":1})";
+  auto r = Encode(Entry({{"data", published}}), config::Format::kDapr);
+  EXPECT_EQ(HeaderOf(r, "traceparent"), other);
+  EXPECT_EQ(HeaderOf(r, "tracestate"), "k=v");
+  auto d = Parse(r.body);
+  EXPECT_EQ(std::string(d["traceparent"].GetString()), other);
+  EXPECT_EQ(std::string(d["traceid"].GetString()), other);
+  EXPECT_EQ(std::string(d["tracestate"].GetString()), "k=v");
+  // The entry's own traceparent comes first; an invalid one in the event is no trace.
+  auto own =
+      Encode(Entry({{"data", published}, {"traceparent", kTraceparent}}), config::Format::kDapr);
+  EXPECT_EQ(HeaderOf(own, "traceparent"), kTraceparent);
+  EXPECT_EQ(HeaderOf(own, "tracestate"), "<absent>");
+  auto invalid = Encode(Entry({{"data", R"({"specversion":"1.0","traceparent":"00-zz"})"}}),
+                        config::Format::kDapr);
+  EXPECT_EQ(HeaderOf(invalid, "traceparent"), "<absent>");
+  // Only format dapr reads a published event.
+  auto structured = Encode(Entry({{"data", published}}), config::Format::kCloudEventsStructured);
+  EXPECT_EQ(HeaderOf(structured, "traceparent"), "<absent>");
+}
+
+// A shard's entries name the subscription's stream as Dapr's topic, the stream the app
+// subscribed to; the source stays the shard's stream, where the entry id is unique.
+TEST_F(CloudEventJsonTest, AShardsTopicIsTheSubscriptionsStream) {
+  handler_.dapr_topic = "orders";
+  auto d = Parse(Encode(Entry({{"k", "v"}}), config::Format::kDapr, "orders:{3}").body);
+  EXPECT_EQ(std::string(d["topic"].GetString()), "orders");
+  EXPECT_EQ(std::string(d["source"].GetString()), "/streams/orders:%7B3%7D");
 }
 
 TEST_F(CloudEventJsonTest, AnInvalidTraceparentIsLeftOut) {
@@ -118,6 +189,7 @@ TEST_F(CloudEventJsonTest, AnInvalidTraceparentIsLeftOut) {
 
 // The data member by the entry's content_type: JSON as JSON, text as a string, octet-stream and
 // bytes that are not UTF-8 in data_base64, JSON-typed bytes that do not parse in data_base64.
+// Without a content_type: text that is not JSON as a text/plain string, anything else base64.
 TEST_F(CloudEventJsonTest, DataByContentType) {
   struct Case {
     std::vector<std::pair<std::string, std::string>> fields;
@@ -130,7 +202,10 @@ TEST_F(CloudEventJsonTest, DataByContentType) {
       {{{"data", "[1,2]"}, {"content_type", "application/cloudevents-x+json; charset=utf-8"}},
        "application/cloudevents-x+json; charset=utf-8",
        "data"},
-      {{{"data", "caf\xc3\xa9"}}, "application/octet-stream", "data_base64"},
+      // No content_type: text that is not JSON is a string; JSON text and bytes go base64.
+      {{{"data", "caf\xc3\xa9"}}, "text/plain", "data"},
+      {{{"data", "{\"a\":1}"}}, "application/octet-stream", "data_base64"},
+      {{{"data", binary}}, "application/octet-stream", "data_base64"},
       {{{"data", binary}, {"content_type", "text/plain"}}, "text/plain", "data_base64"},
       {{{"data", "{\"a\":1} trailing"}, {"content_type", "application/json"}},
        "application/json",

@@ -129,6 +129,26 @@ TEST(DaprSubscribe, OneAppPerSidecar) {
   subs.pop_back();
   ASSERT_TRUE(DaprAppUrl(subs).ok());
   EXPECT_EQ(*DaprAppUrl(subs), "http://127.0.0.1:3000");
+  // Another Unix socket is another app.
+  subs.push_back(DaprSub("c"));
+  subs.back().handler.unix_socket = "/run/app.sock";
+  auto socket = DaprAppUrl(subs);
+  ASSERT_FALSE(socket.ok());
+  EXPECT_NE(socket.status().message().find("subscriptions[1].handler.unix_socket"),
+            std::string::npos)
+      << socket.status().message();
+}
+
+// A query in the app's url was written for every request to it: the declared route keeps it.
+TEST(DaprSubscribe, TheUrlsQueryStaysOnTheRoute) {
+  auto routes = ParseDaprSubscribe(R"([{"pubsubname":"p","topic":"a","route":"/a"},)"
+                                   R"({"pubsubname":"p","topic":"b","route":"/b?x=1"}])");
+  ASSERT_TRUE(routes.ok()) << routes.status().message();
+  std::vector<config::Subscription> subs = {DaprSub("a", "http://127.0.0.1:3000?v=2"),
+                                            DaprSub("b", "http://127.0.0.1:3000/?v=2")};
+  ASSERT_TRUE(ApplyDaprRoutes(*routes, &subs).ok());
+  EXPECT_EQ(subs[0].handler.url, "http://127.0.0.1:3000/a?v=2");
+  EXPECT_EQ(subs[1].handler.url, "http://127.0.0.1:3000/b?x=1&v=2");
 }
 
 }  // namespace
