@@ -7,23 +7,43 @@
 #   VERSION  the project's version (project() in CMakeLists.txt); the build fails if the binary differs
 #   REVISION the commit (git rev-parse --short=12 HEAD), in the binary and the labels
 #   CREATED  when it was built (RFC 3339)
+#   BINARY   where the binary comes from: "compiled" (the default) compiles it here from the
+#            sources; "prebuilt" takes one already built on Debian 12 from the context's
+#            prebuilt/streamcar (scripts/image --binary FILE puts it there). CI ships the binary
+#            its test suite has just run, rather than compiling a second one.
+ARG BINARY=compiled
+# The libraries it links, as Debian's -dev packages: both ways install them, so that
+# scripts/image-rootfs finds the same shared libraries to copy.
+ARG LIBRARIES="libhiredis-dev libyaml-cpp-dev prometheus-cpp-dev libcpp-httplib-dev rapidjson-dev libssl-dev libsqlite3-dev libpq-dev"
 
-FROM docker.io/library/debian:bookworm-slim AS build
+FROM docker.io/library/debian:bookworm-slim AS compiled
+ARG LIBRARIES
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      g++ cmake ninja-build pkg-config libhiredis-dev libyaml-cpp-dev prometheus-cpp-dev \
-      libcpp-httplib-dev rapidjson-dev libssl-dev libsqlite3-dev libpq-dev ca-certificates \
+      g++ cmake ninja-build pkg-config ${LIBRARIES} ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY sidecar ./sidecar
 COPY bench ./bench
-ARG VERSION
 ARG REVISION=unknown
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTREAMCAR_TESTS=OFF \
       -DSTREAMCAR_POSTGRES=ON -DSTREAMCAR_REVISION="${REVISION}" >/dev/null \
  && cmake --build /build -j 2 --target streamcar \
  && strip /build/streamcar
+
+# No compiler: binutils for strip and image-rootfs's readelf.
+FROM docker.io/library/debian:bookworm-slim AS prebuilt
+ARG LIBRARIES
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      binutils ${LIBRARIES} ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY prebuilt/streamcar /build/streamcar
+RUN strip /build/streamcar
+
+FROM ${BINARY} AS binary
+ARG VERSION
 RUN says="$(/build/streamcar version)" \
  && echo "$says" | grep -qwF -- "${VERSION:?pass --build-arg VERSION=<project version>}" \
  || { echo "the binary says '$says', the build was given VERSION=${VERSION}" >&2; exit 1; }
@@ -40,7 +60,7 @@ LABEL org.opencontainers.image.title="streamcar" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=build /rootfs/ /
+COPY --from=binary /rootfs/ /
 COPY config/streamcar.example.yaml /etc/streamcar/streamcar.example.yaml
 ENV PATH=/usr/local/bin
 USER 65532:65532

@@ -174,6 +174,7 @@ void SeedMetrics(Process& process) {
     process.metrics.ForSubscription(sub.name);
     if (!sub.routes.empty()) {  // SPEC 11
       std::vector<bool> delivers;
+      delivers.reserve(sub.routes.size());
       for (const auto& route : sub.routes) delivers.push_back(!route.drop);
       process.metrics.DeclareRoutes(sub.name, delivers);
     }

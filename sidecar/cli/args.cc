@@ -445,7 +445,7 @@ class ArgumentParser {
         return Fail("--max-len must be a whole number of at least 0 (got \"" +
                     PrintableOneLine(v.value_or("")) + "\")");
       }
-      parsed_.max_len = *n;
+      parsed_.max_len = n;
     } else if (arg == "--max-age") {
       std::string why;
       auto age = v ? ParseDuration(*v, &why) : std::nullopt;

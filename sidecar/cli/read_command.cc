@@ -62,7 +62,7 @@ int ReadCommand(const Arguments& args) {
     query.count = static_cast<int>(std::min(kPage, limit - printed));
     auto page = reader.Read(args.stream, query);
     if (!page.ok()) {
-      if (args.json) std::cout << std::endl;  // end the partial document's line
+      if (args.json) std::cout << "\n" << std::flush;  // end the partial document's line
       std::cerr << "streamcar: cannot read " << args.stream << ": " << page.status().message()
                 << "\n";
       return page.status().code() == StatusCode::kInvalid ? 2 : 1;

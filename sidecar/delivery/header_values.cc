@@ -150,13 +150,13 @@ bool IsValidTraceparent(std::string_view value) {
   // version "-" trace-id "-" parent-id "-" trace-flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 = 55.
   constexpr size_t kSize = 55;
   if (value.size() < kSize) return false;
-  if (!LowHexField(value, 0, 2, false) || value.substr(0, 2) == "ff") return false;
+  if (!LowHexField(value, 0, 2, false) || value.starts_with("ff")) return false;
   if (value[2] != '-' || value[35] != '-' || value[52] != '-') return false;
   if (!LowHexField(value, 3, 32, true) || !LowHexField(value, 36, 16, true) ||
       !LowHexField(value, 53, 2, false)) {
     return false;
   }
-  if (value.substr(0, 2) == "00") return value.size() == kSize;
+  if (value.starts_with("00")) return value.size() == kSize;
   // A later version may append fields; they must be separated by '-'. Only lowercase hex and '-'
   // are forwarded, so a future format cannot smuggle anything else through.
   if (value.size() == kSize) return true;

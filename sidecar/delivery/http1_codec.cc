@@ -242,7 +242,7 @@ void ResponseParser::FeedEof() {
 bool ResponseParser::OnStatusLine() {
   const std::string_view line = line_;
   // "HTTP/1.1 200" at least; the reason phrase is optional, its space too.
-  if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || (line[7] != '0' && line[7] != '1') ||
+  if (line.size() < 12 || !line.starts_with("HTTP/1.") || (line[7] != '0' && line[7] != '1') ||
       line[8] != ' ' || std::isdigit(static_cast<unsigned char>(line[9])) == 0 ||
       std::isdigit(static_cast<unsigned char>(line[10])) == 0 ||
       std::isdigit(static_cast<unsigned char>(line[11])) == 0 ||

@@ -1,6 +1,6 @@
 #include "sidecar/delivery/http_target.h"
 
-#include <cstdlib>
+#include <charconv>
 
 namespace streamcar::delivery {
 
@@ -20,6 +20,18 @@ std::string EncodeTarget(std::string_view path) {
   return out;
 }
 
+namespace {
+
+// The url was checked when the configuration was read (a port of 1 to 65535); what does not
+// parse here is 0, which no connection reaches.
+int PortOf(std::string_view digits) {
+  int port = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  return error == std::errc() && end == digits.data() + digits.size() ? port : 0;
+}
+
+}  // namespace
+
 HttpTarget SplitUrl(const std::string& url) {
   HttpTarget target;
   const size_t scheme_end = url.find("://");
@@ -36,13 +48,12 @@ HttpTarget SplitUrl(const std::string& url) {
     target.host = std::string(
         authority.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
     authority.remove_prefix(close == std::string_view::npos ? authority.size() : close + 1);
-    if (authority.starts_with(":"))
-      target.port = std::atoi(std::string(authority.substr(1)).c_str());
+    if (authority.starts_with(":")) target.port = PortOf(authority.substr(1));
   } else {
     const size_t colon = authority.rfind(':');
     target.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) {
-      target.port = std::atoi(std::string(authority.substr(colon + 1)).c_str());
+      target.port = PortOf(authority.substr(colon + 1));
     }
   }
   std::string path = path_start == std::string::npos ? "/" : url.substr(path_start);

@@ -40,7 +40,7 @@ std::optional<BodyVerdict> StatusVerdict(const rapidjson::Value& object) {
 // and a handler whose framework writes one means the object that follows.
 std::string_view WithoutByteOrderMark(std::string_view body) {
   constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
-  if (body.substr(0, kByteOrderMark.size()) == kByteOrderMark) {
+  if (body.starts_with(kByteOrderMark)) {
     body.remove_prefix(kByteOrderMark.size());
   }
   return body;

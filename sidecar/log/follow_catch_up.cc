@@ -33,7 +33,7 @@ std::optional<EntryId> FollowHub::Impl::ResolveNow(const std::string& stream, St
   const auto info = reply->view();
   for (size_t i = 0; i + 1 < info.Size(); i += 2) {
     if (info[i].Str() == "last-generated-id") {
-      if (auto id = ParseId(info[i + 1].Str())) return *id;
+      if (auto id = ParseId(info[i + 1].Str())) return id;
     }
   }
   *error = Status(StatusCode::kProtocol, "XINFO STREAM gave no last-generated-id");

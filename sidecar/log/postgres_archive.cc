@@ -61,6 +61,7 @@ class Params {
   int size() const { return static_cast<int>(values_.size()); }
   std::vector<const char*> pointers() const {
     std::vector<const char*> out;
+    out.reserve(values_.size());
     for (const auto& v : values_) out.push_back(v.data());
     return out;
   }

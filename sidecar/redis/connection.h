@@ -18,7 +18,7 @@
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/transport.h"
 
-struct redisReader;
+struct redisReader;  // NOLINT(readability-identifier-naming): hiredis's name
 
 namespace streamcar::redis {
 

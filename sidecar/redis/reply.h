@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-struct redisReply;
+struct redisReply;  // NOLINT(readability-identifier-naming): hiredis's name
 
 namespace streamcar::redis {
 

@@ -72,6 +72,7 @@ size_t DeliveryPump::SendRouted(std::vector<EntryRef> refs, size_t slots) {
   std::vector<EntryRef> unsent;
   for (const auto& planned : plan.requests) {
     std::vector<EntryRef> request;
+    request.reserve(planned.items.size());
     for (size_t i : planned.items) request.push_back(refs[i]);
     if (sent == slots) {
       unsent.insert(unsent.end(), request.begin(), request.end());

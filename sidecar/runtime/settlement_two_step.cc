@@ -159,6 +159,7 @@ void Settlement::ApplyDeadLetterWrites(const SettlePlan& plan, const redis::Batc
                std::make_move_iterator(kept.end()));
   if (!result.written) {
     std::vector<QueuedDeadLetter> unsent;
+    unsent.reserve(r.unsent.dead_letters.size());
     for (const auto& item : r.unsent.dead_letters) unsent.push_back({item.id, item.meta});
     dead_writes_.insert(dead_writes_.begin(), std::make_move_iterator(unsent.begin()),
                         std::make_move_iterator(unsent.end()));
