@@ -45,6 +45,14 @@ void DeliveryPump::Pump() {
     }
     auto refs = ledger_->TakeReady(batch_size_, now);
     if (refs.empty()) return;
+    if (!gates_->Claim(now)) {
+      // Another shard's loop took the shared rate limit's token since Open: never posted, no
+      // attempt spent; the gate's pause, and the loop's timer, say when the next one comes.
+      ledger_->HandBack(refs);
+      gates_->OnHeldBack(now);
+      UpdatePause();
+      return;
+    }
     slots -= Send(std::move(refs), slots);
   }
 }
