@@ -1,7 +1,8 @@
 // The delivery policies of SPEC 11 with the real binary, a real redis-server and a real handler:
 // the circuit breaker rides out a handler outage that dead-letters every entry without it, and
 // the rate limit keeps the requests the handler sees under max_rps × seconds + burst, counted by
-// the handler itself — plain and sharded.
+// the handler itself — plain and sharded — and a sharded subscription's circuit_state is the
+// worst of its shards' breakers.
 
 #include <algorithm>
 #include <atomic>
@@ -233,6 +234,55 @@ TEST_F(PoliciesTest, AShardedSubscriptionsRateLimitIsSharedByItsShards) {
   EXPECT_GE(in_4s, 4u + 2 * 4 * 7 / 10) << "the limit, not something else, set the pace";
   EXPECT_GT(Metric("streamcar_rate_limited_seconds_total", {"subscription=\"orders/billing\""}),
             1.0);
+}
+
+// SPEC 11, sharded: each shard's loop has its own breaker (the handler's failures reach each
+// through its own requests), and streamcar_circuit_state{subscription} is the worst of them over
+// the member's shards — open over half-open over closed — never the latest transition of any.
+// Shard A's key fails and A's breaker opens; then A's heals and B's key fails, opening B's
+// breaker a second or so later. A's probe closes A's breaker while B's is still open: the gauge
+// stays 1 (it read 0, A's transition, before the gauge was the worst over the shards).
+TEST_F(PoliciesTest, AShardedCircuitStateIsTheWorstOfItsShardsBreakers) {
+  const std::string key_a = "k0";
+  const int shard_a = keys::ShardOf(key_a, shards_);
+  std::string key_b;
+  for (int i = 1; key_b.empty(); ++i) {
+    if (keys::ShardOf("k" + std::to_string(i), shards_) != shard_a) key_b = "k" + std::to_string(i);
+  }
+  const int shard_b = keys::ShardOf(key_b, shards_);
+  std::atomic<bool> a_fails{true};
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    HandlerReply reply;
+    const std::string shard = request.Header("streamcar-shard");
+    if (shard == std::to_string(shard_b) || (shard == std::to_string(shard_a) && a_fails)) {
+      reply.status = 503;
+    }
+    return reply;
+  });
+  SidecarConfig c = Sharded("c1");
+  c.max_attempts = 50;  // nothing is dead-lettered: the breakers hold the retries back
+  c.initial_backoff = "100ms";
+  c.max_backoff = "100ms";
+  c.subscription_extra += "    circuit_breaker: { failures: 2, open_for: 3s }\n";
+  auto member = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << member->Logs();
+  const std::string circuit = "streamcar_circuit_state";
+  const std::string sub = "subscription=\"orders/billing\"";
+
+  Add({"key", key_a, "seq", "0"}, ShardKeyOf(shard_a));
+  ASSERT_TRUE(Eventually([&] { return Metric(circuit, {sub}) == 1; }, milliseconds(10000)))
+      << member->Logs();
+  a_fails = false;
+  std::this_thread::sleep_for(milliseconds(1000));
+  Add({"key", key_b, "seq", "0"}, ShardKeyOf(shard_b));
+  // A's breaker half-opens 3 s after it opened, its probe succeeds and it closes; B's opened
+  // about a second later and stays open until its own probe.
+  ASSERT_TRUE(
+      Eventually([&] { return member->Logs().find("circuit breaker closed") != std::string::npos; },
+                 milliseconds(6000)))
+      << member->Logs();
+  EXPECT_EQ(Metric(circuit, {sub}), 1) << "B's breaker is open\n" << member->Logs();
+  EXPECT_NE(member->Logs().find("circuit breaker open"), std::string::npos);
 }
 
 }  // namespace
