@@ -96,6 +96,7 @@ MemberFamilies RegisterMemberFamilies(prometheus::Registry& r) {
 }
 
 struct MemberMetrics::ShardSeries {
+  prometheus::Gauge circuit_state;   // its breaker's; the member publishes the worst
   SubscriptionMetrics loop;          // what the shard's loop reports into
   prometheus::Gauge inflight;        // its own count; the member publishes the sum (PublishTotals)
   prometheus::Gauge oldest_pending;  // its own age; the member publishes the oldest
@@ -225,6 +226,11 @@ SubscriptionMetrics& MemberMetrics::ForShard(int shard) {
     slot->loop = subscription_;
     slot->loop.inflight = &slot->inflight;
     slot->loop.oldest_pending = &slot->oldest_pending;
+    slot->loop.circuit_state = &slot->circuit_state;
+    slot->loop.circuit_changed = [this] {
+      std::lock_guard lock(mutex_);
+      PublishCircuitStateLocked();
+    };
     slot->loop.pending = &families_.shard_pending->Add(labels);
     slot->loop.lag = &families_.shard_lag->Add(labels);
     slot->stalled = &families_.shard_stalled->Add(labels);
@@ -243,6 +249,19 @@ void MemberMetrics::ForgetShard(int shard) {
   families_.shard_lag->Remove(it->second->loop.lag);
   families_.shard_stalled->Remove(it->second->stalled);
   shards_.erase(it);
+  PublishCircuitStateLocked();  // a shard gone takes its breaker with it
+}
+
+void MemberMetrics::PublishCircuitStateLocked() {
+  // The gauge's values (0 closed, 1 open, 2 half-open) from the least bad to the worst.
+  constexpr std::array<int, 3> kByRank = {0, 2, 1};
+  size_t worst = 0;
+  for (const auto& [shard, series] : shards_) {
+    const int state = static_cast<int>(series->circuit_state.Value());
+    const auto rank = static_cast<size_t>(std::ranges::find(kByRank, state) - kByRank.begin());
+    if (rank < kByRank.size()) worst = std::max(worst, rank);
+  }
+  subscription_.circuit_state->Set(kByRank[worst]);
 }
 
 void MemberMetrics::SetShardStalled(int shard, bool stalled) {

@@ -75,6 +75,11 @@ class MemberMetrics {
  private:
   struct ShardSeries;
 
+  // streamcar_circuit_state{subscription}: the worst of the shards' breakers (open, then
+  // half-open, then closed), so that it never reads closed while one of them is open. Any
+  // thread; mutex_ held.
+  void PublishCircuitStateLocked();
+
   const MemberFamilies& families_;
   SubscriptionMetrics& subscription_;
   const std::string name_;

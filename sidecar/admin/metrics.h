@@ -3,6 +3,7 @@
 // subscription at start; the hot path only touches resolved counters (atomic adds).
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,7 +45,11 @@ struct SubscriptionMetrics {
   prometheus::Gauge* lag = nullptr;
   prometheus::Gauge* oldest_pending = nullptr;
   prometheus::Gauge* handler_up = nullptr;
-  prometheus::Gauge* circuit_state = nullptr;           // SPEC 11: 0 closed, 1 open, 2 half-open
+  prometheus::Gauge* circuit_state = nullptr;  // SPEC 11: 0 closed, 1 open, 2 half-open
+  // A shard's loop (MemberMetrics::ForShard): circuit_state is its own breaker's, kept apart, and
+  // this sets the subscription's streamcar_circuit_state to the worst over the member's shards
+  // after each change. Empty for a plain subscription, whose gauge is the series. Any thread.
+  std::function<void()> circuit_changed;
   prometheus::Counter* rate_limited_seconds = nullptr;  // SPEC 11
   // SPEC 11 routes: streamcar_filtered_total (every subscription), and streamcar_routed_total by
   // route, [0] "default" and [i + 1] routes[i] (nullptr for a drop route); empty without routes

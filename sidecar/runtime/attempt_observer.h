@@ -78,8 +78,9 @@ class AttemptObserver {
   virtual void OnRouted(IntakeSource /*source*/, size_t /*admitted*/, size_t /*deleted*/) {}
 
   // --- Routes (SPEC 11, delivery/routes.h) ---
-  // The entry is being sent to route `route` (its index in `routes`; -1: no route matched, so
-  // handler.url), at every delivery of it.
+  // A delivery attempt of the entry went to route `route` (its index in `routes`; -1: no route
+  // matched, so handler.url): told when its answer (a timeout, a connection error included)
+  // comes, once per attempt; a refused connection is no attempt (SPEC 3.2) and is not told.
   virtual void OnRouteTaken(const EntryRef& /*ref*/, int /*route*/) {}
   // A `drop: true` route matched the entry: acknowledged without a delivery.
   virtual void OnFiltered(const EntryRef& /*ref*/) {}

@@ -9,7 +9,8 @@
 // ("paused until", EntryLedger::SetPause), for intake to know whether to read and for the loop's
 // timer to know when delivery goes on by itself.
 //
-// Single-threaded: the subscription's loop thread makes every call. A gate whose state changes
+// Single-threaded: the subscription's loop thread makes every call (what a gate shares with
+// other loops is its own to guard: Claim). A gate whose state changes
 // without an answer (a health verdict, a lease renewed on another thread) does not call back:
 // its owner kicks the loop, or the next event does.
 
@@ -56,6 +57,11 @@ class DeliveryGate {
   virtual std::string_view name() const = 0;
   // What the gate says at `now` (the loop's clock).
   virtual GateState StateAt(SteadyTime now) const = 0;
+  // A request is about to leave at `now`, every gate having said open: a gate whose state other
+  // threads change too (a rate limit whose bucket the shard loops of a sharded subscription
+  // share) takes what it lets through here, in one step with the check, and says false when
+  // another thread took it first; the pump then holds the entries back. Others say true.
+  virtual bool Claim(SteadyTime /*now*/) { return true; }
   // A request (one entry or a batch) leaves for the handler at `now`, the gates being open: for
   // gates that count requests (a rate limit's tokens, a breaker's one probe). Others ignore it.
   virtual void OnSent(SteadyTime /*now*/) {}

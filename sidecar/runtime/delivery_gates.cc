@@ -9,6 +9,11 @@ bool DeliveryGates::Open(SteadyTime now) const {
                      [now](const auto& gate) { return gate->StateAt(now).open; });
 }
 
+bool DeliveryGates::Claim(SteadyTime now) {
+  return std::all_of(gates_.begin(), gates_.end(),
+                     [now](const auto& gate) { return gate->Claim(now); });
+}
+
 void DeliveryGates::OnSent(SteadyTime now) {
   for (const auto& gate : gates_) gate->OnSent(now);
 }

@@ -19,6 +19,10 @@ class DeliveryGates {
 
   // Whether the pump may POST at `now`: every gate is open.
   bool Open(SteadyTime now) const;
+  // Whether every gate lets the request about to leave at `now` go, taking what it claims
+  // (DeliveryGate::Claim); asked after Open said yes. Only the rate limit's gate claims
+  // anything, so a refusal has taken nothing from the others.
+  bool Claim(SteadyTime now);
   // Tells every gate that a request leaves now.
   void OnSent(SteadyTime now);
   // Tells every gate the handler's answer to a request.

@@ -45,6 +45,14 @@ void DeliveryPump::Pump() {
     }
     auto refs = ledger_->TakeReady(batch_size_, now);
     if (refs.empty()) return;
+    if (!gates_->Claim(now)) {
+      // Another shard's loop took the shared rate limit's token since Open: never posted, no
+      // attempt spent; the gate's pause, and the loop's timer, say when the next one comes.
+      ledger_->HandBack(refs);
+      gates_->OnHeldBack(now);
+      UpdatePause();
+      return;
+    }
     slots -= Send(std::move(refs), slots);
   }
 }
@@ -78,8 +86,9 @@ size_t DeliveryPump::SendRouted(std::vector<EntryRef> refs, size_t slots) {
       unsent.insert(unsent.end(), request.begin(), request.end());
       continue;
     }
-    for (size_t i : planned.items) observer_->OnRouteTaken(refs[i], choices[i].route);
-    SendRequest(std::move(request), planned.target);
+    std::vector<int> routes;
+    for (size_t i : planned.items) routes.push_back(choices[i].route);
+    SendRequest(std::move(request), planned.target, std::move(routes));
     ++sent;
   }
   if (!unsent.empty()) ledger_->HandBack(unsent);  // never posted: no attempt spent
@@ -87,7 +96,7 @@ size_t DeliveryPump::SendRouted(std::vector<EntryRef> refs, size_t slots) {
   return sent;
 }
 
-void DeliveryPump::SendRequest(std::vector<EntryRef> refs, size_t target) {
+void DeliveryPump::SendRequest(std::vector<EntryRef> refs, size_t target, std::vector<int> routes) {
   delivery::HttpRequest request;
   std::string why;
   bool encoded = false;
@@ -116,13 +125,14 @@ void DeliveryPump::SendRequest(std::vector<EntryRef> refs, size_t target) {
   gates_->OnSent(started);
   observer_->OnStarted({refs, entries, &request}, started);
   client_->Send(std::move(request), sub_.handler.timeout,
-                [this, refs = std::move(refs), started](const delivery::HandlerResponse& response) {
-                  OnAnswer(refs, started, response);
+                [this, refs = std::move(refs), routes = std::move(routes),
+                 started](const delivery::HandlerResponse& response) {
+                  OnAnswer(refs, routes, started, response);
                 });
 }
 
-void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
-                            const delivery::HandlerResponse& response) {
+void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, const std::vector<int>& routes,
+                            SteadyTime started, const delivery::HandlerResponse& response) {
   const SteadyTime now = clock_.Now();
   gates_->OnAnswer(response, now);
   if (response.kind == delivery::HandlerResponse::Kind::kRefused) {
@@ -131,6 +141,9 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, SteadyTime starte
     after_results_();
     return;
   }
+  // An attempt was made (a refused connection is none, SPEC 3.2): each entry's route is counted
+  // here, once per attempt, as its delivery is.
+  for (size_t i = 0; i < routes.size(); ++i) observer_->OnRouteTaken(refs[i], routes[i]);
   observer_->OnEnded(refs, response, started, now);
   UpdatePause();
   const int64_t now_ms = clock_.WallMillis();

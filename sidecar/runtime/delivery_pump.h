@@ -59,10 +59,11 @@ class DeliveryPump {
   // Sends one hand-out (`slots` > 0 connections free): the number of requests it made.
   size_t Send(std::vector<EntryRef> refs, size_t slots);
   size_t SendRouted(std::vector<EntryRef> refs, size_t slots);
-  // One request to handler target `target` (delivery/routes.h).
-  void SendRequest(std::vector<EntryRef> refs, size_t target);
-  void OnAnswer(const std::vector<EntryRef>& refs, SteadyTime started,
-                const delivery::HandlerResponse& response);
+  // One request to handler target `target` (delivery/routes.h); `routes`: each entry's route,
+  // with routes (empty without).
+  void SendRequest(std::vector<EntryRef> refs, size_t target, std::vector<int> routes = {});
+  void OnAnswer(const std::vector<EntryRef>& refs, const std::vector<int>& routes,
+                SteadyTime started, const delivery::HandlerResponse& response);
   void Settle(const EntryRef& ref, const delivery::Decision& decision);
   // One lane (a shard without key_field): the batch's entries up to its first failure are
   // settled, that failure too, and the rest delivered again after it. A request that failed as

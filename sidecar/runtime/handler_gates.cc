@@ -12,8 +12,8 @@ namespace streamcar::runtime {
 std::unique_ptr<HealthProbe> AddDeliveryGates(
     EventLoop& loop, const config::Subscription& sub,
     const std::vector<std::function<std::unique_ptr<DeliveryGate>()>>& more,
-    delivery::HandlerClient* client, AttemptObserver* observer, std::function<void()> changed,
-    DeliveryGates* gates) {
+    std::shared_ptr<SharedTokenBucket> rate_limit, delivery::HandlerClient* client,
+    AttemptObserver* observer, std::function<void()> changed, DeliveryGates* gates) {
   gates->Add(std::make_unique<RefusedConnectGate>(sub.name, sub.handler.url));
   std::unique_ptr<HealthProbe> probe;
   if (!sub.handler.health_url.empty()) {
@@ -26,7 +26,9 @@ std::unique_ptr<HealthProbe> AddDeliveryGates(
     gates->Add(std::make_unique<CircuitBreakerGate>(sub.name, sub.circuit_breaker,
                                                     delivery::OutcomePolicyOf(sub), observer));
   }
-  if (sub.handler.max_rps > 0) {
+  if (rate_limit) {
+    gates->Add(std::make_unique<RateLimitGate>(std::move(rate_limit), observer));
+  } else if (sub.handler.max_rps > 0) {
     gates->Add(
         std::make_unique<RateLimitGate>(sub.handler.max_rps, sub.handler.concurrency, observer));
   }

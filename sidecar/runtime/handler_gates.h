@@ -16,15 +16,18 @@
 #include "sidecar/runtime/attempt_observer.h"
 #include "sidecar/runtime/delivery_gates.h"
 #include "sidecar/runtime/health_probe.h"
+#include "sidecar/runtime/shared_token_bucket.h"
 
 namespace streamcar::runtime {
 
 // Adds them to `gates`; the health probe, when there is one, is the caller's to start. `changed`
-// runs when the probe's verdict flips. Every pointer outlives what is made.
+// runs when the probe's verdict flips. `rate_limit`: the bucket of handler.max_rps when the loop
+// shares it (a shard's loop: its member's); null: the loop's own. Every pointer outlives what
+// is made.
 std::unique_ptr<HealthProbe> AddDeliveryGates(
     EventLoop& loop, const config::Subscription& sub,
     const std::vector<std::function<std::unique_ptr<DeliveryGate>()>>& more,
-    delivery::HandlerClient* client, AttemptObserver* observer, std::function<void()> changed,
-    DeliveryGates* gates);
+    std::shared_ptr<SharedTokenBucket> rate_limit, delivery::HandlerClient* client,
+    AttemptObserver* observer, std::function<void()> changed, DeliveryGates* gates);
 
 }  // namespace streamcar::runtime

@@ -81,6 +81,8 @@ void MetricsObserver::OnHealthVerdict(bool healthy) { metrics_->handler_up->Set(
 
 void MetricsObserver::OnCircuitState(CircuitState state) {
   metrics_->circuit_state->Set(static_cast<double>(state));
+  // A shard's breaker: the subscription's gauge is the worst over the member's shards.
+  if (metrics_->circuit_changed) metrics_->circuit_changed();
 }
 
 void MetricsObserver::OnRateLimited(double seconds) {

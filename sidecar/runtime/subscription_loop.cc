@@ -131,7 +131,8 @@ class SubscriptionLoop::Core {
       observers_.Add(extra_observers_.back().get());
     }
     health_ = AddDeliveryGates(
-        loop, sub, deps.gates, client_.get(), &observers_, [this] { Kick(); }, &gates_);
+        loop, sub, deps.gates, deps.rate_limit, client_.get(), &observers_, [this] { Kick(); },
+        &gates_);
     if (lease_) gates_.Add(std::make_unique<ConsumerLeaseGate>(&lease_->lease()));
     command_.OnReady([this] {
       settlement_.OnConnectionReady();
@@ -311,8 +312,7 @@ class SubscriptionLoop::Core {
           StatusOr<std::string> type =
               reply.ok() ? redis::ParseType(reply->view()) : StatusOr<std::string>(reply.status());
           if (!type.ok()) {
-            // Asked again when the connection is next ready; meanwhile the writes say what is
-            // wrong.
+            // Asked again when the connection is next ready; meanwhile the writes say why.
             LogWarn("cannot check the dead-letter stream's type now",
                     {{"subscription", sub_.name}, {"error", type.status().message()}});
             return;

@@ -37,6 +37,7 @@
 #include "sidecar/runtime/attempt_observer.h"
 #include "sidecar/runtime/delivery_gate.h"
 #include "sidecar/runtime/progress_report.h"
+#include "sidecar/runtime/shared_token_bucket.h"
 #include "sidecar/runtime/tuning.h"
 
 namespace streamcar::runtime {
@@ -80,6 +81,9 @@ struct SubscriptionDeps {
   // besides the handler's (refused connect, health): a shard's loop gets its member's lease
   // (sharding/lease_gate.h). Each makes its gate, once, on the loop thread.
   std::vector<std::function<std::unique_ptr<DeliveryGate>()>> gates;
+  // handler.max_rps's bucket when the loop shares it (runtime/shared_token_bucket.h): a shard's
+  // loop gets its member's, one per subscription in this process. Null: the loop's own, if any.
+  std::shared_ptr<SharedTokenBucket> rate_limit;
   // Observers of its own that hear of every attempt besides the metrics (attempt_observer.h):
   // the span per attempt (telemetry/tracing_observer.h) when tracing is on. Each makes its
   // observer, once, for the subscription the loop delivers; none while tracing is off.

@@ -21,9 +21,9 @@ config::Subscription ShardSubscription(const config::Subscription& sub, int shar
   // still takes one entry, however large.
   of_shard.handler.max_held_bytes = std::max<uint64_t>(
       1, sub.handler.max_held_bytes / static_cast<uint64_t>(sub.sharding.shards));
-  // So is its rate limit (SPEC 11): a member holding all of them sends at most max_rps requests
-  // a second, each shard's loop max_rps / shards with its own burst (its concurrency).
-  of_shard.handler.max_rps = sub.handler.max_rps / static_cast<double>(sub.sharding.shards);
+  // Its rate limit (SPEC 11) is not divided: the shard loops share one bucket of max_rps with
+  // a burst of the subscription's concurrency, their member's (ShardedSubscription), so a
+  // member holding some shards may use all of it and one holding all of them no more.
   return of_shard;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 
 #include "sidecar/common/log.h"
 #include "sidecar/keys/key_slot.h"
@@ -37,6 +38,14 @@ MembershipOptions OptionsOf(const config::Subscription& sub, std::string member_
           .host = host};
 }
 
+// The bucket every shard loop of this member shares (SPEC 11): max_rps with a burst of the
+// subscription's concurrency, however many shards the member holds.
+std::shared_ptr<runtime::SharedTokenBucket> RateLimitOf(const config::Subscription& sub) {
+  if (sub.handler.max_rps <= 0) return nullptr;
+  return std::make_shared<runtime::SharedTokenBucket>(sub.handler.max_rps,
+                                                      static_cast<double>(sub.handler.concurrency));
+}
+
 }  // namespace
 
 ShardedSubscription::ShardedSubscription(const config::Subscription& sub,
@@ -50,7 +59,8 @@ ShardedSubscription::ShardedSubscription(const config::Subscription& sub,
       coordinator_keys_(keys::CoordinatorKeysFor(sub.stream, sub.group)),
       clock_(*deps_.clock),
       lease_clock_(lease_clock != nullptr ? *lease_clock : own_lease_clock_),
-      membership_(OptionsOf(sub, member_id_, deps_.consumer_name), lease_clock_) {
+      membership_(OptionsOf(sub, member_id_, deps_.consumer_name), lease_clock_),
+      rate_limit_(RateLimitOf(sub)) {
   std::array<std::string_view, kHeartbeatStatuses.size()> statuses;
   std::ranges::transform(kHeartbeatStatuses, statuses.begin(), HeartbeatStatusName);
   metrics_.DeclareHeartbeatStatuses(statuses);
@@ -255,6 +265,7 @@ runtime::SubscriptionDeps ShardedSubscription::ShardDeps(const ShardGrant& grant
     return std::make_unique<LeaseGate>(lease_deadline_ns_, lease_clock_, cut_short);
   });
   deps.dead_letter_two_step = false;  // the shard's dead letters share its slot
+  deps.rate_limit = rate_limit_;
   return deps;
 }
 

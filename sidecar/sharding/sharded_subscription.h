@@ -28,6 +28,7 @@
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
 #include "sidecar/keys/sharding_keys.h"
+#include "sidecar/runtime/shared_token_bucket.h"
 #include "sidecar/runtime/subscription_loop.h"
 #include "sidecar/sharding/boot_clock.h"
 #include "sidecar/sharding/heartbeat_link.h"
@@ -134,6 +135,9 @@ class ShardedSubscription {
   const Clock& lease_clock_;
   Membership membership_;
   std::atomic<int64_t> lease_deadline_ns_{0};  // lease clock time; 0: no lease
+  // handler.max_rps's bucket, shared by every shard loop this member runs (each on its own
+  // thread): the limit protects the one handler next to this process. Null without max_rps.
+  const std::shared_ptr<runtime::SharedTokenBucket> rate_limit_;
   std::unique_ptr<EventLoop> loop_;
 
   // Member thread only, from here to the end.

@@ -402,6 +402,36 @@ TEST_F(RoutesTest, EntriesGoToTheirRouteAndDropsAreAcknowledgedUndelivered) {
   EXPECT_EQ(series("batched/billing", "streamcar_routed_total", "default"), 1);
 }
 
+// SPEC 3.2: a refused connection is no attempt. streamcar_routed_total counts attempts, where
+// streamcar_deliveries_total does: the handler comes up two seconds after the sidecar, and the
+// refused tries meanwhile (each entry handed back and sent again) count in neither, so each of
+// the three entries is counted once, on its route. Counted at each send, they made route "0" 3
+// and "default" 6 in the run.
+TEST_F(RoutesTest, RoutedCountsAttemptsNotRefusedConnections) {
+  const int port = FreePort();
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  SidecarConfig c;
+  c.handler_url = base + "/all";
+  c.subscription_extra =
+      "    routes:\n      - { field: type, equals: a, url: \"" + base + "/a\" }\n";
+  Add({"type", "a"});
+  Add({"type", "b"});
+  Add({"type", "a"});
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(Eventually([&] { return Metric("streamcar_handler_up") == 0; }, seconds(10)))
+      << sidecar->Logs();
+  std::this_thread::sleep_for(milliseconds(2000));  // refused connects, tried again and again
+  TestHandler late(port);
+  ASSERT_TRUE(
+      WaitMetric("streamcar_deliveries_total", {"outcome=\"success\""}, 3, milliseconds(15000)))
+      << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
+  EXPECT_EQ(late.Count(), 3u);
+  EXPECT_EQ(Metric("streamcar_deliveries_total", {"outcome=\"success\""}), 3);
+  EXPECT_EQ(Metric("streamcar_routed_total", {"route=\"0\""}), 2);
+  EXPECT_EQ(Metric("streamcar_routed_total", {"route=\"default\""}), 1);
+}
+
 // `check` refuses a bad route naming it by its index.
 TEST_F(RoutesTest, CheckNamesTheBadRoute) {
   SidecarConfig c;

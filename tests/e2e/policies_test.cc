@@ -1,7 +1,8 @@
 // The delivery policies of SPEC 11 with the real binary, a real redis-server and a real handler:
 // the circuit breaker rides out a handler outage that dead-letters every entry without it, and
 // the rate limit keeps the requests the handler sees under max_rps × seconds + burst, counted by
-// the handler itself — plain and sharded.
+// the handler itself — plain and sharded — and a sharded subscription's circuit_state is the
+// worst of its shards' breakers.
 
 #include <algorithm>
 #include <atomic>
@@ -208,23 +209,80 @@ TEST_F(PoliciesTest, TheHandlerSeesAtMostMaxRpsTimesSecondsPlusBurstRequests) {
 }
 
 // The gates are built for every subscription loop, a shard's too (sharding/ builds its loops
-// with the same runtime::AddDeliveryGates). A sharded subscription's max_rps is shared by its
-// shards: a member holding all four sends at most max_rps (each shard max_rps / 4, burst 1).
+// with the same runtime::AddDeliveryGates). A sharded subscription's max_rps is the member's: the
+// shard loops it runs (each on its own thread) share one bucket of max_rps with a burst of
+// concurrency, as the limit protects the one handler next to it. Eight shards with key_field,
+// concurrency 4, max_rps 2, a backlog on each shard: a bucket per shard (max_rps / 8 each, burst
+// 4 each) let 8 × 4 requests out at once — the repro saw 15 in the first second — while
+// the bound is 4 + 2 in any second and 4 + 2 × 4 over 4 s.
 TEST_F(PoliciesTest, AShardedSubscriptionsRateLimitIsSharedByItsShards) {
-  Produce(200, 16);
+  shards_ = 8;
+  Produce(120, 40);  // about five keys per shard: each shard alone could fill a burst of 4
   SidecarConfig c = Sharded("c1");
-  c.handler_extra = "timeout: 1s, max_rps: 8";
+  c.handler_extra = "timeout: 1s, concurrency: 4, max_rps: 2";
+  c.subscription_extra += "    ordering: { key_field: key }\n";
   auto member = StartSidecar(c);
   ASSERT_TRUE(handler_.WaitForCount(1, milliseconds(15000))) << member->Logs();
   std::this_thread::sleep_for(milliseconds(4500));
   std::vector<Clock::time_point> at;
   for (const auto& request : handler_.Requests()) at.push_back(request.at);
   std::sort(at.begin(), at.end());
+  EXPECT_LE(InWindow(at, at.front(), milliseconds(1000)), 4u + 2) << "the first second";
+  EXPECT_LE(MostInAnyWindow(at, milliseconds(1000)), 4u + 2) << "any second";
   const size_t in_4s = InWindow(at, at.front(), milliseconds(4000));
-  EXPECT_LE(in_4s, 8u * 4 + 4) << "max_rps × 4 s + a burst of 1 for each of 4 shards";
-  EXPECT_GE(in_4s, 8u * 4 * 7 / 10) << member->Logs();
+  EXPECT_LE(in_4s, 4u + 2 * 4) << "max_rps × 4 s + one burst of concurrency for all shards";
+  EXPECT_GE(in_4s, 4u + 2 * 4 * 7 / 10) << "the limit, not something else, set the pace";
   EXPECT_GT(Metric("streamcar_rate_limited_seconds_total", {"subscription=\"orders/billing\""}),
             1.0);
+}
+
+// SPEC 11, sharded: each shard's loop has its own breaker (the handler's failures reach each
+// through its own requests), and streamcar_circuit_state{subscription} is the worst of them over
+// the member's shards — open over half-open over closed — never the latest transition of any.
+// Shard A's key fails and A's breaker opens; then A's heals and B's key fails, opening B's
+// breaker a second or so later. A's probe closes A's breaker while B's is still open: the gauge
+// stays 1 (it read 0, A's transition, before the gauge was the worst over the shards).
+TEST_F(PoliciesTest, AShardedCircuitStateIsTheWorstOfItsShardsBreakers) {
+  const std::string key_a = "k0";
+  const int shard_a = keys::ShardOf(key_a, shards_);
+  std::string key_b;
+  for (int i = 1; key_b.empty(); ++i) {
+    if (keys::ShardOf("k" + std::to_string(i), shards_) != shard_a) key_b = "k" + std::to_string(i);
+  }
+  const int shard_b = keys::ShardOf(key_b, shards_);
+  std::atomic<bool> a_fails{true};
+  handler_.SetBehaviour([&](const ReceivedRequest& request) {
+    HandlerReply reply;
+    const std::string shard = request.Header("streamcar-shard");
+    if (shard == std::to_string(shard_b) || (shard == std::to_string(shard_a) && a_fails)) {
+      reply.status = 503;
+    }
+    return reply;
+  });
+  SidecarConfig c = Sharded("c1");
+  c.max_attempts = 50;  // nothing is dead-lettered: the breakers hold the retries back
+  c.initial_backoff = "100ms";
+  c.max_backoff = "100ms";
+  c.subscription_extra += "    circuit_breaker: { failures: 2, open_for: 3s }\n";
+  auto member = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << member->Logs();
+  const std::string circuit = "streamcar_circuit_state";
+  const std::string sub = "subscription=\"orders/billing\"";
+
+  Add({"key", key_a, "seq", "0"}, ShardKeyOf(shard_a));
+  ASSERT_TRUE(Eventually([&] { return Metric(circuit, {sub}) == 1; }, milliseconds(10000)))
+      << member->Logs();
+  a_fails = false;
+  std::this_thread::sleep_for(milliseconds(1000));
+  Add({"key", key_b, "seq", "0"}, ShardKeyOf(shard_b));
+  // A's breaker half-opens 3 s after it opened, its probe succeeds and it closes; B's opened
+  // about a second later and stays open until its own probe.
+  ASSERT_TRUE(
+      Eventually([&] { return member->Logs().find("circuit breaker closed") != std::string::npos; },
+                 milliseconds(6000)))
+      << member->Logs();
+  EXPECT_EQ(Metric(circuit, {sub}), 1) << "B's breaker is open\n" << member->Logs();
+  EXPECT_NE(member->Logs().find("circuit breaker open"), std::string::npos);
 }
 
 }  // namespace

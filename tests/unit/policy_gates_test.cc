@@ -1,7 +1,8 @@
 // The delivery policies of SPEC 11 as gates, on a manual clock: the token bucket
-// (common/token_bucket.h), the rate limit's gate (runtime/rate_limit_gate.h) and the circuit
-// breaker's state machine (runtime/circuit_breaker_gate.h), and what they say as the ledger's
-// pause (runtime/delivery_gates.h).
+// (common/token_bucket.h), the rate limit's gate (runtime/rate_limit_gate.h), shared by shard
+// loops too (runtime/shared_token_bucket.h), and the circuit breaker's state machine
+// (runtime/circuit_breaker_gate.h), and what they say as the ledger's pause
+// (runtime/delivery_gates.h).
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "sidecar/runtime/circuit_breaker_gate.h"
 #include "sidecar/runtime/delivery_gates.h"
 #include "sidecar/runtime/rate_limit_gate.h"
+#include "sidecar/runtime/shared_token_bucket.h"
 
 namespace streamcar::runtime {
 namespace {
@@ -150,6 +152,34 @@ TEST(RateLimitGate, CountsTheTimeReadyEntriesWaitedForAToken) {
   clock.Advance(Millis(500));
   gate.OnSent(clock.Now());
   EXPECT_NEAR(observer.waited, 0.080, 1e-9) << "nothing held back: no wait counted";
+}
+
+// A sharded subscription's shard loops share one bucket (runtime/shared_token_bucket.h), each
+// loop's gate on its own thread: the token is claimed in one step with the check, so two loops
+// that both found the last one open cannot both send; the loser's gate is closed until the next
+// token, a time its loop's timer is armed at.
+TEST(RateLimitGate, GatesSharingABucketClaimEachTokenOnce) {
+  ManualClock clock;
+  Recorder observer;
+  auto bucket = std::make_shared<SharedTokenBucket>(/*rate=*/2, /*burst=*/2);
+  RateLimitGate one(bucket, &observer);
+  RateLimitGate two(bucket, &observer);
+  ASSERT_TRUE(one.Claim(clock.Now()));
+  one.OnSent(clock.Now());  // the claimed token: not taken twice
+  EXPECT_TRUE(one.StateAt(clock.Now()).open) << "burst 2: one token left, for either loop";
+  EXPECT_TRUE(two.StateAt(clock.Now()).open);
+  ASSERT_TRUE(two.Claim(clock.Now()));
+  two.OnSent(clock.Now());
+  EXPECT_FALSE(one.Claim(clock.Now())) << "the burst is the subscription's, not each loop's";
+  for (const RateLimitGate* gate : {&one, &two}) {
+    const GateState closed = gate->StateAt(clock.Now());
+    EXPECT_FALSE(closed.open);
+    ASSERT_TRUE(closed.reopens_at.has_value());
+    EXPECT_EQ(*closed.reopens_at, clock.Now() + Millis(500)) << "the next token, by a timer";
+  }
+  clock.Advance(Millis(500));
+  EXPECT_TRUE(two.Claim(clock.Now()));
+  EXPECT_FALSE(one.Claim(clock.Now())) << "one token a half second, whichever loop asks";
 }
 
 // --- the circuit breaker
