@@ -78,15 +78,20 @@ size_t DeliveryPump::SendRouted(std::vector<EntryRef> refs, size_t slots) {
   }
   size_t sent = 0;
   std::vector<EntryRef> unsent;
+  const SteadyTime now = clock_.Now();
   for (const auto& planned : plan.requests) {
     std::vector<EntryRef> request;
     request.reserve(planned.items.size());
     for (size_t i : planned.items) request.push_back(refs[i]);
-    if (sent == slots) {
+    // The hand-out's first request has the gates' leave (Pump claimed it); each further one, a
+    // batch split per url, asks again: a rate limit's token and a breaker's probe are per
+    // request, never taken on credit.
+    if (sent == slots || (sent > 0 && !(gates_->Open(now) && gates_->Claim(now)))) {
       unsent.insert(unsent.end(), request.begin(), request.end());
       continue;
     }
     std::vector<int> routes;
+    routes.reserve(planned.items.size());
     for (size_t i : planned.items) routes.push_back(choices[i].route);
     SendRequest(std::move(request), planned.target, std::move(routes));
     ++sent;

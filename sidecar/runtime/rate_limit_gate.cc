@@ -36,8 +36,9 @@ void RateLimitGate::OnSent(SteadyTime now) {
     claimed_ = false;
     return;
   }
-  // A request no Claim preceded (a routed hand-out sends one request per target after one
-  // claim): it takes its token all the same, in debt if none is there, so the rate holds.
+  // A request no Claim preceded takes its token all the same, in debt if none is there, so the
+  // rate holds whatever the caller. None does today: the pump claims before each request, a
+  // routed hand-out's further ones included (delivery_pump.cc).
   Waited(bucket_->Take(now));
 }
 

@@ -208,6 +208,35 @@ TEST_F(PoliciesTest, TheHandlerSeesAtMostMaxRpsTimesSecondsPlusBurstRequests) {
             2.0);
 }
 
+// SPEC 11: the limit is per request, a routed batch's too. A hand-out of 10 entries whose routes
+// name five urls is five requests, and each asks the gates for its own token: they took the
+// first and ran the rest on credit, so after the first burst five arrived at once for each token
+// (10 in the first second against a bound of max_rps 2 + burst 5 = 7). concurrency 5 leaves the
+// slots for all five.
+TEST_F(PoliciesTest, ARoutedBatchTakesATokenForEachOfItsRequests) {
+  std::string routes = "    routes:\n";
+  for (int r = 0; r < 5; ++r) {
+    const std::string type = "t" + std::to_string(r);
+    routes += "      - { field: type, equals: " + type + ", url: \"" + handler_.url("/" + type) +
+              "\" }\n";
+  }
+  for (int i = 0; i < 100; ++i) Add({"type", "t" + std::to_string(i % 5)}, "routed");
+  SidecarConfig c;
+  c.stream = "routed";
+  c.handler_url = handler_.url("/all");
+  c.handler_extra = "max_rps: 2, concurrency: 5, batch_size: 10";
+  c.subscription_extra = routes;
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(handler_.WaitForCount(1, milliseconds(15000))) << sidecar->Logs();
+  std::this_thread::sleep_for(milliseconds(3500));
+  std::vector<Clock::time_point> at;
+  for (const auto& request : handler_.Requests()) at.push_back(request.at);
+  std::sort(at.begin(), at.end());
+  EXPECT_LE(MostInAnyWindow(at, milliseconds(1000)), 2u + 5) << "any second";
+  EXPECT_LE(InWindow(at, at.front(), milliseconds(3000)), 2u * 3 + 5) << sidecar->Logs();
+  EXPECT_TRUE(ArrivalsAt("/all").empty()) << "every entry has a route";
+}
+
 // The gates are built for every subscription loop, a shard's too (sharding/ builds its loops
 // with the same runtime::AddDeliveryGates). A sharded subscription's max_rps is the member's: the
 // shard loops it runs (each on its own thread) share one bucket of max_rps with a burst of
