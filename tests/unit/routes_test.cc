@@ -212,12 +212,15 @@ TEST_F(RoutedPumpTest, EachEntryGoesToItsRouteAndDropsAreAcknowledgedUnsent) {
   EXPECT_EQ(ledger_.StateOf("5-0"), runtime::EntryState::kAcking);
   EXPECT_EQ(settlement_.queued_acks(), 2u);
   EXPECT_EQ(metrics_.filtered->Value(), 2);
+  // A route counts an attempt made, where streamcar_deliveries_total does: at its answer.
+  EXPECT_EQ(Routed("0"), 0) << "sent, not answered yet";
+  for (size_t i = 0; i < 3; ++i) client_.AnswerStatus(i, 200);
   EXPECT_EQ(Routed("0"), 1);
   EXPECT_EQ(Routed("1"), 1);
   EXPECT_EQ(Routed("default"), 1);
   EXPECT_EQ(metrics_.routed.at(3), nullptr) << "a drop route has no routed series";
-  // Not deliveries: streamcar_deliveries_total counts none of the drops.
-  EXPECT_EQ(metrics_.Delivered(delivery::DeliveryOutcome::kSuccess)->Value(), 0);
+  // The three delivered; the drops are no deliveries.
+  EXPECT_EQ(metrics_.Delivered(delivery::DeliveryOutcome::kSuccess)->Value(), 3);
 }
 
 class RoutedBatchPumpTest : public RoutedPumpTest {
@@ -245,13 +248,15 @@ TEST_F(RoutedBatchPumpTest, ABatchIsSplitIntoOneRequestPerTarget) {
   EXPECT_EQ(rest.find("\"1-0\""), std::string::npos) << rest;
   EXPECT_EQ(rest.find("\"3-0\""), std::string::npos) << "the dropped entry is sent nowhere";
   EXPECT_EQ(ledger_.StateOf("3-0"), runtime::EntryState::kAcking);
-  EXPECT_EQ(Routed("0"), 2);
-  EXPECT_EQ(Routed("3"), 1);
-  EXPECT_EQ(Routed("default"), 1);
-  // Each request is answered on its own.
+  // Each request is answered on its own, and its entries' routes counted at its answer.
   client_.AnswerStatus(0, 200);
   EXPECT_EQ(ledger_.StateOf("1-0"), runtime::EntryState::kAcking);
   EXPECT_EQ(ledger_.StateOf("2-0"), runtime::EntryState::kInFlight);
+  EXPECT_EQ(Routed("0"), 2);
+  EXPECT_EQ(Routed("3"), 1);
+  EXPECT_EQ(Routed("default"), 0) << "handler.url's request is not answered yet";
+  client_.AnswerStatus(1, 200);
+  EXPECT_EQ(Routed("default"), 1);
 }
 
 TEST_F(RoutedBatchPumpTest, RequestsWithoutAFreeConnectionAreHandedBackUnsent) {
@@ -271,13 +276,15 @@ TEST_F(RoutedBatchPumpTest, RequestsWithoutAFreeConnectionAreHandedBackUnsent) {
   EXPECT_EQ(TargetOf(2), 1u);
   EXPECT_EQ(TargetOf(3), 2u);
   EXPECT_EQ(ledger_.StateOf("4-0"), runtime::EntryState::kQueued);
-  EXPECT_EQ(Routed("default"), 1) << "counted when sent, not when handed back";
+  EXPECT_EQ(Routed("default"), 0) << "counted at an answer, not when sent or handed back";
   client_.AnswerStatus(0, 200);  // a slot frees: the handed-back entry goes out next
+  EXPECT_EQ(Routed("default"), 1);
   pump_.Pump();
   ASSERT_EQ(client_.sent().size(), 5u);
   EXPECT_EQ(TargetOf(4), 0u);
   EXPECT_EQ(client_.Header(4, "Streamcar-Id"), "<absent>") << "a batch request";
   EXPECT_NE(client_.sent()[4].request.body.find("\"4-0\""), std::string::npos);
+  client_.AnswerStatus(4, 200);
   EXPECT_EQ(Routed("default"), 2);
 }
 
