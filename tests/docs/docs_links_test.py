@@ -91,7 +91,8 @@ check(slug("Delivery policies: `circuit_breaker` and `handler.max_rps` (SPEC 11)
       == "delivery-policies-circuit_breaker-and-handlermax_rps-spec-11",
       "a heading's slug drops backticks, dots, colons and parentheses")
 check(slug("Redis topologies: standalone, Cluster, Sentinel")
-      == "redis-topologies-standalone-cluster-sentinel", "a heading's slug lowers case, drops commas")
+      == "redis-topologies-standalone-cluster-sentinel",
+      "a heading's slug lowers case and drops commas")
 
 anchor_cache = {}
 total = 0
