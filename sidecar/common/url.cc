@@ -50,7 +50,7 @@ std::optional<UrlHost> ParseBracketed(std::string_view text, std::string* error)
   if (out.host.find('%') != std::string::npos) {
     // RFC 6874's "[fe80::1%25eth0]": a link-local address needs its interface, which the
     // Host header and TLS names cannot carry; give a global or unique-local address.
-    return fail("IPv6 zone ids (\"%25...\") are not supported (got \"" + out.text +
+    return fail("IPv6 zone ids (%25...) are not supported (got \"" + out.text +
                 "\"): use an address without an interface");
   }
   in6_addr parsed{};
@@ -59,7 +59,8 @@ std::optional<UrlHost> ParseBracketed(std::string_view text, std::string* error)
   }
   const std::string_view rest = text.substr(close + 1);
   if (rest.empty()) return out;
-  if (rest.front() != ':') return fail("expected ':' and a port after ']' (got \"" + out.text + "\")");
+  if (rest.front() != ':')
+    return fail("expected ':' and a port after ']' (got \"" + out.text + "\")");
   out.port = PortOf(rest.substr(1));
   if (out.port < 0) {
     return fail("invalid port \"" + std::string(rest.substr(1)) + "\" (1 to 65535)");
@@ -67,8 +68,7 @@ std::optional<UrlHost> ParseBracketed(std::string_view text, std::string* error)
   return out;
 }
 
-std::optional<UrlHost> ParseHost(std::string_view text, const UrlRules& rules,
-                                 std::string* error) {
+std::optional<UrlHost> ParseHost(std::string_view text, const UrlRules& rules, std::string* error) {
   auto fail = [&](std::string message) -> std::optional<UrlHost> {
     *error = std::move(message);
     return std::nullopt;
@@ -99,16 +99,18 @@ bool ReadUserInfo(std::string_view userinfo, Url* url, std::string* error) {
   const size_t colon = userinfo.find(':');
   auto username = PercentDecode(userinfo.substr(0, colon));
   if (!username) {
-    *error = "invalid percent-escape in the user name (a '%' not followed by two hex digits; "
-             "write '%' itself as %25)";
+    *error =
+        "invalid percent-escape in the user name (a '%' not followed by two hex digits; "
+        "write '%' itself as %25)";
     return false;
   }
   url->username = std::move(*username);
   if (colon == std::string_view::npos) return true;
   auto password = PercentDecode(userinfo.substr(colon + 1));
   if (!password) {
-    *error = "invalid percent-escape in the password (a '%' not followed by two hex digits; "
-             "write '%' itself as %25)";
+    *error =
+        "invalid percent-escape in the password (a '%' not followed by two hex digits; "
+        "write '%' itself as %25)";
     return false;
   }
   url->password = std::move(*password);
@@ -153,8 +155,9 @@ std::optional<Url> ParseUrl(std::string_view text, std::string* error, const Url
       if (at == std::string_view::npos && text.find('@', end) != std::string_view::npos) {
         // "redis://u:pa/ss@host": a '/' ended the authority within the password, and what reads
         // as the host is part of it, which the error would quote.
-        *error = "no valid host before the path, and an '@' after it: a '/', '?' or '#' in a "
-                 "user name or password must be percent-encoded (%2F, %3F, %23)";
+        *error =
+            "no valid host before the path, and an '@' after it: a '/', '?' or '#' in a "
+            "user name or password must be percent-encoded (%2F, %3F, %23)";
       }
       return std::nullopt;
     }

@@ -32,7 +32,6 @@ bool IsSecretUrlParameter(std::string_view name) {
   return false;
 }
 
-
 // A database index: digits only, from 0.
 std::optional<int> ParseDb(std::string_view text) {
   int value = 0;

@@ -39,8 +39,8 @@ HttpTarget SplitUrl(const std::string& url) {
   target.port = host.port != 0 ? host.port : (target.tls ? 443 : 80);
   // The Host header: as the URL spells it (an IPv6 literal keeps its brackets), without the ':'
   // of an empty port.
-  target.authority = host.text.ends_with(':') ? host.text.substr(0, host.text.size() - 1)
-                                              : host.text;
+  target.authority =
+      host.text.ends_with(':') ? host.text.substr(0, host.text.size() - 1) : host.text;
   target.origin = parsed->scheme + "://" + target.authority;
   std::string path = parsed->path.empty() ? "/" : parsed->path;
   if (parsed->query) path += "?" + *parsed->query;  // a fragment is never sent

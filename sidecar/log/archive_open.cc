@@ -14,7 +14,8 @@ StatusOr<std::unique_ptr<ArchiveStore>> OpenArchive(const std::string& url) {
   std::string error;
   const auto parsed = config::ParseArchiveUrl(url, &error);
   if (!parsed) return Status(StatusCode::kInvalid, "archive url: " + error);
-  if (parsed->kind == config::ArchiveUrl::Kind::kSqlite) return OpenSqliteArchive(parsed->sqlite_path);
+  if (parsed->kind == config::ArchiveUrl::Kind::kSqlite)
+    return OpenSqliteArchive(parsed->sqlite_path);
 #ifdef STREAMCAR_HAVE_POSTGRES
   return OpenPostgresArchive(parsed->postgres_uri);
 #else

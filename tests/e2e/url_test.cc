@@ -77,8 +77,7 @@ TEST_F(UrlE2eTest, PercentEncodedAclUserAndPasswordAuthenticate) {
   // check prints the url with the password masked, neither encoded nor decoded.
   const auto checked = RunStreamcar({"check", "-c", sidecar->config_path()});
   EXPECT_EQ(checked.exit_code, 0) << checked.err;
-  EXPECT_NE(checked.out.find("redis://app%40one:***@127.0.0.1:"), std::string::npos)
-      << checked.out;
+  EXPECT_NE(checked.out.find("redis://app%40one:***@127.0.0.1:"), std::string::npos) << checked.out;
   EXPECT_EQ(checked.out.find("p%40ss"), std::string::npos) << checked.out;
   EXPECT_EQ(checked.out.find("p@ss"), std::string::npos) << checked.out;
 }
@@ -111,8 +110,7 @@ TEST_F(UrlE2eTest, HandlerOnIpv6Loopback) {
   c.handler_url = "HTTP://" + authority + "/orders?source=streamcar#not-sent";
   auto sidecar = StartSidecar(c);
   Add({"k", "v"});
-  ASSERT_TRUE(Eventually([&] { return !handler.Seen().empty(); }, seconds(10)))
-      << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return !handler.Seen().empty(); }, seconds(10))) << sidecar->Logs();
   const auto seen = handler.Seen();
   EXPECT_EQ(seen[0].first, authority);  // the Host header keeps the brackets
   EXPECT_EQ(seen[0].second, "/orders?source=streamcar");

@@ -2,9 +2,10 @@
 // redis.url (config/redis_url.h), the handler's urls and the OTLP endpoint, the archive url
 // (config/url_rules.h), and a handler url split for the wire (delivery/http_target.h).
 
+#include "sidecar/common/url.h"
+
 #include <gtest/gtest.h>
 
-#include "sidecar/common/url.h"
 #include "sidecar/config/loader.h"
 #include "sidecar/config/redis_url.h"
 #include "sidecar/config/url_rules.h"
@@ -250,8 +251,7 @@ TEST(RedisUrlRules, CheckMasksAPercentEncodedPassword) {
   auto config = config::LoadConfigText(
       "version: 1\nredis: { url: \"redis://app:s%40qz%3At@r:6379/0\" }\n"
       "subscriptions: [{ stream: s, group: g, start: new, handler: { url: \"http://h/\" } }]\n",
-      "test.yaml",
-      [](const std::string&) { return std::nullopt; });
+      "test.yaml", [](const std::string&) { return std::nullopt; });
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->redis.endpoint.password, "s@qz:t");
   const std::string yaml = config::EmitEffectiveYaml(*config);
