@@ -3,6 +3,7 @@
 #include <array>
 #include <cctype>
 
+#include "sidecar/common/url.h"
 #include "sidecar/keys/sharding_keys.h"
 
 namespace streamcar::config {
@@ -21,14 +22,9 @@ bool IsSensitiveHeader(std::string_view name) {
 
 bool AsksAppForDaprRoutes(const HandlerConfig& handler) {
   if (handler.format != Format::kDapr) return false;
-  const std::string& url = handler.url;
-  const size_t scheme = url.find("://");
-  if (scheme == std::string::npos) return false;
-  const size_t path = url.find_first_of("/?#", scheme + 3);
-  if (path == std::string::npos) return true;
-  const size_t end = url.find_first_of("?#", path);
-  const std::string_view segment = std::string_view(url).substr(path, end - path);
-  return segment.empty() || segment == "/";
+  std::string error;
+  const auto url = ParseUrl(handler.url, &error);
+  return url && (url->path.empty() || url->path == "/");
 }
 
 const char* FormatName(Format format) {

@@ -8,6 +8,7 @@
 
 #include "sidecar/common/text.h"
 #include "sidecar/config/route_fields.h"
+#include "sidecar/config/url_rules.h"
 #include "sidecar/keys/node_address.h"
 #include "sidecar/keys/sharding_keys.h"
 
@@ -39,25 +40,6 @@ std::string EnumMessage(std::string_view got, const std::vector<std::string_view
 
 }  // namespace fields_internal
 
-// A handler URL ("http://host[:port]/path").
-std::string CheckHttpUrl(const std::string& url) {
-  std::string_view rest;
-  if (url.starts_with("http://")) {
-    rest = std::string_view(url).substr(7);
-  } else if (url.starts_with("https://")) {
-    rest = std::string_view(url).substr(8);
-  } else {
-    return "must be an http:// or https:// URL (got \"" + url + "\")";
-  }
-  auto host_end = rest.find_first_of("/?#");
-  auto authority = rest.substr(0, host_end);
-  if (authority.empty() || authority.starts_with(":")) return "URL \"" + url + "\" has no host";
-  if (authority.find('@') != std::string_view::npos) {
-    return "URL \"" + url + "\" must not carry credentials; use handler.headers";
-  }
-  return {};
-}
-
 namespace {
 
 // --- the rules of single values that are not a range ---------------------------------------------
@@ -76,25 +58,6 @@ std::string CheckListen(const std::string& listen) {
     return "port must be 1..65535 (got \"" + std::string(port_text) + "\")";
   }
   return {};
-}
-
-// An archive URL (SPEC 10): "" (no archive), sqlite:///absolute/path or postgres://...
-std::string CheckArchiveUrl(const std::string& url) {
-  if (url.empty()) return {};
-  if (url.starts_with("sqlite://")) {
-    // sqlite:///var/lib/x.db: an empty authority, then an absolute path.
-    if (!url.starts_with("sqlite:///") || url.size() == 10) {
-      return "a SQLite archive is sqlite:///absolute/path/to/file.db (got \"" + url + "\")";
-    }
-    return {};
-  }
-  for (std::string_view scheme : {"postgres://", "postgresql://"}) {
-    if (!url.starts_with(scheme)) continue;
-    if (url.size() == scheme.size()) return "a PostgreSQL URL has no host (got \"" + url + "\")";
-    return {};
-  }
-  return "must be sqlite:///path or postgres://user@host:5432/db (got \"" + MaskUrlPassword(url) +
-         "\")";
 }
 
 std::string CheckOptionalHttpUrl(const std::string& url) {
@@ -456,22 +419,6 @@ constexpr auto kArchiveFields = std::to_array<Field<ArchiveConfig>>({
     Duration<&ArchiveConfig::interval>("interval"),
     Int<&ArchiveConfig::batch>("batch", 1, 100000),
 });
-
-// tracing.otlp_endpoint: "" (off) or a plain-HTTP OTLP/HTTP traces URL. The exporter speaks
-// plain HTTP only: a collector agent on the node or in the pod carries TLS onwards.
-std::string CheckOtlpEndpoint(const std::string& url) {
-  if (url.empty()) return {};
-  if (url.starts_with("https://")) {
-    return "must be an http:// URL (got \"" + url +
-           "\"): the OTLP exporter speaks plain HTTP; send to a collector agent that forwards "
-           "over TLS";
-  }
-  if (!url.starts_with("http://")) {
-    return "must be an http:// URL such as http://otel-collector:4318/v1/traces (got \"" + url +
-           "\")";
-  }
-  return CheckHttpUrl(url);
-}
 
 std::string CheckServiceName(const std::string& name) {
   return name.empty() ? "must not be empty (the resource's service.name)" : std::string();

@@ -5,16 +5,10 @@
 #include <string>
 
 #include "sidecar/common/text.h"
+#include "sidecar/common/url.h"
 
 namespace streamcar::config {
 namespace {
-
-std::optional<int> ParseInt(std::string_view text) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 // A query parameter name that carries a credential: libpq's secret parameters (password,
 // sslpassword, oauth_client_secret: the ones its conninfo options mark "*", never to be shown)
@@ -38,84 +32,88 @@ bool IsSecretUrlParameter(std::string_view name) {
   return false;
 }
 
+// A database index: digits only, from 0.
+std::optional<int> ParseDb(std::string_view text) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  return value;
+}
+
+// unix:///path/to/socket[?db=N]: the path percent-decoded, no host.
+std::optional<std::string> ReadUnix(const Url& url, RedisEndpoint* endpoint) {
+  if (!url.hosts.front().text.empty() || !url.path.starts_with('/')) {
+    return std::string("a unix URL needs an absolute socket path (unix:///path/to/redis.sock)");
+  }
+  auto path = PercentDecode(url.path);
+  if (!path) return std::string("invalid percent-escape in the socket path");
+  endpoint->path = std::move(*path);
+  if (url.fragment) return std::string("a unix URL takes no #fragment");
+  if (!url.query) return std::nullopt;
+  if (!url.query->starts_with("db=")) {
+    return std::string("a unix URL accepts only the ?db=N parameter");
+  }
+  auto db = ParseDb(std::string_view(*url.query).substr(3));
+  if (!db) return "invalid database \"" + url.query->substr(3) + "\" (an integer from 0)";
+  endpoint->db = *db;
+  return std::nullopt;
+}
+
+// redis[s]://[user[:password]@]host[:port][/db]
+std::optional<std::string> ReadTcp(const Url& url, RedisEndpoint* endpoint) {
+  const UrlHost& host = url.hosts.front();
+  if (host.host.empty()) return std::string("no host");
+  endpoint->host = host.host;
+  if (host.port != 0) endpoint->port = host.port;
+  endpoint->username = url.username;
+  endpoint->password = url.password.value_or("");
+  if (url.query || url.fragment) {
+    return std::string(
+        "a redis URL takes no ?parameters or #fragment (the database is the path, /N; TLS and "
+        "ACL settings are the keys of redis)");
+  }
+  const std::string_view db_text = url.path.empty() ? "" : std::string_view(url.path).substr(1);
+  if (db_text.empty()) return std::nullopt;  // "" and "/": database 0
+  if (db_text.find('@') != std::string_view::npos) {
+    // "redis://u:1234/5@host": a '/' in the password cut the user info short; quoting the
+    // "database" would print part of the password.
+    return std::string(
+        "invalid database after the host, and an '@' in it: a '/', '?' or '#' in a user name or "
+        "password must be percent-encoded (%2F, %3F, %23)");
+  }
+  auto db = ParseDb(db_text);
+  if (!db) return "invalid database \"" + std::string(db_text) + "\" (an integer from 0)";
+  endpoint->db = *db;
+  return std::nullopt;
+}
+
 }  // namespace
 
-std::optional<RedisEndpoint> ParseRedisUrl(std::string_view url, std::string* error) {
+std::optional<RedisEndpoint> ParseRedisUrl(std::string_view text, std::string* error) {
   auto fail = [&](const std::string& message) -> std::optional<RedisEndpoint> {
-    *error = message;
+    *error = message + " in " + MaskUrlPassword(text);
     return std::nullopt;
   };
+  const std::string scheme = UrlScheme(text);
+  if (scheme != "redis" && scheme != "rediss" && scheme != "unix") {
+    *error = "URL must start with redis://, rediss:// or unix:// (got \"" + MaskUrlPassword(text) +
+             "\")";
+    return std::nullopt;
+  }
+  std::string why;
+  // An empty host is unix://'s form; redis:// and rediss:// refuse it (ReadTcp).
+  auto url = ParseUrl(text, &why, UrlRules{.empty_host = true});
+  if (!url) return fail(why);
   RedisEndpoint endpoint;
-  std::string_view rest;
-  if (url.starts_with("redis://")) {
-    rest = url.substr(8);
-  } else if (url.starts_with("rediss://")) {
-    endpoint.kind = RedisEndpoint::Kind::kTls;
-    rest = url.substr(9);
-  } else if (url.starts_with("unix://")) {
+  std::optional<std::string> problem;
+  if (scheme == "unix") {
     endpoint.kind = RedisEndpoint::Kind::kUnix;
-    rest = url.substr(7);
-    auto query = rest.find('?');
-    endpoint.path = std::string(rest.substr(0, query));
-    if (endpoint.path.empty() || endpoint.path[0] != '/') {
-      return fail("unix URL needs an absolute socket path (unix:///path/to/redis.sock)");
-    }
-    if (query != std::string_view::npos) {
-      auto params = rest.substr(query + 1);
-      if (!params.starts_with("db=")) return fail("unix URL accepts only the ?db=N parameter");
-      auto db = ParseInt(params.substr(3));
-      if (!db || *db < 0) return fail("invalid database number in \"" + std::string(params) + "\"");
-      endpoint.db = *db;
-    }
-    return endpoint;
+    problem = ReadUnix(*url, &endpoint);
   } else {
-    return fail("URL must start with redis://, rediss:// or unix:// (got \"" +
-                MaskUrlPassword(url) + "\")");
+    if (scheme == "rediss") endpoint.kind = RedisEndpoint::Kind::kTls;
+    problem = ReadTcp(*url, &endpoint);
   }
-
-  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-    auto userinfo = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    auto colon = userinfo.find(':');
-    endpoint.username = std::string(userinfo.substr(0, colon));
-    if (colon != std::string_view::npos)
-      endpoint.password = std::string(userinfo.substr(colon + 1));
-  }
-  auto slash = rest.find('/');
-  auto hostport = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    auto db_text = rest.substr(slash + 1);
-    if (!db_text.empty()) {
-      auto db = ParseInt(db_text);
-      if (!db || *db < 0) return fail("invalid database number \"" + std::string(db_text) + "\"");
-      endpoint.db = *db;
-    }
-  }
-  if (hostport.starts_with("[")) {  // [::1]:6379
-    auto close = hostport.find(']');
-    if (close == std::string_view::npos) return fail("unterminated IPv6 address in URL");
-    endpoint.host = std::string(hostport.substr(1, close - 1));
-    hostport = hostport.substr(close + 1);
-    if (!hostport.empty() && hostport[0] != ':') return fail("unexpected text after IPv6 address");
-    if (!hostport.empty()) hostport = hostport.substr(1);
-    if (!hostport.empty()) {
-      auto port = ParseInt(hostport);
-      if (!port || *port < 1 || *port > 65535)
-        return fail("invalid port \"" + std::string(hostport) + "\"");
-      endpoint.port = *port;
-    }
-  } else {
-    auto colon = hostport.rfind(':');
-    endpoint.host = std::string(hostport.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      auto port_text = hostport.substr(colon + 1);
-      auto port = ParseInt(port_text);
-      if (!port || *port < 1 || *port > 65535)
-        return fail("invalid port \"" + std::string(port_text) + "\"");
-      endpoint.port = *port;
-    }
-  }
-  if (endpoint.host.empty()) return fail("URL has no host");
+  if (problem) return fail(*problem);
   return endpoint;
 }
 
@@ -123,7 +121,7 @@ std::string RedisEndpoint::Describe() const {
   if (kind == Kind::kUnix) return "unix://" + path + (db ? "?db=" + std::to_string(db) : "");
   std::string out = kind == Kind::kTls ? "rediss://" : "redis://";
   if (!username.empty() || !password.empty()) {
-    out += username;
+    out += PercentEncode(username);
     if (!password.empty()) out += ":***";
     out += "@";
   }
@@ -135,8 +133,9 @@ std::string RedisEndpoint::Describe() const {
 std::string MaskUrlPassword(std::string_view url) {
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return std::string(url);
-  // The password of the user info. The last '@' anywhere, as ParseRedisUrl reads it: an '@' in
-  // the query masks too much (the host), never too little.
+  // The password of the user info. The last '@' anywhere, not only the authority's (ParseUrl's):
+  // an '@' in the path or query masks too much (the host), never too little, and a password
+  // holding an unencoded '/' is still masked whole.
   size_t rest = scheme_end + 3;
   std::string out(url.substr(0, rest));
   const size_t at = url.rfind('@');

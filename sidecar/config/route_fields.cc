@@ -3,6 +3,7 @@
 #include <sys/un.h>
 
 #include "sidecar/common/token_file.h"
+#include "sidecar/config/url_rules.h"
 
 namespace streamcar::config {
 

@@ -12,10 +12,6 @@
 
 namespace streamcar::config {
 
-// handler.url, a route's url, handler.health_url: "" when `url` is an http:// or https:// URL
-// with a host and no credentials, else what is wrong (fields.cc).
-std::string CheckHttpUrl(const std::string& url);
-
 // handler.unix_socket: "" (TCP to the url's host and port) or an absolute path that fits a
 // socket address.
 std::string CheckUnixSocket(const std::string& path);

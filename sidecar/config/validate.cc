@@ -6,6 +6,7 @@
 
 #include "sidecar/common/duration.h"
 #include "sidecar/common/text.h"
+#include "sidecar/common/url.h"
 #include "sidecar/keys/key_slot.h"
 #include "sidecar/keys/sharding_keys.h"
 
@@ -258,7 +259,7 @@ bool ValidateHandler(const Subscription& sub, const std::string& path, const Pro
                 std::string(FormatName(sub.handler.format)) + ")");
     return false;
   }
-  if (AsksAppForDaprRoutes(sub.handler) && sub.handler.url.starts_with("https://")) {
+  if (AsksAppForDaprRoutes(sub.handler) && UrlScheme(sub.handler.url) == "https") {
     // The question to the app at start is plain HTTP (delivery/http_get.h): the app listens on
     // the pod's loopback, as a Dapr app does for its sidecar.
     problem(path + ".handler.url",
@@ -293,12 +294,12 @@ bool ValidateHandlerTargets(const Subscription& sub, const std::string& path,
   const std::pair<std::string, const std::string*> urls[] = {
       {".handler.url", &handler.url}, {".handler.health_url", &handler.health_url}};
   for (const auto& [key, url] : urls) {
-    if (!url->starts_with("https://")) continue;
+    if (UrlScheme(*url) != "https") continue;
     problem(path + key, why + " (got \"" + *url + "\")");
     return false;
   }
   for (size_t i = 0; i < sub.routes.size(); ++i) {
-    if (!sub.routes[i].url.starts_with("https://")) continue;
+    if (UrlScheme(sub.routes[i].url) != "https") continue;
     problem(path + ".routes[" + std::to_string(i) + "].url",
             why + " (got \"" + sub.routes[i].url + "\")");
     return false;

@@ -1,6 +1,7 @@
 #include "sidecar/delivery/http_target.h"
 
-#include <charconv>
+#include "sidecar/common/url.h"
+#include "sidecar/config/redis_url.h"
 
 namespace streamcar::delivery {
 
@@ -20,45 +21,29 @@ std::string EncodeTarget(std::string_view path) {
   return out;
 }
 
-namespace {
-
-// The url was checked when the configuration was read (a port of 1 to 65535); what does not
-// parse here is 0, which no connection reaches.
-int PortOf(std::string_view digits) {
-  int port = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  return error == std::errc() && end == digits.data() + digits.size() ? port : 0;
-}
-
-}  // namespace
-
 HttpTarget SplitUrl(const std::string& url) {
   HttpTarget target;
-  const size_t scheme_end = url.find("://");
-  const std::string scheme = scheme_end == std::string::npos ? "http" : url.substr(0, scheme_end);
-  target.tls = scheme == "https";
-  target.port = target.tls ? 443 : 80;
-  const size_t authority_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
-  const size_t path_start = url.find_first_of("/?#", authority_start);
-  target.authority = url.substr(authority_start, path_start - authority_start);
-  target.origin = (target.tls ? "https://" : "http://") + target.authority;
-  std::string_view authority = target.authority;
-  if (authority.starts_with("[")) {
-    const size_t close = authority.find(']');
-    target.host = std::string(
-        authority.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
-    authority.remove_prefix(close == std::string_view::npos ? authority.size() : close + 1);
-    if (authority.starts_with(":")) target.port = PortOf(authority.substr(1));
-  } else {
-    const size_t colon = authority.rfind(':');
-    target.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      target.port = PortOf(authority.substr(colon + 1));
-    }
+  std::string error;
+  const auto parsed = ParseUrl(url, &error);
+  if (!parsed) {
+    // The configuration checked every url it holds (config/url_rules.h); one that does not parse
+    // has port 0, which no connection reaches, and is named masked.
+    target.port = 0;
+    target.origin = config::MaskUrlPassword(url);
+    target.path = "/";
+    return target;
   }
-  std::string path = path_start == std::string::npos ? "/" : url.substr(path_start);
-  path = path.substr(0, path.find('#'));  // a fragment is never sent
-  if (path.empty() || path[0] != '/') path = "/" + path;
+  const UrlHost& host = parsed->hosts.front();
+  target.tls = parsed->scheme == "https";
+  target.host = host.host;
+  target.port = host.port != 0 ? host.port : (target.tls ? 443 : 80);
+  // The Host header: as the URL spells it (an IPv6 literal keeps its brackets), without the ':'
+  // of an empty port.
+  target.authority =
+      host.text.ends_with(':') ? host.text.substr(0, host.text.size() - 1) : host.text;
+  target.origin = parsed->scheme + "://" + target.authority;
+  std::string path = parsed->path.empty() ? "/" : parsed->path;
+  if (parsed->query) path += "?" + *parsed->query;  // a fragment is never sent
   target.path = EncodeTarget(path);
   return target;
 }

@@ -135,6 +135,10 @@ TEST(UnixSocketConfig, PathRules) {
                          "      - { field: t, equals: b, url: \"https://app/b\" }\n")),
             "test.yaml:3: subscriptions[0].routes[1].url: handler.unix_socket carries plain HTTP: "
             "use an http:// url (got \"https://app/b\")");
+  // The scheme in any case (RFC 3986): HTTPS:// is https:// here too.
+  EXPECT_EQ(ErrorOf(File("unix_socket: /s, health_url: \"HTTPS://app/h\"")),
+            "test.yaml:3: subscriptions[0].handler.health_url: handler.unix_socket carries plain "
+            "HTTP: use an http:// url (got \"HTTPS://app/h\")");
 }
 
 TEST(RoutesConfig, LoadAndPrintEveryKeyOfEachRoute) {

@@ -29,7 +29,7 @@ TEST(RedisUrl, DefaultsPortAndDb) {
 TEST(RedisUrl, Credentials) {
   auto e = Parse("redis://app:p%40ss@r:6379/0");
   EXPECT_EQ(e.username, "app");
-  EXPECT_EQ(e.password, "p%40ss");
+  EXPECT_EQ(e.password, "p@ss");  // percent-decoded
   EXPECT_EQ(e.Describe(), "redis://app:***@r:6379/0");
 }
 
