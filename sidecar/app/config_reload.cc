@@ -59,21 +59,6 @@ bool RetentionChanged(const std::vector<config::ConfigChange>& changes) {
   return false;
 }
 
-void TakeLiveKeys(const config::Subscription& next, config::Subscription* running) {
-  running->start = next.start;
-  const std::string dapr_topic = running->handler.dapr_topic;
-  running->handler = next.handler;
-  running->handler.dapr_topic = dapr_topic;
-  running->retry = next.retry;
-  running->circuit_breaker = next.circuit_breaker;
-  running->dead_letter.max_len = next.dead_letter.max_len;
-  running->claim = next.claim;
-  running->ordering = next.ordering;
-  running->ack = next.ack;
-  running->retention = next.retention;
-  running->routes = next.routes;
-}
-
 ConfigReloader::ConfigReloader(const config::Config& loaded, admin::Metrics* metrics)
     : loaded_(loaded), metrics_(metrics), last_text_(TextOf(loaded.source_file)) {}
 

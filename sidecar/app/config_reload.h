@@ -25,9 +25,6 @@ struct LiveChanges {
 std::vector<size_t> SubscriptionsChanged(const std::vector<config::ConfigChange>& changes);
 // A subscription's retention changed: the retention beat is built again.
 bool RetentionChanged(const std::vector<config::ConfigChange>& changes);
-// Copies the live keys of `next` into `running` (its loop stopped: the loop holds a reference).
-// What `run` settled at start stays: the dead-letter stream, the Dapr topic.
-void TakeLiveKeys(const config::Subscription& next, config::Subscription* running);
 
 class ConfigReloader {
  public:

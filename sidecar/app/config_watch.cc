@@ -1,12 +1,12 @@
 #include "sidecar/app/config_watch.h"
 
-#include <limits.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -40,8 +40,8 @@ StatusOr<std::unique_ptr<ConfigWatch>> ConfigWatch::Open(std::string path) {
   }
   std::unique_ptr<ConfigWatch> watch(new ConfigWatch(std::move(path), std::move(inotify)));
   if (!watch->WatchFolders()) {
-    return Status(StatusCode::kIo, "cannot watch the folder of " + watch->path_ + ": " +
-                                                std::strerror(errno));
+    return Status(StatusCode::kIo,
+                  "cannot watch the folder of " + watch->path_ + ": " + std::strerror(errno));
   }
   return watch;
 }

@@ -1,9 +1,9 @@
 #include "sidecar/app/run.h"
 
+#include <poll.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <pthread.h>
-#include <poll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -384,10 +384,10 @@ void ApplyLive(Process& process, const LiveChanges& live) {
     loop(index)->FinishSettling(settle_deadline);
     loop(index).reset();
     config::Subscription& sub = process.config.subscriptions[index];
-    TakeLiveKeys(live.next.subscriptions[index], &sub);
+    config::TakeLiveKeys(live.next.subscriptions[index], &sub);
     DeclareRoutes(process, sub);
-    loop(index) = std::make_unique<runtime::SubscriptionLoop>(
-        sub, process.loop_deps[process.loop_of[index]]);
+    loop(index) =
+        std::make_unique<runtime::SubscriptionLoop>(sub, process.loop_deps[process.loop_of[index]]);
     if (Status s = loop(index)->Start(); !s.ok()) process.fatal.Report(s);
   }
   if (RetentionChanged(live.changes)) {

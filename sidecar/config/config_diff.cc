@@ -72,11 +72,11 @@ void CompareSecrets(const Config& a, const Config& b, std::vector<std::string>* 
   }
 }
 
-// The keys of a subscription that apply live: its loop is built again from them, and entries
-// still pending in Redis are delivered by the new one (at-least-once).
+// The keys of a subscription that apply live: its loop is built again from them (TakeLiveKeys
+// copies each), and entries still pending in Redis are delivered by the new one (at-least-once).
 constexpr std::array<std::string_view, 10> kLiveSubscriptionKeys = {
-    "start", "handler", "retry", "circuit_breaker", "dead_letter",
-    "claim", "ordering", "ack", "retention", "routes"};
+    "start", "handler",  "retry", "circuit_breaker", "dead_letter",
+    "claim", "ordering", "ack",   "retention",       "routes"};
 
 ConfigChange ClassifySubscriptionKey(const Config& running, const std::string& path) {
   static constexpr std::string_view kItem = "subscriptions[";
@@ -139,6 +139,21 @@ std::vector<ConfigChange> DiffConfig(const Config& running, const Config& next) 
   changes.reserve(paths.size());
   for (const auto& path : paths) changes.push_back(Classify(running, path));
   return changes;
+}
+
+void TakeLiveKeys(const Subscription& next, Subscription* running) {
+  running->start = next.start;
+  const std::string dapr_topic = running->handler.dapr_topic;
+  running->handler = next.handler;
+  running->handler.dapr_topic = dapr_topic;
+  running->retry = next.retry;
+  running->circuit_breaker = next.circuit_breaker;
+  running->dead_letter.max_len = next.dead_letter.max_len;  // its stream is refused
+  running->claim = next.claim;
+  running->ordering = next.ordering;
+  running->ack = next.ack;
+  running->retention = next.retention;
+  running->routes = next.routes;
 }
 
 std::string RefusedKeys(const std::vector<ConfigChange>& changes) { return Join(changes, true); }

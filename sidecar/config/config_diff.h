@@ -22,6 +22,11 @@ struct ConfigChange {
 // key order. A list of another length is one change at the list's path.
 std::vector<ConfigChange> DiffConfig(const Config& running, const Config& next);
 
+// Copies the live keys of a subscription (the ones DiffConfig calls live) from `next` into
+// `running`. What `run` settled at start stays: the dead-letter stream, the Dapr topic. The
+// caller has stopped the subscription's loop, which reads `running` by reference.
+void TakeLiveKeys(const Subscription& next, Subscription* running);
+
 // The keys of `changes` that are not live, joined by ", " ("" when every change is live).
 std::string RefusedKeys(const std::vector<ConfigChange>& changes);
 // Every key of `changes`, joined by ", ".

@@ -4,9 +4,9 @@
 // that cannot change live is refused with one line; SIGHUP never ends the process.
 
 #include <rapidjson/document.h>
-#include <signal.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -189,7 +189,7 @@ TEST_F(ReloadTest, AFileThatDoesNotLoadChangesNothingAndIsLoggedAsCheckSaysIt) {
     EXPECT_EQ(std::string(line["msg"].GetString()), message);
   }
 
-  const std::string id = Add({"n", "1"});
+  Add({"n", "1"});
   ASSERT_TRUE(handler_.WaitForCount(1, seconds(10))) << sidecar->Logs();
   EXPECT_EQ(second.Count(), 0u);
   EXPECT_TRUE(sidecar->running());

@@ -33,9 +33,8 @@ subscriptions:
 )";
 
 Config Load(const std::string& yaml) {
-  auto config = LoadConfigText(yaml, "test.yaml", [](const std::string&) {
-    return std::optional<std::string>();
-  });
+  auto config = LoadConfigText(yaml, "test.yaml",
+                               [](const std::string&) { return std::optional<std::string>(); });
   EXPECT_TRUE(config.ok()) << config.status().message();
   return config.ok() ? *config : Config{};
 }
@@ -82,13 +81,12 @@ TEST(ConfigDiffTest, PoliciesRetryCadencesAndShutdownAreLive) {
   next.subscriptions[0].dead_letter.max_len = 10;
   next.shutdown.drain_timeout = Millis(3000);
   auto changes = DiffConfig(Load(kBase), next);
-  EXPECT_EQ(Paths(changes), (std::vector<std::string>{
-                                "shutdown.drain_timeout", "subscriptions[0].handler.concurrency",
-                                "subscriptions[0].retry.max_attempts",
-                                "subscriptions[0].circuit_breaker.failures",
-                                "subscriptions[0].dead_letter.max_len",
-                                "subscriptions[0].claim.interval",
-                                "subscriptions[0].retention.interval"}));
+  EXPECT_EQ(Paths(changes),
+            (std::vector<std::string>{
+                "shutdown.drain_timeout", "subscriptions[0].handler.concurrency",
+                "subscriptions[0].retry.max_attempts", "subscriptions[0].circuit_breaker.failures",
+                "subscriptions[0].dead_letter.max_len", "subscriptions[0].claim.interval",
+                "subscriptions[0].retention.interval"}));
   EXPECT_EQ(RefusedKeys(changes), "");
 }
 
@@ -121,8 +119,8 @@ TEST(ConfigDiffTest, TheSetOfSubscriptionsIsRefused) {
 }
 
 TEST(ConfigDiffTest, ASubscriptionsDeadLetterStreamIsRefused) {
-  auto changes =
-      DiffConfig(Load(kBase), Edited("    retention:", "    dead_letter: { stream: x }\n    retention:"));
+  auto changes = DiffConfig(
+      Load(kBase), Edited("    retention:", "    dead_letter: { stream: x }\n    retention:"));
   EXPECT_EQ(RefusedKeys(changes), "subscriptions[0].dead_letter.stream");
 }
 
@@ -140,6 +138,33 @@ TEST(ConfigDiffTest, ALiveAndARefusedChangeTogetherAreRefused) {
   auto changes = DiffConfig(Load(kBase), next);
   EXPECT_EQ(ChangedKeys(changes), "redis.command_timeout, subscriptions[0].handler.url");
   EXPECT_EQ(RefusedKeys(changes), "redis.command_timeout");
+}
+
+// Whatever DiffConfig calls live, TakeLiveKeys carries over: after it, nothing differs.
+TEST(ConfigDiffTest, TakeLiveKeysCarriesEveryLiveKey) {
+  auto next = Load(kBase);
+  Subscription& sub = next.subscriptions[0];
+  sub.start = "new";
+  sub.handler.url = "http://127.0.0.1:9/x";
+  sub.handler.timeout = Millis(1234);
+  sub.handler.concurrency = 2;
+  sub.handler.headers["X-Other"] = "v";
+  sub.handler.auth.hmac_secret = "h";
+  sub.retry.max_backoff = Millis(7000);
+  sub.circuit_breaker.failures = 3;
+  sub.dead_letter.max_len = 5;
+  sub.claim.min_idle = Millis(90000);
+  sub.ordering.key_field = "customer";
+  sub.ack.delete_entries = true;
+  sub.retention.max_age = Millis(3'600'000);
+  sub.routes.push_back(RouteConfig{"kind", std::string("a"), std::nullopt, "", true});
+  const Config running = Load(kBase);
+  auto changes = DiffConfig(running, next);
+  ASSERT_GE(changes.size(), 13u) << ChangedKeys(changes);
+  EXPECT_EQ(RefusedKeys(changes), "");
+  Config taken = running;
+  TakeLiveKeys(next.subscriptions[0], &taken.subscriptions[0]);
+  EXPECT_EQ(ChangedKeys(DiffConfig(taken, next)), "");
 }
 
 }  // namespace
