@@ -221,6 +221,25 @@ TEST_F(ReloadTest, TheRedisUrlOrTheSetOfSubscriptionsIsRefusedInOneLine) {
   EXPECT_TRUE(sidecar->running());
 }
 
+// A sharded subscription's loops run under its member (SPEC 9): its keys are refused, saying so.
+TEST_F(ReloadTest, AShardedSubscriptionsHandlerUrlIsRefusedWithItsReason) {
+  SidecarConfig c;
+  c.handler_extra = "timeout: 1s";
+  c.subscription_extra = "    sharding: { shards: 2, initial_delay: 100ms, drain_timeout: 5s }\n";
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  TestHandler second;
+  c.handler_url = second.url("/");
+  WriteAtomically(sidecar->config_path(), Yaml(c));
+  ASSERT_EQ(::kill(sidecar->pid(), SIGHUP), 0);
+  ASSERT_TRUE(Eventually([&] { return Reloads("refused") == 1; }, seconds(10))) << sidecar->Logs();
+  auto lines = LinesStartingWith(sidecar->Logs(), "configuration reload refused");
+  ASSERT_EQ(lines.size(), 1u) << sidecar->Logs();
+  EXPECT_STREQ(lines[0]["keys"].GetString(), "subscriptions[0].handler.url");
+  EXPECT_NE(std::string(lines[0]["why"].GetString()).find("sharded"), std::string::npos);
+  EXPECT_TRUE(sidecar->running());
+}
+
 TEST_F(ReloadTest, SighupWithAnUnchangedFileDoesNotEndTheProcess) {
   SidecarConfig c;
   auto sidecar = StartSidecar(c);
