@@ -60,7 +60,7 @@ bool RetentionChanged(const std::vector<config::ConfigChange>& changes) {
 }
 
 ConfigReloader::ConfigReloader(const config::Config& loaded, admin::Metrics* metrics)
-    : loaded_(loaded), metrics_(metrics), last_text_(TextOf(loaded.source_file)) {}
+    : loaded_(loaded), metrics_(metrics) {}
 
 std::optional<LiveChanges> ConfigReloader::Read(Cause cause) {
   const std::string& path = loaded_.source_file;
@@ -82,6 +82,7 @@ std::optional<LiveChanges> ConfigReloader::Read(Cause cause) {
     return std::nullopt;
   }
   auto changes = config::DiffConfig(loaded_, *next);
+  if (changes.empty() && cause == Cause::kStarted) return std::nullopt;
   if (const std::string refused = config::RefusedKeys(changes); !refused.empty()) {
     metrics_->ConfigReloads("refused").Increment();
     LogWarn("configuration reload refused: the running configuration stays",

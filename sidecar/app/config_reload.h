@@ -31,8 +31,10 @@ class ConfigReloader {
   // `loaded` is the configuration as the loader returned it, before `run` settled anything.
   ConfigReloader(const config::Config& loaded, admin::Metrics* metrics);
 
-  // Why a reload is asked for: SIGHUP, or the watcher's event.
-  enum class Cause { kSignal, kFileChanged };
+  // Why a reload is asked for: SIGHUP, the watcher's event, or the look once the subscriptions
+  // have started (the file may have changed while `run` waited for Redis, before it watched;
+  // silent when nothing changed).
+  enum class Cause { kSignal, kFileChanged, kStarted };
   // Reads the file. nullopt when there is nothing to apply: refused or invalid (logged and
   // counted here), or the text is the one read last (the watcher and a SIGHUP after the same
   // edit, a ConfigMap swap's other names, a SIGHUP for nothing: not counted; a SIGHUP logged).
@@ -43,7 +45,7 @@ class ConfigReloader {
  private:
   config::Config loaded_;
   admin::Metrics* metrics_;
-  std::optional<std::string> last_text_;  // the file's text at the last read
+  std::optional<std::string> last_text_;  // the file's text at the last read (none before kStarted)
 };
 
 }  // namespace streamcar::app

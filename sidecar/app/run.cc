@@ -418,6 +418,7 @@ int WaitForSignalOrFatal(Process& process, ConfigReloader& reloader, ConfigWatch
       reloader.Applied(std::move(*live));
     }
   };
+  reload(ConfigReloader::Cause::kStarted);
   while (!process.fatal.Get()) {
     std::array<pollfd, 2> fds{pollfd{signal_fd.get(), POLLIN, 0},
                               pollfd{watch ? watch->fd() : -1, POLLIN, 0}};

@@ -221,6 +221,26 @@ TEST_F(ReloadTest, TheRedisUrlOrTheSetOfSubscriptionsIsRefusedInOneLine) {
   EXPECT_TRUE(sidecar->running());
 }
 
+// The file changed while `run` waited for Redis, before it watched the file: the change is found
+// once the subscriptions have started, without a signal.
+TEST_F(ReloadTest, AChangeWhileWaitingForRedisIsAppliedOnceStarted) {
+  TestHandler second;
+  SidecarConfig c;
+  redis_->Kill();
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(Eventually([&] { return sidecar->Logs().find("retry_in_ms") != std::string::npos; },
+                         seconds(10)))
+      << sidecar->Logs();
+  c.handler_url = second.url("/");
+  WriteAtomically(sidecar->config_path(), Yaml(c));
+  redis_->Start();
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return Reloads("applied") == 1; }, seconds(10))) << sidecar->Logs();
+  Add({"n", "1"});
+  ASSERT_TRUE(second.WaitForCount(1, seconds(10))) << sidecar->Logs();
+  EXPECT_EQ(handler_.Count(), 0u);
+}
+
 // A sharded subscription's loops run under its member (SPEC 9): its keys are refused, saying so.
 TEST_F(ReloadTest, AShardedSubscriptionsHandlerUrlIsRefusedWithItsReason) {
   SidecarConfig c;
