@@ -59,8 +59,8 @@ bool RetentionChanged(const std::vector<config::ConfigChange>& changes) {
   return false;
 }
 
-ConfigReloader::ConfigReloader(const config::Config& loaded, admin::Metrics* metrics)
-    : loaded_(loaded), metrics_(metrics) {}
+ConfigReloader::ConfigReloader(config::Config loaded, admin::Metrics* metrics)
+    : loaded_(std::move(loaded)), metrics_(metrics) {}
 
 std::optional<LiveChanges> ConfigReloader::Read(Cause cause) {
   const std::string& path = loaded_.source_file;

@@ -29,7 +29,7 @@ bool RetentionChanged(const std::vector<config::ConfigChange>& changes);
 class ConfigReloader {
  public:
   // `loaded` is the configuration as the loader returned it, before `run` settled anything.
-  ConfigReloader(const config::Config& loaded, admin::Metrics* metrics);
+  ConfigReloader(config::Config loaded, admin::Metrics* metrics);
 
   // Why a reload is asked for: SIGHUP, the watcher's event, or the look once the subscriptions
   // have started (the file may have changed while `run` waited for Redis, before it watched;
