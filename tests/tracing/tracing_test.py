@@ -7,7 +7,7 @@ own traceparent), the attributes, a batch request's links, several spans per exp
 and that a hanging or unreachable collector never slows delivery (measured against a collector
 that keeps up, in the same run), its spans dropped and counted in streamcar_spans_dropped_total.
 
-    tracing_test.py STREAMCAR_BINARY PROJECT_ROOT
+    tracing_test.py STREAMCAR_BINARY PROJECT_ROOT BENCH_HANDLER_BINARY
 """
 import http.server
 import json
@@ -26,7 +26,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "support"))
 from harness import check, eventually, free_port, summary, wait_port  # noqa: E402
 
-binary, root = sys.argv[1], sys.argv[2]
+binary, root, bench_handler = sys.argv[1], sys.argv[2], sys.argv[3]
 
 # The OTLP definitions, pinned by package-lock.json; node_modules is never committed.
 if not os.path.isdir(os.path.join(here, "node_modules", "@opentelemetry", "otlp-transformer")):
@@ -294,15 +294,26 @@ def ready(admin_port):
         return False
 
 
-def delivery_rates(redis_port, handler_port, configurations, count):
+def start_fast_handler():
+    """The benchmark's handler (C++, answers 204 at once) in a process of its own."""
+    port = free_port()
+    processes.append(subprocess.Popen([bench_handler, str(port), "24"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    check(wait_port(port), "a handler answers")
+    return port
+
+
+def delivery_rates(redis_port, configurations, count):
     """Each configuration's sidecar delivers `count` entries of its own stream, all at the same
-    time, to the same handler: a load spike on the shared machine falls on all of them alike.
+    time, each to a handler process of its own: a load spike on the shared machine falls on all
+    of them alike, and no sidecar waits on a handler another one keeps busy (one shared Python
+    handler once served two sidecars at a third of the others' rate, whatever their collector).
     Entries per second from the moment the entries are written (all sidecars ready and waiting)
     to each one's last acknowledgement, with each one's process and admin port (still running)."""
     runs = []
     for name, tracing in configurations:
         stream = f"rate-{name}"
-        runs.append((name, stream) + start_sidecar(name, redis_port, handler_port,
+        runs.append((name, stream) + start_sidecar(name, redis_port, start_fast_handler(),
                                                     [(stream, "")], tracing))
     check(eventually(lambda: all(ready(admin) for _, _, _, admin in runs), 30), "all are ready")
     # The backlogs grow together, one entry to each stream in turn, once every sidecar waits.
@@ -347,7 +358,7 @@ try:
     # is measured against the good one: both make and encode the same spans, so the ratio is the
     # collector's effect alone (tracing's own cost, against off, is bench/run --tracing's figure).
     count = 5000
-    rates = delivery_rates(redis_port, handler_port, [
+    rates = delivery_rates(redis_port, [
         ("off", ""),
         ("accepting", f"tracing:\n  otlp_endpoint: http://127.0.0.1:{accepting_port}/v1/traces\n"),
         ("hanging", f"tracing:\n  otlp_endpoint: http://127.0.0.1:{hanging_port}/v1/traces\n"),
