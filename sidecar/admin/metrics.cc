@@ -56,6 +56,7 @@ Metrics::Metrics()
   RegisterHealthFamilies(r);
   RegisterTracingFamilies(r);
   RegisterRouteFamilies(r);
+  RegisterReloadFamily(r);
   member_families_ = RegisterMemberFamilies(r);
 }
 
@@ -109,6 +110,24 @@ void Metrics::RegisterTracingFamilies(prometheus::Registry& r) {
                             "was full, or their export failed")
                         .Register(r)
                         .Add({});
+}
+
+// SPEC 2's reload: every result present (at 0) from the start.
+void Metrics::RegisterReloadFamily(prometheus::Registry& r) {
+  auto& family = prometheus::BuildCounter()
+                     .Name("streamcar_config_reloads_total")
+                     .Help("Configuration reloads (SIGHUP, or the file changed) by result")
+                     .Register(r);
+  for (size_t i = 0; i < kReloadResults.size(); ++i) {
+    config_reloads_[i] = &family.Add({{"result", std::string(kReloadResults[i])}});
+  }
+}
+
+prometheus::Counter& Metrics::ConfigReloads(std::string_view result) {
+  for (size_t i = 0; i < kReloadResults.size(); ++i) {
+    if (kReloadResults[i] == result) return *config_reloads_[i];
+  }
+  return *config_reloads_.back();
 }
 
 // The log (SPEC 10): retention, the API and its followers.

@@ -119,6 +119,10 @@ class Metrics : public redis::TopologyObserver {
   // Spans that never reached the OTLP collector (SPEC 11, telemetry/span_exporter.h): the
   // export queue was full, or their export failed. Thread-safe.
   prometheus::Counter& spans_dropped() { return *spans_dropped_; }
+  // streamcar_config_reloads_total (SPEC 2): `result` is one of kReloadResults. Thread-safe.
+  static constexpr std::array<std::string_view, 3> kReloadResults = {"applied", "refused",
+                                                                     "invalid"};
+  prometheus::Counter& ConfigReloads(std::string_view result);
   // The log API (SPEC 10): answers by route (produce|read|follow|other) and status code, entries
   // appended through the API, and the SSE followers of each stream. Thread-safe.
   prometheus::Counter& ApiRequests(const std::string& route, int code);
@@ -141,6 +145,7 @@ class Metrics : public redis::TopologyObserver {
   void RegisterArchiveFamilies(prometheus::Registry& r);
   void RegisterHealthFamilies(prometheus::Registry& r);
   void RegisterTracingFamilies(prometheus::Registry& r);
+  void RegisterReloadFamily(prometheus::Registry& r);
   void RegisterRouteFamilies(prometheus::Registry& r);
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -175,6 +180,7 @@ class Metrics : public redis::TopologyObserver {
   prometheus::Family<prometheus::Counter>* filtered_;  // SPEC 11
   prometheus::Gauge* redis_up_;
   prometheus::Counter* spans_dropped_;
+  std::array<prometheus::Counter*, kReloadResults.size()> config_reloads_{};
   prometheus::Counter* redirects_moved_;
   prometheus::Counter* redirects_ask_;
   prometheus::Counter* failovers_;

@@ -1,15 +1,19 @@
 #include "sidecar/app/run.h"
 
+#include <poll.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -21,9 +25,12 @@
 #include "sidecar/admin/admin_server.h"
 #include "sidecar/admin/health.h"
 #include "sidecar/admin/metrics.h"
+#include "sidecar/app/config_reload.h"
+#include "sidecar/app/config_watch.h"
 #include "sidecar/app/dapr_subscribe.h"
 #include "sidecar/app/redis_placement.h"
 #include "sidecar/common/log.h"
+#include "sidecar/common/unique_fd.h"
 #include "sidecar/common/version.h"
 #include "sidecar/log/api_server.h"
 #include "sidecar/log/archive_store.h"
@@ -138,6 +145,11 @@ struct Process {
   // tracers submit to it.
   std::unique_ptr<telemetry::SpanExporter> exporter;
   std::vector<std::unique_ptr<runtime::SubscriptionLoop>> subscriptions;
+  // What each loop of `subscriptions` was built with (a reload builds it again), and the loop of
+  // each configured subscription (kNoLoop: a sharded one).
+  std::vector<runtime::SubscriptionDeps> loop_deps;
+  std::vector<size_t> loop_of;
+  static constexpr size_t kNoLoop = SIZE_MAX;
   // Sharded subscriptions (SPEC 9): a member each, which runs a loop per shard it holds.
   std::vector<std::unique_ptr<sharding::ShardedSubscription>> members;
   std::unique_ptr<log::RetentionBeat> retention;
@@ -151,6 +163,7 @@ sigset_t BlockSignals() {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGHUP);  // a reload (SPEC 2), never the end of the process
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return signals;
@@ -167,17 +180,21 @@ void WarnIfTlsUnverified(const Process& process) {
   }
 }
 
+// The declared routes' series of a subscription (SPEC 11), before its loop starts.
+void DeclareRoutes(Process& process, const config::Subscription& sub) {
+  if (sub.routes.empty()) return;
+  std::vector<bool> delivers;
+  delivers.reserve(sub.routes.size());
+  for (const auto& route : sub.routes) delivers.push_back(!route.drop);
+  process.metrics.DeclareRoutes(sub.name, delivers);
+}
+
 // Every labelled series exists at 0 before the first scrape (SPEC 5): each subscription's
 // families, and the trimmed counter of every stream a retention rule names.
 void SeedMetrics(Process& process) {
   for (const auto& sub : process.config.subscriptions) {
     process.metrics.ForSubscription(sub.name);
-    if (!sub.routes.empty()) {  // SPEC 11
-      std::vector<bool> delivers;
-      delivers.reserve(sub.routes.size());
-      for (const auto& route : sub.routes) delivers.push_back(!route.drop);
-      process.metrics.DeclareRoutes(sub.name, delivers);
-    }
+    DeclareRoutes(process, sub);
   }
   for (const auto& rule : log::TrimRulesOf(process.config)) {
     process.metrics.Trimmed(rule.stream);
@@ -290,6 +307,7 @@ void BuildSubscriptions(Process& process, const runtime::Tuning& tuning) {
     runtime::SubscriptionDeps sub_deps = deps;
     sub_deps.dead_letter_two_step = process.redis.two_step_dead_letters[i];
     if (config.subscriptions[i].sharding.enabled()) {
+      process.loop_of.push_back(Process::kNoLoop);
       process.members.push_back(std::make_unique<sharding::ShardedSubscription>(
           config.subscriptions[i], sub_deps, NewMemberId(), deps.group_ready));
       continue;
@@ -297,6 +315,8 @@ void BuildSubscriptions(Process& process, const runtime::Tuning& tuning) {
     // A plain subscription holds its consumer name's lease (SPEC 4.7); a sharded one's members
     // have ids of their own, and the coordinator gives each shard to one of them.
     sub_deps.consumer_lease = lease_identity;
+    process.loop_of.push_back(process.subscriptions.size());
+    process.loop_deps.push_back(sub_deps);
     process.subscriptions.push_back(
         std::make_unique<runtime::SubscriptionLoop>(config.subscriptions[i], sub_deps));
   }
@@ -342,14 +362,91 @@ void StartAll(Process& process) {
   if (process.retention) process.retention->Start();
 }
 
+// A reload's live changes (SPEC 2): each subscription they touch gets a new loop. The old one
+// stops as at shutdown (no new reads, the requests in flight finish or are given up at
+// shutdown.drain_timeout, their outcomes settle); what it read and did not settle stays pending
+// under the same consumer name, and the new loop delivers it first (at-least-once).
+void ApplyLive(Process& process, const LiveChanges& live) {
+  process.config.shutdown = live.next.shutdown;
+  std::vector<size_t> restarted;
+  for (size_t index : SubscriptionsChanged(live.changes)) {
+    if (process.loop_of[index] != Process::kNoLoop) restarted.push_back(index);
+  }
+  auto loop = [&process](size_t index) -> auto& {
+    return process.subscriptions[process.loop_of[index]];
+  };
+  const auto deadline = SteadyClock::now() + process.config.shutdown.drain_timeout;
+  for (size_t index : restarted) loop(index)->RequestStopIntake();
+  for (size_t index : restarted) loop(index)->JoinIntake();
+  for (size_t index : restarted) loop(index)->WaitForDeliveries(deadline);
+  const auto settle_deadline = std::max(deadline, SteadyClock::now() + runtime::kSettleFloor);
+  for (size_t index : restarted) {
+    loop(index)->FinishSettling(settle_deadline);
+    loop(index).reset();
+    config::Subscription& sub = process.config.subscriptions[index];
+    config::TakeLiveKeys(live.next.subscriptions[index], &sub);
+    DeclareRoutes(process, sub);
+    loop(index) =
+        std::make_unique<runtime::SubscriptionLoop>(sub, process.loop_deps[process.loop_of[index]]);
+    if (Status s = loop(index)->Start(); !s.ok()) process.fatal.Report(s);
+  }
+  if (RetentionChanged(live.changes)) {
+    if (process.retention) process.retention->StopAndJoin();
+    process.retention.reset();
+    BuildRetention(process);
+    for (const auto& rule : log::TrimRulesOf(process.config)) process.metrics.Trimmed(rule.stream);
+    if (process.retention) process.retention->Start();
+  }
+}
+
+// The next signal of process.signals from its signalfd, or 0 when none is waiting.
+int TakeSignal(int signal_fd) {
+  signalfd_siginfo info{};
+  const ssize_t got = read(signal_fd, &info, sizeof(info));
+  return got == static_cast<ssize_t>(sizeof(info)) ? static_cast<int>(info.ssi_signo) : 0;
+}
+
 // Waits for SIGTERM or SIGINT (returned) or a fatal error (which raises SIGUSR1 at this thread;
-// 0 is returned).
-int WaitForSignalOrFatal(Process& process) {
+// 0 is returned). SIGHUP, or a change of the configuration file, reloads it (SPEC 2). One thread
+// for both: the signals are read from a signalfd polled beside the file's watch.
+int WaitForSignalOrFatal(Process& process, ConfigReloader& reloader, ConfigWatch* watch) {
+  const UniqueFd signal_fd(signalfd(-1, &process.signals, SFD_NONBLOCK | SFD_CLOEXEC));
+  const auto reload = [&](ConfigReloader::Cause cause) {
+    if (process.fatal.Get()) return;
+    if (auto live = reloader.Read(cause)) {
+      ApplyLive(process, *live);
+      reloader.Applied(std::move(*live));
+    }
+  };
+  reload(ConfigReloader::Cause::kStarted);
   while (!process.fatal.Get()) {
-    const int signal_number = sigwaitinfo(&process.signals, nullptr);
+    std::array<pollfd, 2> fds{pollfd{signal_fd.get(), POLLIN, 0},
+                              pollfd{watch ? watch->fd() : -1, POLLIN, 0}};
+    const int timeout = watch ? watch->PollTimeoutMs(SteadyClock::now()) : -1;
+    int signal_number = 0;
+    if (signal_fd.get() < 0) {  // no descriptor to spare: signals only
+      signal_number = sigwaitinfo(&process.signals, nullptr);
+    } else if (poll(fds.data(), fds.size(), timeout) > 0 && fds[0].revents != 0) {
+      signal_number = TakeSignal(signal_fd.get());
+    }
     if (signal_number == SIGTERM || signal_number == SIGINT) return signal_number;
+    if (signal_number == SIGHUP) reload(ConfigReloader::Cause::kSignal);
+    if (watch && fds[1].revents != 0) watch->OnReadable(SteadyClock::now());
+    if (watch && watch->Due(SteadyClock::now())) reload(ConfigReloader::Cause::kFileChanged);
   }
   return 0;
+}
+
+// The watch of the configuration file (SPEC 2): null when inotify cannot watch it (logged;
+// SIGHUP still reloads).
+std::unique_ptr<ConfigWatch> WatchConfigFile(const Process& process) {
+  auto watch = ConfigWatch::Open(process.config.source_file);
+  if (!watch.ok()) {
+    LogWarn("the configuration file is not watched; SIGHUP reloads it",
+            {{"error", watch.status().message()}});
+    return nullptr;
+  }
+  return std::move(*watch);
 }
 
 // Shutdown's first stage. Every subscription stops reading at once (SPEC 4.5: nothing new is read
@@ -454,7 +551,9 @@ int Run(const config::Config& configured, const runtime::Tuning& tuning) {
   BuildSubscriptions(process, tuning);
   BuildRetention(process);
   StartAll(process);
-  return ShutDown(process, WaitForSignalOrFatal(process));
+  ConfigReloader reloader(configured, &process.metrics);
+  const auto watch = WatchConfigFile(process);
+  return ShutDown(process, WaitForSignalOrFatal(process, reloader, watch.get()));
 }
 
 }  // namespace streamcar::app
