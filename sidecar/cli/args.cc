@@ -66,11 +66,12 @@ CLI::App* SelectCommand(CommandLine& line, const std::vector<std::string>& words
     *error = message + " (see streamcar " + (group.empty() ? "" : group + " ") + "--help)";
     return nullptr;
   }
-  const bool help_asked = std::any_of(words.begin(), words.end(),
-                                      [](const std::string& w) { return w == "-h" || w == "--help"; });
+  const bool help_asked = std::any_of(
+      words.begin(), words.end(), [](const std::string& w) { return w == "-h" || w == "--help"; });
   if (app != &line.root() && !Subcommands(app).empty() && !help_asked) {
     std::string names;
-    for (const CLI::App* sub : Subcommands(app)) names += (names.empty() ? "" : " or ") + sub->get_name();
+    for (const CLI::App* sub : Subcommands(app))
+      names += (names.empty() ? "" : " or ") + sub->get_name();
     *error = line.Find(app)->words + " needs a command: " + names + " (see streamcar " +
              line.Find(app)->words + " --help)";
     return nullptr;
@@ -80,7 +81,8 @@ CLI::App* SelectCommand(CommandLine& line, const std::vector<std::string>& words
 
 // Why an argument the command does not take is wrong: an option another command has, an
 // option misspelt, or a positional too many.
-std::string ExtraArgument(const CommandLine& line, const CLI::App* command, const std::string& arg) {
+std::string ExtraArgument(const CommandLine& line, const CLI::App* command,
+                          const std::string& arg) {
   const std::string words = line.Find(command)->words;
   const std::string see = " (see streamcar " + words + " --help)";
   if (!arg.starts_with("-") || arg == "-") {
@@ -228,7 +230,8 @@ std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, st
     *error = ExtraArgument(line, command, extras.front());
     return std::nullopt;
   }
-  if (command->get_name() == "produce" && !TakeFieldsAfterDashes(line.root(), line.given(), error)) {
+  if (command->get_name() == "produce" &&
+      !TakeFieldsAfterDashes(line.root(), line.given(), error)) {
     return std::nullopt;
   }
   return Convert(line, command, line.given(), error);

@@ -19,7 +19,9 @@ CLI::Validator Check(std::function<std::string(std::string&)> check) {
 }
 
 CLI::Validator NotEmpty(const std::string& what) {
-  return Check([what](std::string& v) -> std::string { return v.empty() ? "needs " + what : std::string(); });
+  return Check([what](std::string& v) -> std::string {
+    return v.empty() ? "needs " + what : std::string();
+  });
 }
 
 // A decimal number of at least `least`, all of the text.
@@ -45,8 +47,9 @@ CLI::Validator Bound() {
 
 CLI::Validator EntryId() {
   return Check([](std::string& v) -> std::string {
-    return log::ParseId(v) ? "" : "needs an entry id like 1700000000000-0 (got \"" +
-                                      PrintableOneLine(v) + "\")";
+    return log::ParseId(v)
+               ? ""
+               : "needs an entry id like 1700000000000-0 (got \"" + PrintableOneLine(v) + "\")";
   });
 }
 
@@ -163,7 +166,8 @@ CLI::App* CommandLine::Add(CLI::App* parent, const std::string& name,
 }
 
 void CommandLine::DefineRunAndCheck() {
-  CLI::App* run = Add(root_.get(), "run", "run the sidecar (the default command)", CommandKind::kRun);
+  CLI::App* run =
+      Add(root_.get(), "run", "run the sidecar (the default command)", CommandKind::kRun);
   commands_.back().synopsis += " [-c FILE]";
   run->footer(
       "Joins each subscription's consumer group and delivers its entries to the handler.\n"
@@ -217,8 +221,9 @@ void CommandLine::DefineStatusAndDlq() {
   replay->add_option("--id", given_.ids, "replay only these dead letters (ids of the DLQ stream)")
       ->type_name("ID")
       ->check(Check([](std::string& v) -> std::string {
-        return ParseEntryId(v) ? "" : "needs an entry id like 1700000000000-0 (got \"" +
-                                          PrintableOneLine(v) + "\")";
+        return ParseEntryId(v)
+                   ? ""
+                   : "needs an entry id like 1700000000000-0 (got \"" + PrintableOneLine(v) + "\")";
       }));
   replay->add_flag("--dry-run", given_.dry_run, "print what would be replayed; change nothing");
 }
@@ -272,8 +277,12 @@ void CommandLine::DefineLogCommands() {
   read->add_option("STREAM", given_.stream, "the stream key")
       ->required()
       ->check(NotEmpty("a stream name"));
-  read->add_option("--since", given_.since, "from T (included)")->type_name("T")->transform(Bound());
-  read->add_option("--until", given_.until, "up to T (excluded)")->type_name("T")->transform(Bound());
+  read->add_option("--since", given_.since, "from T (included)")
+      ->type_name("T")
+      ->transform(Bound());
+  read->add_option("--until", given_.until, "up to T (excluded)")
+      ->type_name("T")
+      ->transform(Bound());
   AddCount(read, given_, "print at most N entries (default 100)");
   read->add_flag("--json", given_.json, "one JSON document");
 
@@ -287,16 +296,17 @@ void CommandLine::DefineLogCommands() {
   tail->add_option("STREAM", given_.stream, "the stream key")
       ->required()
       ->check(NotEmpty("a stream name"));
-  tail->add_option("--since", given_.since, "start at T: an RFC 3339 instant, milliseconds or an "
-                                            "entry id")
+  tail->add_option("--since", given_.since,
+                   "start at T: an RFC 3339 instant, milliseconds or an "
+                   "entry id")
       ->type_name("T")
       ->transform(Bound());
   tail->add_flag("--json", given_.json, "one entry per line as JSON");
 }
 
 void CommandLine::DefineTrimAndRoute() {
-  CLI::App* route =
-      Add(root_.get(), "route", "the shard KEY goes to (sharded subscriptions)", CommandKind::kRoute);
+  CLI::App* route = Add(root_.get(), "route", "the shard KEY goes to (sharded subscriptions)",
+                        CommandKind::kRoute);
   commands_.back().synopsis += " [-c FILE] --subscription NAME KEY";
   route->footer(
       "Prints the shard of the sharded subscription NAME that a producer puts KEY in, and that\n"

@@ -39,7 +39,6 @@ struct Given {
   std::string min_id;
   std::string shell;
   std::vector<std::string> help_topic;  // `help COMMAND`: never parsed (args.cc rewrites it)
-
 };
 
 // One command or command group ("dlq") of the tree.

@@ -15,7 +15,9 @@ struct Completes {
   std::vector<std::string> takes_file;
 };
 
-bool Hidden(const CLI::App* app) { return app->get_parent() != nullptr && app->get_group().empty(); }
+bool Hidden(const CLI::App* app) {
+  return app->get_parent() != nullptr && app->get_group().empty();
+}
 
 std::vector<std::string> VisibleSubcommands(const CLI::App* app) {
   std::vector<std::string> names;
@@ -68,7 +70,8 @@ std::string DescentPatterns(const std::vector<Completes>& table, const char* sep
     if (entry.words.empty()) continue;
     const auto space = entry.words.rfind(' ');
     const std::string parent = space == std::string::npos ? "" : entry.words.substr(0, space);
-    const std::string word = space == std::string::npos ? entry.words : entry.words.substr(space + 1);
+    const std::string word =
+        space == std::string::npos ? entry.words : entry.words.substr(space + 1);
     patterns += (patterns.empty() ? "" : separator) + ("\"" + parent + ":" + word + "\"");
   }
   return patterns;

@@ -36,7 +36,8 @@ std::string OptionTerm(const CLI::Option* option) {
   for (const std::string& l : option->get_lnames()) {
     term += (term.empty() ? "" : ", ") + ("\\fB" + Roff("--" + l) + "\\fR");
   }
-  if (option->get_items_expected_max() > 0) term += " \\fI" + Roff(option->get_type_name()) + "\\fR";
+  if (option->get_items_expected_max() > 0)
+    term += " \\fI" + Roff(option->get_type_name()) + "\\fR";
   return term;
 }
 
@@ -81,7 +82,8 @@ std::string ManPage(const CommandLine& line) {
     Footer(out, info.app);
     Options(out, info.app);
   }
-  out << ".SH FILES\n.TP\n" << Roff(kDefaultConfigPath)
+  out << ".SH FILES\n.TP\n"
+      << Roff(kDefaultConfigPath)
       << "\nthe configuration file when neither \\fB\\-c\\fR nor STREAMCAR_CONFIG is given\n"
       << ".SH SEE ALSO\nThe documentation in the source tree's docs/ (docs/cli.md for this "
          "page's commands).\n";

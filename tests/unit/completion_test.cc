@@ -30,7 +30,8 @@ std::string RunShell(const std::string& shell, const std::string& script,
   std::string out;
   if (FILE* pipe = ::popen(command.c_str(), "r")) {
     std::array<char, 4096> buffer{};
-    while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
+    while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe))
+      out.append(buffer.data(), n);
     ::pclose(pipe);
   }
   std::filesystem::remove_all(dir);
@@ -42,10 +43,12 @@ std::string BashCompletes(const std::string& words) {
   return RunShell("bash", CompletionScript(CommandLine(), "bash"),
                   "source \"$SCRIPT\"\n"
                   "complete -p streamcar\n"
-                  "COMP_WORDS=(" + words + ")\n"
-                  "COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
-                  "_streamcar\n"
-                  "echo \"[${COMPREPLY[*]}]\"\n");
+                  "COMP_WORDS=(" +
+                      words +
+                      ")\n"
+                      "COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
+                      "_streamcar\n"
+                      "echo \"[${COMPREPLY[*]}]\"\n");
 }
 
 TEST(Completion, BashCompletesCommandsSubcommandsAndOptions) {
@@ -58,8 +61,9 @@ TEST(Completion, BashCompletesCommandsSubcommandsAndOptions) {
   EXPECT_NE(BashCompletes("streamcar st").find("[status]"), std::string::npos);
   EXPECT_NE(BashCompletes("streamcar dlq ''").find("[list replay -h --help]"), std::string::npos);
   EXPECT_NE(BashCompletes("streamcar dlq replay --d").find("[--dry-run]"), std::string::npos);
-  EXPECT_NE(BashCompletes("streamcar dlq list --").find("[--help --config --subscription --count "
-                                                        "--json]"),
+  EXPECT_NE(BashCompletes("streamcar dlq list --")
+                .find("[--help --config --subscription --count "
+                      "--json]"),
             std::string::npos)
       << BashCompletes("streamcar dlq list --");
   EXPECT_NE(BashCompletes("streamcar completion ''").find("[bash zsh -h --help]"),
@@ -81,9 +85,13 @@ TEST(Completion, ZshCompletesCommandsAndSubcommands) {
                     "compdef() { echo \"compdef $*\"; }\n"
                     "compadd() { shift; echo \"[$*]\"; }\n"
                     "source \"$SCRIPT\"\n"
-                    "words=(" + words + ")\n"
-                    "CURRENT=" + std::to_string(current) + "\n"
-                    "_streamcar\n");
+                    "words=(" +
+                        words +
+                        ")\n"
+                        "CURRENT=" +
+                        std::to_string(current) +
+                        "\n"
+                        "_streamcar\n");
   };
   const std::string top = completes("streamcar ''", 2);
   EXPECT_NE(top.find("compdef _streamcar streamcar"), std::string::npos) << top;
@@ -100,8 +108,10 @@ TEST(ManPage, NamesEveryCommandAndOption) {
   EXPECT_NE(page.find(".TH STREAMCAR 1"), std::string::npos);
   for (const char* synopsis :
        {"streamcar run [\\-c FILE]", "streamcar dlq list [\\-c FILE] \\-\\-subscription NAME",
-        "streamcar dlq replay [\\-c FILE] \\-\\-subscription NAME [\\-\\-count N] [\\-\\-id ID ...]",
-        "streamcar trim [\\-c FILE] STREAM [\\-\\-max\\-len N | \\-\\-max\\-age D | \\-\\-min\\-id ID]",
+        "streamcar dlq replay [\\-c FILE] \\-\\-subscription NAME [\\-\\-count N] [\\-\\-id ID "
+        "...]",
+        "streamcar trim [\\-c FILE] STREAM [\\-\\-max\\-len N | \\-\\-max\\-age D | \\-\\-min\\-id "
+        "ID]",
         "streamcar completion bash|zsh"}) {
     EXPECT_NE(page.find(synopsis), std::string::npos) << synopsis;
   }
