@@ -89,7 +89,26 @@ class Formatter : public CLI::Formatter {
     return out.str();
   }
 
+  // The commands under this one, each as its synopsis and what it does (a group's subcommands
+  // too: `streamcar --help` shows `dlq list` and `dlq replay` in full).
+  std::string make_subcommands(const CLI::App* app, CLI::AppFormatMode /*mode*/) const override {
+    std::string out;
+    for (const CommandInfo& info : line_->commands()) {
+      const bool leaf = info.kind.has_value() || info.words == "help";
+      if (!leaf || info.app->get_group().empty() || !Under(info.app, app)) continue;
+      out += "  " + info.synopsis + "\n      " + info.app->get_description() + "\n";
+    }
+    return out.empty() ? out : "\nCommands:\n" + out;
+  }
+
  private:
+  static bool Under(const CLI::App* app, const CLI::App* ancestor) {
+    for (const CLI::App* up = app->get_parent(); up != nullptr; up = up->get_parent()) {
+      if (up == ancestor) return true;
+    }
+    return false;
+  }
+
   const CommandLine* line_;
 };
 
@@ -118,9 +137,7 @@ void AddSubscription(CLI::App* app, Given& given) {
 CommandLine::CommandLine()
     : root_(std::make_unique<CLI::App>(
           "Delivers a Redis/Valkey stream consumer group to an HTTP handler.", "streamcar")) {
-  auto formatter = std::make_shared<Formatter>(this);
-  formatter->label("Subcommands", "Commands");
-  root_->formatter(formatter);
+  root_->formatter(std::make_shared<Formatter>(this));
   root_->set_help_flag("-h,--help", "print this help and exit");
   root_->set_version_flag("--version", "", "print the version, revision and build date");
   root_->require_subcommand(1);

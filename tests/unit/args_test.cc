@@ -100,14 +100,16 @@ TEST(Args, HelpOnEveryCommand) {
   EXPECT_EQ(Parse({"dlq", "list", "--help"}).help_text.find("--dry-run"), std::string::npos);
   // dlq's own help lists both subcommands; the general help every command, not the hidden man.
   const std::string dlq = Parse({"dlq", "--help"}).help_text;
-  EXPECT_NE(dlq.find("list"), std::string::npos) << dlq;
-  EXPECT_NE(dlq.find("replay"), std::string::npos) << dlq;
+  EXPECT_NE(dlq.find("\n  streamcar dlq list [-c FILE]"), std::string::npos) << dlq;
+  EXPECT_NE(dlq.find("\n  streamcar dlq replay [-c FILE]"), std::string::npos) << dlq;
   const std::string general = Parse({"--help"}).help_text;
   for (const char* command : {"run", "check", "status", "dlq", "produce", "read", "tail", "route",
                               "trim", "completion", "version", "help"}) {
-    EXPECT_NE(general.find("\n  " + std::string(command) + " "), std::string::npos) << command;
+    EXPECT_NE(general.find("\n  streamcar " + std::string(command) + " "), std::string::npos)
+        << command;
   }
-  EXPECT_EQ(general.find("\n  man "), std::string::npos);
+  EXPECT_NE(general.find("\n  streamcar dlq replay [-c FILE]"), std::string::npos) << general;
+  EXPECT_EQ(general.find("streamcar man"), std::string::npos);
   // --help wins over what is missing: a required option need not be given to read its help.
   EXPECT_FALSE(Parse({"dlq", "list", "--help"}).help_text.empty());
   EXPECT_FALSE(Parse({"trim", "--help"}).help_text.empty());
