@@ -11,7 +11,8 @@
 
 #include "sidecar/cli/args.h"
 
-namespace CLI {
+// CLI11's own namespace, forward-declared so that only the .cc files include CLI11's headers.
+namespace CLI {  // NOLINT(readability-identifier-naming)
 class App;
 class Option;
 }  // namespace CLI

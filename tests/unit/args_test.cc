@@ -10,14 +10,14 @@
 namespace streamcar::cli {
 namespace {
 
-Arguments Parse(std::vector<std::string> args) {
+Arguments Parse(const std::vector<std::string>& args) {
   std::string error;
   auto parsed = ParseArguments(args, &error);
   EXPECT_TRUE(parsed.has_value()) << error;
   return parsed.value_or(Arguments{});
 }
 
-std::string ErrorOf(std::vector<std::string> args) {
+std::string ErrorOf(const std::vector<std::string>& args) {
   std::string error;
   EXPECT_FALSE(ParseArguments(args, &error).has_value());
   return error;
@@ -77,17 +77,17 @@ TEST(Args, AnIdGivenTwiceIsKeptOnce) {
 }
 
 TEST(Args, HelpOnEveryCommand) {
-  for (auto args : std::vector<std::vector<std::string>>{{"--help"},
-                                                         {"run", "--help"},
-                                                         {"check", "-h"},
-                                                         {"status", "--help"},
-                                                         {"dlq", "list", "--help"},
-                                                         {"dlq", "replay", "--help"},
-                                                         {"produce", "--help"},
-                                                         {"read", "--help"},
-                                                         {"tail", "--help"},
-                                                         {"trim", "--help"},
-                                                         {"version", "--help"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--help"},
+                                                                {"run", "--help"},
+                                                                {"check", "-h"},
+                                                                {"status", "--help"},
+                                                                {"dlq", "list", "--help"},
+                                                                {"dlq", "replay", "--help"},
+                                                                {"produce", "--help"},
+                                                                {"read", "--help"},
+                                                                {"tail", "--help"},
+                                                                {"trim", "--help"},
+                                                                {"version", "--help"}}) {
     const Arguments a = Parse(args);
     EXPECT_EQ(a.help_text.rfind("Usage: streamcar", 0), 0u) << a.help_text;
   }
