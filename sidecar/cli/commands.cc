@@ -28,9 +28,11 @@ int Dispatch(const Arguments& args) {
     return 0;
   }
   // Every command that works logs at this level; a misspelt one must not log at another.
-  if (const Status level = SetLogLevelFromEnv(); !PrintsOnly(args.command) && !level.ok()) {
-    std::cerr << "streamcar: " << level.message() << "\n";
-    return 2;
+  if (!PrintsOnly(args.command)) {
+    if (const Status level = SetLogLevelFromEnv(); !level.ok()) {
+      std::cerr << "streamcar: " << level.message() << "\n";
+      return 2;
+    }
   }
   switch (args.command) {
     case CommandKind::kRun:
