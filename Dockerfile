@@ -20,7 +20,7 @@ FROM docker.io/library/debian:bookworm-slim AS compiled
 ARG LIBRARIES
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      g++ cmake ninja-build pkg-config ${LIBRARIES} ca-certificates \
+      g++ cmake ninja-build pkg-config libcli11-dev ${LIBRARIES} ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -49,6 +49,14 @@ RUN says="$(/build/streamcar version)" \
  || { echo "the binary says '$says', the build was given VERSION=${VERSION}" >&2; exit 1; }
 COPY scripts/image-rootfs /usr/local/bin/image-rootfs
 RUN image-rootfs /build/streamcar /rootfs
+# The man page and the completion scripts, written by the binary from its own command definitions
+# (docs/cli.md): here, where both ways of getting the binary meet, so each image has them. A few
+# kilobytes; `man` and the shells themselves come with the image a user copies them into.
+RUN mkdir -p /rootfs/usr/share/man/man1 /rootfs/usr/share/bash-completion/completions \
+      /rootfs/usr/share/zsh/vendor-completions \
+ && /build/streamcar man | gzip -9n >/rootfs/usr/share/man/man1/streamcar.1.gz \
+ && /build/streamcar completion bash >/rootfs/usr/share/bash-completion/completions/streamcar \
+ && /build/streamcar completion zsh >/rootfs/usr/share/zsh/vendor-completions/_streamcar
 
 FROM scratch
 ARG VERSION

@@ -1,6 +1,7 @@
 #pragma once
 // The command line of SPEC section 1, parsed into a plain struct. Parsing never exits: errors come
-// back as text, and main() turns them into exit code 2.
+// back as one line of text, and main() turns them into exit code 2. The grammar itself (commands,
+// options, their help) is sidecar/cli/command_line.cc, on CLI11.
 
 #include <cstdint>
 #include <optional>
@@ -23,14 +24,15 @@ enum class CommandKind {
   kTail,
   kRoute,
   kTrim,
+  kCompletion,
+  kMan,
   kVersion
 };
 
 struct Arguments {
   CommandKind command = CommandKind::kRun;
-  std::string config_path;     // resolved: -c, else $STREAMCAR_CONFIG, else the default path
-  bool help = false;           // print the command's help and exit 0
-  bool command_given = false;  // false: no command word (run by default; --help is general)
+  std::string config_path;  // resolved: -c, else $STREAMCAR_CONFIG, else the default path
+  std::string help_text;    // --help, help COMMAND: print this and exit 0 (the command is not run)
   bool json = false;
   std::string subscription;
   std::optional<long> count;
@@ -50,15 +52,12 @@ struct Arguments {
   std::optional<int64_t> max_len;  // --max-len N
   std::optional<Millis> max_age;   // --max-age D
   std::string min_id;              // --min-id, as the entry id it stands for ("" = not given)
+  std::string shell;               // completion: bash or zsh
 };
 
 inline constexpr const char* kDefaultConfigPath = "/etc/streamcar/streamcar.yaml";
 
 // Parses argv (without argv[0]). On error returns nullopt and sets *error to one line.
 std::optional<Arguments> ParseArguments(const std::vector<std::string>& args, std::string* error);
-
-// The --help text of a command.
-std::string HelpText(CommandKind command);
-std::string GeneralHelp();
 
 }  // namespace streamcar::cli

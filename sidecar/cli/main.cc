@@ -16,10 +16,10 @@ int main(int argc, char** argv) {
   std::string error;
   auto parsed = streamcar::cli::ParseArguments(args, &error);
   if (!parsed) {
-    std::cerr << "streamcar: " << error << " (see streamcar --help)\n";
+    std::cerr << "streamcar: " << error << "\n";
     return 2;
   }
-  if (parsed->command == streamcar::cli::CommandKind::kRun && !parsed->help) {
+  if (parsed->command == streamcar::cli::CommandKind::kRun && parsed->help_text.empty()) {
     // From here on SIGTERM/SIGINT wait for the engine, which takes them synchronously: a signal
     // that arrives while the configuration is still loading becomes a graceful stop, not a kill.
     sigset_t signals;

@@ -17,6 +17,14 @@ TEST_F(CliTest, VersionAndHelp) {
   auto version = RunStreamcar({"version"});
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(version.out.rfind("streamcar ", 0), 0u);
+  EXPECT_NE(version.out.find(" (revision "), std::string::npos) << version.out;
+  EXPECT_NE(version.out.find(", built 20"), std::string::npos) << version.out;
+  auto flag = RunStreamcar({"--version"});
+  EXPECT_EQ(flag.exit_code, 0);
+  EXPECT_EQ(flag.out, version.out);
+  auto dlq = RunStreamcar({"dlq", "--help"});
+  EXPECT_EQ(dlq.exit_code, 0);
+  EXPECT_NE(dlq.out.find("replay"), std::string::npos) << dlq.out;
   for (auto args : std::vector<std::vector<std::string>>{{"--help"},
                                                          {"run", "--help"},
                                                          {"check", "--help"},
@@ -33,8 +41,13 @@ TEST_F(CliTest, VersionAndHelp) {
 
 // SPEC 1: `help COMMAND` prints what `COMMAND --help` prints, subcommands included.
 TEST_F(CliTest, HelpCommandPrintsTheCommandsHelp) {
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"run"}, {"check"}, {"dlq", "list"}, {"dlq", "replay"}, {"version"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"run"},
+                                                         {"check"},
+                                                         {"dlq"},
+                                                         {"dlq", "list"},
+                                                         {"dlq", "replay"},
+                                                         {"completion"},
+                                                         {"version"}}) {
     std::vector<std::string> asked{"help"};
     asked.insert(asked.end(), args.begin(), args.end());
     args.emplace_back("--help");
@@ -57,9 +70,55 @@ TEST_F(CliTest, AnUnknownLogLevelExitsTwoNamingIt) {
       << result.err;
 }
 
+// The completion scripts and the man page come from the binary (the image installs them so).
+TEST_F(CliTest, CompletionAndManPage) {
+  auto bash = RunStreamcar({"completion", "bash"});
+  EXPECT_EQ(bash.exit_code, 0) << bash.err;
+  EXPECT_NE(bash.out.find("complete -F _streamcar streamcar"), std::string::npos);
+  auto zsh = RunStreamcar({"completion", "zsh"});
+  EXPECT_EQ(zsh.exit_code, 0) << zsh.err;
+  EXPECT_EQ(zsh.out.rfind("#compdef streamcar\n", 0), 0u);
+  auto fish = RunStreamcar({"completion", "fish"});
+  EXPECT_EQ(fish.exit_code, 2);
+  EXPECT_NE(fish.err.find("must be bash or zsh"), std::string::npos) << fish.err;
+  auto man = RunStreamcar({"man"});
+  EXPECT_EQ(man.exit_code, 0) << man.err;
+  EXPECT_NE(man.out.find(".TH STREAMCAR 1"), std::string::npos);
+}
+
+TEST_F(CliTest, ATypoIsNamedWithWhatWasMeant) {
+  auto command = RunStreamcar({"stauts"});
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_EQ(command.err,
+            "streamcar: unknown command 'stauts'; did you mean 'status'? (see streamcar --help)\n");
+  auto option = RunStreamcar({"dlq", "replay", "--subscription", "s", "--dryrun"});
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_NE(option.err.find("did you mean '--dry-run'?"), std::string::npos) << option.err;
+}
+
+// Every command that works reads STREAMCAR_LOG_LEVEL (they log), not only run.
+TEST_F(CliTest, AnUnknownLogLevelStopsEveryWorkingCommand) {
+  std::string path = WriteConfig(Yaml({}));
+  for (auto args :
+       std::vector<std::vector<std::string>>{{"check", "-c", path}, {"status", "-c", path}}) {
+    auto result = RunStreamcar(args, {"STREAMCAR_LOG_LEVEL=loud"});
+    EXPECT_EQ(result.exit_code, 2) << args[0];
+    EXPECT_NE(result.err.find("STREAMCAR_LOG_LEVEL: unknown level \"loud\""), std::string::npos)
+        << result.err;
+  }
+  auto version = RunStreamcar({"version"}, {"STREAMCAR_LOG_LEVEL=loud"});
+  EXPECT_EQ(version.exit_code, 0) << "printing the version logs nothing";
+}
+
 TEST_F(CliTest, UsageErrorsExitTwoWithOneLine) {
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"bogus"}, {"run", "--json"}, {"dlq", "list"}, {"status", "--count", "3"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"bogus"},
+                                                         {"run", "--json"},
+                                                         {"dlq"},
+                                                         {"dlq", "list"},
+                                                         {"status", "--count", "3"},
+                                                         {"check", "extra"},
+                                                         {"completion"},
+                                                         {"version", "extra"}}) {
     auto result = RunStreamcar(args);
     EXPECT_EQ(result.exit_code, 2) << args[0];
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
