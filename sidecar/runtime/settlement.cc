@@ -410,7 +410,7 @@ void Settlement::ApplyAmbiguous(const SettleResult& r) {
 
 void Settlement::LogUnsettled() const {
   if (Idle()) return;
-  LogWarn("shutdown: outcomes not settled in time stay pending for a restart or a peer",
+  LogWarn("subscription stopped: outcomes not settled in time stay pending for a restart or a peer",
           {{"subscription", sub_.name},
            {"acks", static_cast<int64_t>(queued_acks())},
            {"dead_letters", static_cast<int64_t>(queued_dead_letters())}});
@@ -426,7 +426,7 @@ std::optional<SettlePlan> Settlement::UndoPlan() {
 
 void Settlement::ApplyUndo(const SettlePlan& plan, const redis::BatchResult& result) {
   if (!result.written) {
-    LogWarn("shutdown: cannot take back the delivery count of entries never delivered",
+    LogWarn("subscription stopped: cannot take back the delivery count of entries never delivered",
             {{"subscription", sub_.name}, {"error", result.failure.message()}});
     return;
   }
@@ -442,10 +442,10 @@ void Settlement::ApplyUndo(const SettlePlan& plan, const redis::BatchResult& res
     error = r.noscript_error;
   }
   if (!error.empty()) {
-    LogWarn("shutdown: cannot take back the delivery count of entries never delivered",
+    LogWarn("subscription stopped: cannot take back the delivery count of entries never delivered",
             {{"subscription", sub_.name}, {"error", error}});
   }
-  LogInfo("shutdown: entries read but never delivered keep their delivery count",
+  LogInfo("subscription stopped: entries read but never delivered keep their delivery count",
           {{"subscription", sub_.name}, {"entries", r.undone}});
 }
 

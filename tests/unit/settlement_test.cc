@@ -787,10 +787,11 @@ TEST_F(SettlementTest, UndoTakesBackTheReadsOfEntriesNeverPosted) {
   settlement_.ApplyUndo(*plan, Answered(*plan, [](const SettlePlan::Span&) {
     return std::vector<std::string>{Int(2)};
   }));
-  EXPECT_EQ(Logged({"shutdown: entries read but never delivered keep their delivery count",
-                    "\"entries\":2"}),
-            1u);
-  EXPECT_EQ(Logged({"shutdown: cannot take back"}), 0u);
+  EXPECT_EQ(
+      Logged({"subscription stopped: entries read but never delivered keep their delivery count",
+              "\"entries\":2"}),
+      1u);
+  EXPECT_EQ(Logged({"subscription stopped: cannot take back"}), 0u);
 }
 
 TEST_F(SettlementTest, AnUndoThatFailsSaysSo) {
@@ -800,18 +801,21 @@ TEST_F(SettlementTest, AnUndoThatFailsSaysSo) {
   redis::BatchResult result;
   result.failure = Status(StatusCode::kTimeout, "redis command timed out");
   settlement_.ApplyUndo(*plan, result);
-  EXPECT_EQ(Logged({"shutdown: cannot take back the delivery count of entries never delivered",
-                    "redis command timed out"}),
-            1u);
-  EXPECT_EQ(Logged({"shutdown: entries read but never delivered keep their delivery count",
-                    "\"entries\":0"}),
-            1u);
+  EXPECT_EQ(
+      Logged(
+          {"subscription stopped: cannot take back the delivery count of entries never delivered",
+           "redis command timed out"}),
+      1u);
+  EXPECT_EQ(
+      Logged({"subscription stopped: entries read but never delivered keep their delivery count",
+              "\"entries\":0"}),
+      1u);
   clock_.Advance(Millis(1001));  // past the log's repeat limit
   result.written = false;
   result.failure = Status(StatusCode::kIo, "redis unreachable");
   settlement_.ApplyUndo(*plan, result);
-  EXPECT_EQ(Logged({"shutdown: cannot take back", "redis unreachable"}), 1u);
-  EXPECT_EQ(Logged({"shutdown: entries read but never delivered"}), 1u)
+  EXPECT_EQ(Logged({"subscription stopped: cannot take back", "redis unreachable"}), 1u);
+  EXPECT_EQ(Logged({"subscription stopped: entries read but never delivered"}), 1u)
       << "nothing was sent: no count to report";
 }
 
@@ -872,13 +876,15 @@ TEST_F(SettlementTest, AQueuedDeadLetterWithoutATimeGetsTheClocks) {
 
 TEST_F(SettlementTest, WhatStaysUnsettledAtShutdownIsLogged) {
   settlement_.LogUnsettled();
-  EXPECT_EQ(Logged({"shutdown: outcomes not settled in time"}), 0u) << "idle: nothing to say";
+  EXPECT_EQ(Logged({"subscription stopped: outcomes not settled in time"}), 0u)
+      << "idle: nothing to say";
   Accepted("1-0");
   settlement_.QueueAck("1-0", true);
   DeadLettering("7-0");
   settlement_.QueueDeadLetter("7-0", Meta("rejected"));
   settlement_.LogUnsettled();
-  EXPECT_EQ(Logged({"shutdown: outcomes not settled in time stay pending for a restart or a peer",
+  EXPECT_EQ(Logged({"subscription stopped: outcomes not settled in time stay pending for a restart "
+                    "or a peer",
                     "\"acks\":1", "\"dead_letters\":1"}),
             1u);
 }
