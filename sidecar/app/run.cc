@@ -365,9 +365,12 @@ void StartAll(Process& process) {
 // A reload's live changes (SPEC 2): each subscription they touch gets a new loop. The old one
 // stops as at shutdown (no new reads, the requests in flight finish or are given up at
 // shutdown.drain_timeout, their outcomes settle); what it read and did not settle stays pending
-// under the same consumer name, and the new loop delivers it first (at-least-once).
+// under the same consumer name, and the new loop delivers it first (at-least-once). The log
+// level and shutdown.drain_timeout apply at once and touch no loop.
 void ApplyLive(Process& process, const LiveChanges& live) {
   process.config.shutdown = live.next.shutdown;
+  process.config.log = live.next.log;
+  SetLogLevel(process.config.log.level);
   std::vector<size_t> restarted;
   for (size_t index : SubscriptionsChanged(live.changes)) {
     if (process.loop_of[index] != Process::kNoLoop) restarted.push_back(index);
@@ -526,6 +529,8 @@ int ShutDown(Process& process, int received) {
 
 // The start-up story: each step either goes on or ends the process with its exit code.
 int Run(const config::Config& configured, const runtime::Tuning& tuning) {
+  // The file's log.level (or $STREAMCAR_LOG_LEVEL it fell back to) before the first line logged.
+  SetLogLevel(configured.log.level);
   // Before anything that may start a thread.
   const sigset_t signals = BlockSignals();
   RaiseOpenFileLimit();

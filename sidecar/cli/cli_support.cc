@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "sidecar/common/duration.h"
+#include "sidecar/common/log.h"
 #include "sidecar/config/dead_letter_default.h"
 #include "sidecar/config/loader.h"
 #include "sidecar/config/redis_url.h"
@@ -33,6 +34,7 @@ std::optional<config::Config> LoadOrReport(const Arguments& args, int* exit_code
     *exit_code = 2;
     return std::nullopt;
   }
+  SetLogLevel(config->log.level);  // the file's log.level wins over $STREAMCAR_LOG_LEVEL
   return std::move(*config);
 }
 

@@ -14,7 +14,8 @@
 
 namespace streamcar::cli {
 
-// Loads the config; on failure prints the error and sets *exit_code to 2.
+// Loads the config and applies its log.level; on failure prints the error and sets *exit_code
+// to 2.
 std::optional<config::Config> LoadOrReport(const Arguments& args, int* exit_code);
 
 // Connects once (connect_timeout); on failure prints the error and sets *exit_code to 1.

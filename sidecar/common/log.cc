@@ -36,7 +36,9 @@ const Clock* g_clock = nullptr;  // nullptr: SystemClock
 std::unordered_map<std::string, RepeatState> g_repeats;
 SteadyTime g_last_sweep{};
 
-const char* LevelName(LogLevel level) {
+}  // namespace
+
+const char* LogLevelName(LogLevel level) {
   switch (level) {
     case LogLevel::kDebug:
       return "debug";
@@ -50,26 +52,25 @@ const char* LevelName(LogLevel level) {
   return "info";
 }
 
-}  // namespace
+StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
+  for (const LogLevel level :
+       {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
+    if (text == LogLevelName(level)) return level;
+  }
+  return Status(StatusCode::kInvalid,
+                "unknown level \"" + std::string(text) + "\" (use debug, info, warn or error)");
+}
 
 void SetLogLevel(LogLevel level) { g_level = level; }
 
 Status SetLogLevelFromEnv() {
   const char* value = std::getenv("STREAMCAR_LOG_LEVEL");
   if (value == nullptr || *value == '\0') return Status::Ok();
-  const std::string_view level(value);
-  if (level == "debug") {
-    SetLogLevel(LogLevel::kDebug);
-  } else if (level == "info") {
-    SetLogLevel(LogLevel::kInfo);
-  } else if (level == "warn") {
-    SetLogLevel(LogLevel::kWarn);
-  } else if (level == "error") {
-    SetLogLevel(LogLevel::kError);
-  } else {
-    return {StatusCode::kInvalid, "STREAMCAR_LOG_LEVEL: unknown level \"" + std::string(level) +
-                                      "\" (use debug, info, warn or error)"};
+  auto level = ParseLogLevel(value);
+  if (!level.ok()) {
+    return {StatusCode::kInvalid, "STREAMCAR_LOG_LEVEL: " + level.status().message()};
   }
+  SetLogLevel(*level);
   return Status::Ok();
 }
 
@@ -106,7 +107,7 @@ void WriteLine(int64_t wall_ms, LogLevel level, std::string_view msg, Fields fie
   const std::string ts = Rfc3339Millis(wall_ms);
   writer.String(ts.data(), static_cast<rapidjson::SizeType>(ts.size()));
   writer.Key("level");
-  writer.String(LevelName(level));
+  writer.String(LogLevelName(level));
   writer.Key("msg");
   writer.String(msg.data(), static_cast<rapidjson::SizeType>(msg.size()));
   for (const auto& field : fields) {

@@ -56,9 +56,15 @@ inline void LogDebug(std::string_view msg, std::initializer_list<LogField> field
 }
 
 void SetLogLevel(LogLevel level);
-// From $STREAMCAR_LOG_LEVEL (debug|info|warn|error); unset or empty keeps "info". Any other
-// value is an error naming it (the caller exits 2, as for a configuration error): a misspelt
-// level must not silently log at another one.
+// The one spelling of the levels, for $STREAMCAR_LOG_LEVEL and the configuration's `log.level`:
+// "debug", "info", "warn" or "error". Any other text is kInvalid with
+// `unknown level "<text>" (use debug, info, warn or error)`, for the caller to prefix with the
+// variable or key it came from: a misspelt level must not silently log at another one.
+StatusOr<LogLevel> ParseLogLevel(std::string_view text);
+const char* LogLevelName(LogLevel level);
+// From $STREAMCAR_LOG_LEVEL; unset or empty keeps "info". An unknown value is an error naming
+// the variable (the caller exits 2, as for a configuration error). A configuration file's
+// `log.level`, when present, is applied after it and wins (config/config.h, LogConfig).
 Status SetLogLevelFromEnv();
 // Tests capture lines here instead of stderr; pass nullptr to restore stderr. Clears the
 // repeat table.

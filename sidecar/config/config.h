@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sidecar/common/clock.h"
+#include "sidecar/common/log.h"
 #include "sidecar/config/redis_url.h"
 
 namespace streamcar::config {
@@ -275,6 +276,12 @@ struct TracingConfig {
   double sample_ratio = 1.0;  // for entries without a sampled parent
 };
 
+// `log:` (SPEC 2). The level is live on reload; a file without the key takes
+// $STREAMCAR_LOG_LEVEL (the loader fills it in), and `info` when that is unset or empty.
+struct LogConfig {
+  LogLevel level = LogLevel::kInfo;
+};
+
 // consumer.reap_idle's least value when it is not 0s (SPEC 4.6).
 inline constexpr Millis kMinReapIdle{3'600'000};
 
@@ -291,6 +298,7 @@ struct Config {
   bool consumer_wait_for_name = false;
   AdminConfig admin;
   ShutdownConfig shutdown;
+  LogConfig log;
   std::vector<Subscription> subscriptions;
   ApiConfig api;
   std::vector<LogStream> streams;

@@ -114,6 +114,8 @@ ConfigChange ClassifySubscriptionKey(const Config& running, const std::string& p
 ConfigChange Classify(const Config& running, const std::string& path) {
   if (path.starts_with("subscriptions")) return ClassifySubscriptionKey(running, path);
   if (path.starts_with("shutdown")) return ConfigChange{path, true, ""};
+  // Applied by setting the process's level: no subscription's loop is touched.
+  if (path.starts_with("log.")) return ConfigChange{path, true, ""};
   if (path.starts_with("redis")) return ConfigChange{path, false, "the Redis connection"};
   if (path.starts_with("consumer")) return ConfigChange{path, false, "the consumer's identity"};
   return ConfigChange{path, false, "changes only with a restart"};

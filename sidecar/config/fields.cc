@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "sidecar/common/log.h"
 #include "sidecar/common/text.h"
 #include "sidecar/config/route_fields.h"
 #include "sidecar/config/url_rules.h"
@@ -395,6 +396,22 @@ constexpr auto kShutdownFields = std::to_array<Field<ShutdownConfig>>({
     Duration<&ShutdownConfig::drain_timeout>("drain_timeout", Millis(0)),
 });
 
+// log.level: read through the one level parser of common/log.h.
+void ReadLogLevel(Reader& in, const Field<LogConfig>&, const YAML::Node&, const YAML::Node& value,
+                  const std::string& path, LogConfig* log) {
+  auto level = ParseLogLevel(in.Text(value, path));
+  if (!level.ok()) in.Fail(value, path, level.status().message());
+  log->level = *level;
+}
+
+void WriteLogLevel(Writer& out, const Field<LogConfig>& field, const LogConfig& log) {
+  out << YAML::Key << std::string(field.key) << YAML::Value << LogLevelName(log.level);
+}
+
+constexpr auto kLogFields = std::to_array<Field<LogConfig>>({
+    Custom<LogConfig>("level", &ReadLogLevel, &WriteLogLevel),
+});
+
 constexpr auto kApiFields = std::to_array<Field<ApiConfig>>({
     Text<&ApiConfig::listen>("listen", 0, &CheckListen),
     Text<&ApiConfig::token_file>("token_file"),  // printed by path; its content is never read here
@@ -511,6 +528,7 @@ constexpr auto kConfigFields = std::to_array<Field<Config>>({
     Group<kConsumerFields>("consumer"),
     Section<&Config::admin, kAdminFields>("admin"),
     Section<&Config::shutdown, kShutdownFields>("shutdown"),
+    Section<&Config::log, kLogFields>("log"),
     [] {
       auto field = Custom<Config>("defaults", &ReadDefaults, nullptr, kNotPrinted);
       field.paths = &AppendDefaultsPaths;

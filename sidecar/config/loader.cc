@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "sidecar/common/log.h"
 #include "sidecar/common/text.h"
 #include "sidecar/config/dead_letter_default.h"
 #include "sidecar/config/fields.h"
@@ -33,12 +34,25 @@ int LineForPath(const Reader& in, const std::string& path, const YAML::Node& roo
   return 0;
 }
 
+// log.level's default: $STREAMCAR_LOG_LEVEL when set and not empty (a `log.level` in the file,
+// read after this, wins). An unknown value is the same error `run` gives for it before loading.
+LogLevel LevelFromEnv(const Reader& in, const EnvLookup& env) {
+  const auto value = env("STREAMCAR_LOG_LEVEL");
+  if (!value || value->empty()) return LogLevel::kInfo;
+  auto level = ParseLogLevel(*value);
+  if (!level.ok()) {
+    throw ConfigProblem{in.Locate(0, "STREAMCAR_LOG_LEVEL", level.status().message())};
+  }
+  return *level;
+}
+
 Config Decode(const std::string& file, const EnvLookup& env, const YAML::Node& root) {
   Reader in(file, env);
   Config config;
   config.source_file = file;
   if (!root || root.IsNull()) in.Fail(root, "", "the file is empty (see SPEC section 2)");
   in.RequireMap(root, "(top level)");
+  config.log.level = LevelFromEnv(in, env);
   ReadSection<Config>(in, root, "", ConfigFields(), &config);
   if (config.consumer_name.empty()) config.consumer_name = HostName();
   FillDeadLetterDefaults(&config);

@@ -70,6 +70,47 @@ TEST_F(CliTest, AnUnknownLogLevelExitsTwoNamingIt) {
       << result.err;
 }
 
+// The file's log.level (SPEC 2) wins over STREAMCAR_LOG_LEVEL, which is the level of a file
+// without the key; `check` prints the level in force, and an unknown one exits 2 naming the key.
+TEST_F(CliTest, TheFilesLogLevelWinsOverTheVariable) {
+  SidecarConfig c;
+  const std::string plain = WriteConfig(Yaml(c));
+  auto from_env = RunStreamcar({"check", "-c", plain}, {"STREAMCAR_LOG_LEVEL=warn"});
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_NE(from_env.out.find("\nlog:\n  level: warn\n"), std::string::npos) << from_env.out;
+
+  c.top_extra = "log:\n  level: debug\n";
+  const std::string keyed = WriteConfig(Yaml(c));
+  auto from_key = RunStreamcar({"check", "-c", keyed}, {"STREAMCAR_LOG_LEVEL=error"});
+  EXPECT_EQ(from_key.exit_code, 0) << from_key.err;
+  EXPECT_NE(from_key.out.find("\nlog:\n  level: debug\n"), std::string::npos) << from_key.out;
+
+  c.top_extra = "log:\n  level: verbose\n";
+  const std::string unknown = WriteConfig(Yaml(c));
+  for (const char* command : {"check", "run"}) {
+    auto result = RunStreamcar({command, "-c", unknown});
+    EXPECT_EQ(result.exit_code, 2) << command;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_NE(
+        result.err.find("log.level: unknown level \"verbose\" (use debug, info, warn or error)"),
+        std::string::npos)
+        << result.err;
+  }
+}
+
+// `run` takes the file's level before its first line: at `error` from the variable, the key's
+// `info` still shows the start lines.
+TEST_F(CliTest, RunLogsAtTheFilesLevelFromTheStart) {
+  SidecarConfig c;
+  c.top_extra = "log:\n  level: info\n";
+  auto sidecar = StartSidecar(c, {"STREAMCAR_LOG_LEVEL=error"});
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  EXPECT_TRUE(Eventually(
+      [&] { return sidecar->Logs().find("\"msg\":\"streamcar started\"") != std::string::npos; },
+      seconds(5)))
+      << sidecar->Logs();
+}
+
 // The completion scripts and the man page come from the binary (the image installs them so).
 TEST_F(CliTest, CompletionAndManPage) {
   auto bash = RunStreamcar({"completion", "bash"});

@@ -1,7 +1,8 @@
 // SPEC 2, "Reload", with the real binary, a real redis-server and real handlers: a new handler
 // url applied by SIGHUP while entries flow, and by a ConfigMap's atomic symlink swap without a
-// signal; a file that does not load changes nothing and is logged as `check` prints it; a key
-// that cannot change live is refused with one line; SIGHUP never ends the process.
+// signal; a new log level applied without touching delivery; a file that does not load changes
+// nothing and is logged as `check` prints it; a key that cannot change live is refused with one
+// line; SIGHUP never ends the process.
 
 #include <rapidjson/document.h>
 #include <unistd.h>
@@ -161,6 +162,52 @@ TEST_F(ReloadTest, AConfigMapSymlinkSwapIsAppliedWithoutASignalAndWatchedAfter) 
   for (const auto& id : back) EXPECT_EQ(RequestsFor(second, id), 0u) << id;
   ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(10)));
   EXPECT_EQ(Reloads("invalid"), 0);
+}
+
+// log.level is live: the debug lines start at once, and no subscription's loop is stopped and
+// built again for it (a new loop would set its group up again and log "consumer group ready").
+TEST_F(ReloadTest, ALogLevelChangeIsLiveAndRestartsNoLoop) {
+  // Each entry's first attempt fails: its retry is logged at debug ("delivery failed; will retry").
+  handler_.SetBehaviour([](const ReceivedRequest& request) {
+    HandlerReply reply;
+    if (request.Header("streamcar-attempts") == "1") reply.status = 500;
+    return reply;
+  });
+  SidecarConfig c;
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  const std::string quiet = Add({"n", "at info"});
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(handler_, quiet) == 2 && PendingCount() == 0; },
+                         seconds(10)))
+      << sidecar->Logs();
+
+  c.top_extra = "log:\n  level: debug\n";
+  WriteAtomically(sidecar->config_path(), Yaml(c));
+  ASSERT_EQ(::kill(sidecar->pid(), SIGHUP), 0);
+  ASSERT_TRUE(Eventually([&] { return Reloads("applied") == 1; }, seconds(10))) << sidecar->Logs();
+  auto reloaded = LinesStartingWith(sidecar->Logs(), "configuration reloaded");
+  ASSERT_EQ(reloaded.size(), 1u) << sidecar->Logs();
+  EXPECT_STREQ(reloaded[0]["keys"].GetString(), "log.level");
+
+  const std::string loud = Add({"n", "at debug"});
+  ASSERT_TRUE(Eventually(
+      [&] { return !LinesStartingWith(sidecar->Logs(), "delivery failed; will retry").empty(); },
+      seconds(10)))
+      << sidecar->Logs();
+  ASSERT_TRUE(Eventually([&] { return RequestsFor(handler_, loud) == 2 && PendingCount() == 0; },
+                         seconds(10)))
+      << sidecar->Logs();
+  // Only the entry delivered after the reload has its retry logged: at info there was none.
+  auto retries = LinesStartingWith(sidecar->Logs(), "delivery failed; will retry");
+  ASSERT_EQ(retries.size(), 1u) << sidecar->Logs();
+  EXPECT_EQ(std::string(retries[0]["id"].GetString()), loud);
+  EXPECT_STREQ(retries[0]["level"].GetString(), "debug");
+  EXPECT_EQ(LinesStartingWith(sidecar->Logs(), "consumer group ready").size(), 1u)
+      << sidecar->Logs();
+  EXPECT_TRUE(LinesStartingWith(sidecar->Logs(), "shutdown").empty()) << sidecar->Logs();
+  EXPECT_EQ(Reloads("refused"), 0);
+  EXPECT_EQ(Reloads("invalid"), 0);
+  EXPECT_TRUE(sidecar->running());
 }
 
 TEST_F(ReloadTest, AFileThatDoesNotLoadChangesNothingAndIsLoggedAsCheckSaysIt) {

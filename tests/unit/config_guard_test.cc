@@ -153,6 +153,7 @@ redis:
 consumer: { name: pod-3, reap_idle: 36h, wait_for_name: true }
 admin: { listen: "[::1]:9000" }
 shutdown: { drain_timeout: 0s }
+log: { level: warn }
 defaults:
   handler:
     url: https://app.internal:8443/in?x=1
@@ -237,6 +238,8 @@ admin:
   listen: 0.0.0.0:9464
 shutdown:
   drain_timeout: 25s
+log:
+  level: info
 subscriptions:
   - stream: orders
     group: billing
@@ -342,6 +345,8 @@ admin:
   listen: 0.0.0.0:9464
 shutdown:
   drain_timeout: 25s
+log:
+  level: info
 subscriptions:
   - stream: orders
     group: billing
@@ -447,6 +452,8 @@ admin:
   listen: "[::1]:9000"
 shutdown:
   drain_timeout: 0s
+log:
+  level: warn
 subscriptions:
   - stream: orders
     group: billing
@@ -1218,6 +1225,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "consumer.name",
                           "admin.listen",
                           "shutdown.drain_timeout",
+                          "log.level",
                           "subscriptions[].stream",
                           "subscriptions[].name",
                           "handler.headers",
@@ -1231,7 +1239,7 @@ TEST(Config, AcceptedKeysAreWhatTheLoaderReads) {
                           "archive.batch"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
-  EXPECT_EQ(keys.size(), 92u) << [&] {
+  EXPECT_EQ(keys.size(), 93u) << [&] {
     std::string all;
     for (const auto& k : keys) all += k + " ";
     return all;

@@ -154,5 +154,19 @@ TEST(LogLevelFromEnv, KnownLevelsApplyAndAnUnknownOneIsAnError) {
   SetLogLevel(LogLevel::kInfo);
 }
 
+// The one parser both the variable and the file's log.level use: every name round-trips, and an
+// unknown one says what to use, with no prefix (the caller names its source).
+TEST(LogLevelParse, EveryNameRoundTripsAndAnUnknownOneSaysWhatToUse) {
+  for (const LogLevel level :
+       {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
+    auto parsed = ParseLogLevel(LogLevelName(level));
+    ASSERT_TRUE(parsed.ok()) << LogLevelName(level);
+    EXPECT_EQ(*parsed, level);
+  }
+  auto unknown = ParseLogLevel("Debug");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(), "unknown level \"Debug\" (use debug, info, warn or error)");
+}
+
 }  // namespace
 }  // namespace streamcar
