@@ -4,6 +4,7 @@
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
+#include "sidecar/config/redis_url.h"
 #include "sidecar/delivery/dapr_subscription.h"
 #include "sidecar/delivery/http_get.h"
 #include "sidecar/delivery/http_target.h"
@@ -108,15 +109,17 @@ std::optional<int> ResolveDaprRoutes(config::Config* config, const sigset_t& sig
       for (const auto& sub : config->subscriptions) {
         if (sub.handler.format != config::Format::kDapr) continue;
         LogInfo("dapr route", {{"subscription", sub.name},
-                               {"url", sub.handler.url},
+                               {"url", config::MaskUrlPassword(sub.handler.url)},
                                {"dead_letter", sub.dead_letter.stream}});
       }
       return std::nullopt;
     }
-    if (!asked.retry) return ConfigurationError(url + ": " + asked.status.message());
+    if (!asked.retry) {
+      return ConfigurationError(config::MaskUrlPassword(url) + ": " + asked.status.message());
+    }
     const Millis retry_in = streak.Failed();
     LogWarn("the app does not answer GET /dapr/subscribe yet, retrying",
-            {{"url", url},
+            {{"url", config::MaskUrlPassword(url)},
              {"error", asked.status.message()},
              {"retry_in_ms", static_cast<int64_t>(retry_in.count())}});
     if (SignalledDuring(signals, retry_in)) {

@@ -362,11 +362,15 @@ void StartAll(Process& process) {
   if (process.retention) process.retention->Start();
 }
 
+// How long past handler.timeout a reload waits for the timed-out request's outcome to reach its
+// loop (the client's timer fires on the loop's next turn).
+constexpr Millis kAnswerGrace{1000};
+
 // A reload's live changes (SPEC 2): each subscription they touch gets a new loop. The old one
-// stops as at shutdown (no new reads, the requests in flight finish or are given up at
-// shutdown.drain_timeout, their outcomes settle); what it read and did not settle stays pending
-// under the same consumer name, and the new loop delivers it first (at-least-once). The log
-// level and shutdown.drain_timeout apply at once and touch no loop.
+// stops as at shutdown (no new reads, the requests in flight finish, their outcomes settle); what
+// it read and did not settle stays pending under the same consumer name, and the new loop
+// delivers it first (at-least-once). The log level and shutdown.drain_timeout apply at once and
+// touch no loop.
 void ApplyLive(Process& process, const LiveChanges& live) {
   process.config.shutdown = live.next.shutdown;
   process.config.log = live.next.log;
@@ -378,7 +382,15 @@ void ApplyLive(Process& process, const LiveChanges& live) {
   auto loop = [&process](size_t index) -> auto& {
     return process.subscriptions[process.loop_of[index]];
   };
-  const auto deadline = SteadyClock::now() + process.config.shutdown.drain_timeout;
+  // A reload gives no request up: each in flight ends with its answer or at its own
+  // handler.timeout, and its outcome settles. Given up at a shorter shutdown.drain_timeout, the
+  // new loop would send it again while the first request still runs, and a later reload would
+  // count both as attempts without an outcome (dead-lettering entries the handler took).
+  Millis drain = process.config.shutdown.drain_timeout;
+  for (size_t index : restarted) {
+    drain = std::max(drain, process.config.subscriptions[index].handler.timeout + kAnswerGrace);
+  }
+  const auto deadline = SteadyClock::now() + drain;
   for (size_t index : restarted) loop(index)->RequestStopIntake();
   for (size_t index : restarted) loop(index)->JoinIntake();
   for (size_t index : restarted) loop(index)->WaitForDeliveries(deadline);

@@ -189,7 +189,9 @@ void CommandLine::DefineRunAndCheck() {
   run->footer(
       "Joins each subscription's consumer group and delivers its entries to the handler.\n"
       "Stops on SIGTERM or SIGINT after draining in-flight deliveries (exit 0).\n"
-      "Set STREAMCAR_LOG_LEVEL=debug|info|warn|error for the log level.");
+      "Reads FILE again on SIGHUP and when it changes (a ConfigMap's update too): live keys\n"
+      "apply, others are refused in one log line (docs/configuration.md, Reload).\n"
+      "The log level: log.level in FILE, else STREAMCAR_LOG_LEVEL=debug|info|warn|error.");
   AddConfig(run, given_);
 
   CLI::App* check = Add(root_.get(), "check", "validate FILE and print the effective configuration",

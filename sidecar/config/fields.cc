@@ -293,7 +293,7 @@ constexpr auto kRedisFields = std::to_array<Field<RedisConfig>>({
 });
 
 constexpr auto kHandlerFields = std::to_array<Field<HandlerConfig>>({
-    Text<&HandlerConfig::url>("url", 0, &CheckHttpUrl),
+    Text<&HandlerConfig::url>("url", kUrlPassword, &CheckHttpUrl),
     Duration<&HandlerConfig::timeout>("timeout"),
     Int<&HandlerConfig::concurrency>("concurrency", 1, 1024),
     Int<&HandlerConfig::batch_size>("batch_size", 1, 1000),
@@ -301,7 +301,7 @@ constexpr auto kHandlerFields = std::to_array<Field<HandlerConfig>>({
     Enum<&HandlerConfig::format, kFormatNames>("format"),
     Text<&HandlerConfig::raw_field>("raw_field"),
     Custom<HandlerConfig>("headers", &ReadHeaders, &WriteHeaders),
-    Text<&HandlerConfig::health_url>("health_url", 0, &CheckOptionalHttpUrl),
+    Text<&HandlerConfig::health_url>("health_url", kUrlPassword, &CheckOptionalHttpUrl),
     Custom<HandlerConfig>("reject_statuses", &ReadRejectStatuses, &WriteRejectStatuses),
     Real<&HandlerConfig::max_rps>("max_rps", 0.0, 1'000'000.0, MaxBound::kInclusive),
     // SPEC 11, handler targets (route_fields.h).
@@ -442,7 +442,7 @@ std::string CheckServiceName(const std::string& name) {
 }
 
 constexpr auto kTracingFields = std::to_array<Field<TracingConfig>>({
-    Text<&TracingConfig::otlp_endpoint>("otlp_endpoint", 0, &CheckOtlpEndpoint),
+    Text<&TracingConfig::otlp_endpoint>("otlp_endpoint", kUrlPassword, &CheckOtlpEndpoint),
     Text<&TracingConfig::service_name>("service_name", 0, &CheckServiceName),
     Real<&TracingConfig::sample_ratio>("sample_ratio", 0.0, 1.0, MaxBound::kInclusive),
 });

@@ -12,8 +12,9 @@ namespace {
 
 // A query parameter name that carries a credential: libpq's secret parameters (password,
 // sslpassword, oauth_client_secret: the ones its conninfo options mark "*", never to be shown)
-// and anything else named like one. The name is compared percent-decoded and in any case, as
-// libpq decodes it ("pass%77ord" is "password").
+// and anything else named like one, api keys and auth parameters of a handler's or a collector's
+// url too. The name is compared percent-decoded and in any case, as libpq decodes it
+// ("pass%77ord" is "password").
 bool IsSecretUrlParameter(std::string_view name) {
   std::string decoded;
   for (size_t i = 0; i < name.size(); ++i) {
@@ -26,7 +27,7 @@ bool IsSecretUrlParameter(std::string_view name) {
     }
   }
   for (char& c : decoded) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (std::string_view word : {"pass", "pwd", "secret", "token"}) {
+  for (std::string_view word : {"pass", "pwd", "secret", "token", "key", "auth", "credential"}) {
     if (decoded.find(word) != std::string::npos) return true;
   }
   return false;
@@ -40,11 +41,14 @@ std::optional<int> ParseDb(std::string_view text) {
   return value;
 }
 
-// unix:///path/to/socket[?db=N]: the path percent-decoded, no host.
+// unix://[user[:password]@]/path/to/socket[?db=N]: the path percent-decoded, no host; the user
+// info is the credentials, as in redis:// (accepted and then ignored, it would fail as NOAUTH).
 std::optional<std::string> ReadUnix(const Url& url, RedisEndpoint* endpoint) {
   if (!url.hosts.front().text.empty() || !url.path.starts_with('/')) {
     return std::string("a unix URL needs an absolute socket path (unix:///path/to/redis.sock)");
   }
+  endpoint->username = url.username;
+  endpoint->password = url.password.value_or("");
   auto path = PercentDecode(url.path);
   if (!path) return std::string("invalid percent-escape in the socket path");
   endpoint->path = std::move(*path);

@@ -38,7 +38,7 @@ constexpr auto kRouteFields = std::to_array<Field<RouteConfig>>({
                         &WriteMatchText<&RouteConfig::equals>),
     Custom<RouteConfig>("prefix", &ReadMatchText<&RouteConfig::prefix>,
                         &WriteMatchText<&RouteConfig::prefix>),
-    Text<&RouteConfig::url>("url", 0, &CheckOptionalUrl),
+    Text<&RouteConfig::url>("url", kUrlPassword, &CheckOptionalUrl),
     Bool<&RouteConfig::drop>("drop"),
 });
 

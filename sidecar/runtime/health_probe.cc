@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "sidecar/common/log.h"
+#include "sidecar/config/redis_url.h"
 
 namespace streamcar::runtime {
 
@@ -46,7 +47,8 @@ void HealthProbe::OnVerdict(bool healthy) {
     LogInfo("handler health check passes; consumption resumes", {{"subscription", sub_.name}});
   } else {
     LogWarn("handler health check fails; consumption paused",
-            {{"subscription", sub_.name}, {"health_url", sub_.handler.health_url}});
+            {{"subscription", sub_.name},
+             {"health_url", config::MaskUrlPassword(sub_.handler.health_url)}});
   }
   changed_();
 }

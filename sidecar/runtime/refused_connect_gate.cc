@@ -4,11 +4,12 @@
 #include <utility>
 
 #include "sidecar/common/log.h"
+#include "sidecar/config/redis_url.h"
 
 namespace streamcar::runtime {
 
-RefusedConnectGate::RefusedConnectGate(std::string subscription, std::string url)
-    : subscription_(std::move(subscription)), url_(std::move(url)) {}
+RefusedConnectGate::RefusedConnectGate(std::string subscription, const std::string& url)
+    : subscription_(std::move(subscription)), url_(config::MaskUrlPassword(url)) {}
 
 GateState RefusedConnectGate::StateAt(SteadyTime now) const {
   if (!down_) return GateState::Open();

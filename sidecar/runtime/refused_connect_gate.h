@@ -21,8 +21,8 @@ class RefusedConnectGate final : public DeliveryGate {
   static constexpr Millis kFirstPause{100};
   static constexpr Millis kLongestPause{2000};
 
-  // `subscription` and `url` name the handler in the logs.
-  RefusedConnectGate(std::string subscription, std::string url);
+  // `subscription` and `url` name the handler in the logs (the url masked as `check` prints it).
+  RefusedConnectGate(std::string subscription, const std::string& url);
 
   std::string_view name() const override { return "refused_connect"; }
   GateState StateAt(SteadyTime now) const override;

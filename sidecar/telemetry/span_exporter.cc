@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sidecar/common/log.h"
+#include "sidecar/config/redis_url.h"
 #include "sidecar/telemetry/otlp_post.h"
 #include "sidecar/telemetry/otlp_proto.h"
 
@@ -110,7 +111,7 @@ bool SpanExporter::Export(const std::vector<Span>& batch) {
   if (now < next_warning_) return false;
   next_warning_ = now + std::chrono::seconds(30);
   LogWarn("span export failed; the batch is dropped (warned at most every 30 s)",
-          {{"endpoint", target_.origin + target_.path},
+          {{"endpoint", config::MaskUrlPassword(target_.origin + target_.path)},
            {"spans", static_cast<int64_t>(batch.size())},
            {"error", failure}});
   return false;

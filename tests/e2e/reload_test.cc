@@ -129,6 +129,42 @@ TEST_F(ReloadTest, ANewHandlerUrlBySighupWhileEntriesFlowLosesNone) {
   EXPECT_EQ(Len("orders:dlq"), 0);
 }
 
+// A reload waits for the requests in flight whatever shutdown.drain_timeout says: given up at a
+// drain_timeout shorter than the handler's answer, they were sent again beside the first ones,
+// and a second reload dead-lettered entries the handler had taken ("delivered 2 times without an
+// outcome").
+TEST_F(ReloadTest, RequestsInFlightOutlastingTheDrainTimeoutAreNeitherSentAgainNorDeadLettered) {
+  handler_.SetBehaviour([](const ReceivedRequest&) {
+    HandlerReply reply;
+    reply.delay = milliseconds(2500);
+    return reply;
+  });
+  SidecarConfig c;
+  c.drain_timeout = "500ms";
+  c.handler_extra = "timeout: 10s";
+  c.max_attempts = 2;
+  auto sidecar = StartSidecar(c);
+  ASSERT_TRUE(WaitReady()) << sidecar->Logs();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Add({"n", std::to_string(i)}));
+  ASSERT_TRUE(handler_.WaitForCount(3, seconds(10))) << sidecar->Logs();
+
+  // Two live edits, the second while the first's new loop runs.
+  c.initial_backoff = "60ms";
+  WriteAtomically(sidecar->config_path(), Yaml(c));
+  ASSERT_EQ(::kill(sidecar->pid(), SIGHUP), 0);
+  ASSERT_TRUE(Eventually([&] { return Reloads("applied") == 1; }, seconds(20))) << sidecar->Logs();
+  c.initial_backoff = "70ms";
+  WriteAtomically(sidecar->config_path(), Yaml(c));
+  ASSERT_EQ(::kill(sidecar->pid(), SIGHUP), 0);
+  ASSERT_TRUE(Eventually([&] { return Reloads("applied") == 2; }, seconds(20))) << sidecar->Logs();
+
+  ASSERT_TRUE(Eventually([&] { return PendingCount() == 0; }, seconds(20))) << sidecar->Logs();
+  for (const auto& id : ids) EXPECT_EQ(RequestsFor(handler_, id), 1u) << id;
+  EXPECT_EQ(Len("orders:dlq"), 0) << sidecar->Logs();
+  EXPECT_TRUE(sidecar->running());
+}
+
 TEST_F(ReloadTest, AConfigMapSymlinkSwapIsAppliedWithoutASignalAndWatchedAfter) {
   TestHandler second;
   SidecarConfig c;

@@ -259,5 +259,32 @@ TEST(RedisUrlRules, CheckMasksAPercentEncodedPassword) {
   EXPECT_EQ(yaml.find("qz"), std::string::npos) << yaml;
 }
 
+// A unix:// url's user info is its credentials, as redis://'s: it was accepted and then never
+// sent (NOAUTH at run time).
+TEST(RedisUrlRules, AUnixUrlsUserInfoIsItsCredentials) {
+  const auto e = Redis("unix://alice:p%40ss%3Aw%2Frd%25@/run/redis.sock?db=2");
+  EXPECT_EQ(e.kind, config::RedisEndpoint::Kind::kUnix);
+  EXPECT_EQ(e.path, "/run/redis.sock");
+  EXPECT_EQ(e.db, 2);
+  EXPECT_EQ(e.username, "alice");
+  EXPECT_EQ(e.password, "p@ss:w/rd%");
+}
+
+// SPEC 2: check prints every password-like URL parameter as "***", in every url it prints.
+TEST(HttpUrlRules, CheckMasksPasswordLikeParametersOfEveryUrl) {
+  auto config = config::LoadConfigText(
+      "version: 1\nredis: { url: \"redis://r:6379/0\" }\n"
+      "tracing: { otlp_endpoint: \"http://c:4318/v1/traces?token=OTLPSECRET\" }\n"
+      "subscriptions: [{ stream: s, group: g, start: new, handler: { url: "
+      "\"http://h/?api_key=HSECRET&n=1\", health_url: \"http://h/h?password=HEALTHSECRET\" } }]\n",
+      "test.yaml", [](const std::string&) { return std::nullopt; });
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  const std::string yaml = config::EmitEffectiveYaml(*config);
+  EXPECT_EQ(yaml.find("SECRET"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("http://h/?api_key=***&n=1"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("http://h/h?password=***"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("http://c:4318/v1/traces?token=***"), std::string::npos) << yaml;
+}
+
 }  // namespace
 }  // namespace streamcar
