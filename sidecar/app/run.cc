@@ -362,6 +362,17 @@ void StartAll(Process& process) {
   if (process.retention) process.retention->Start();
 }
 
+// The deliveries in flight of `loops` finish (or are given up at `deadline`) and settle, the
+// settling given at least kSettleFloor; at shutdown and at a reload alike. True when every loop's
+// deliveries finished.
+bool FinishDeliveries(const std::vector<runtime::SubscriptionLoop*>& loops, SteadyTime deadline) {
+  bool all_finished = true;
+  for (auto* loop : loops) all_finished = loop->WaitForDeliveries(deadline) && all_finished;
+  const auto settle_deadline = std::max(deadline, SteadyClock::now() + runtime::kSettleFloor);
+  for (auto* loop : loops) loop->FinishSettling(settle_deadline);
+  return all_finished;
+}
+
 // How long past handler.timeout a reload waits for the timed-out request's outcome to reach its
 // loop (the client's timer fires on the loop's next turn).
 constexpr Millis kAnswerGrace{1000};
@@ -390,13 +401,13 @@ void ApplyLive(Process& process, const LiveChanges& live) {
   for (size_t index : restarted) {
     drain = std::max(drain, process.config.subscriptions[index].handler.timeout + kAnswerGrace);
   }
-  const auto deadline = SteadyClock::now() + drain;
-  for (size_t index : restarted) loop(index)->RequestStopIntake();
-  for (size_t index : restarted) loop(index)->JoinIntake();
-  for (size_t index : restarted) loop(index)->WaitForDeliveries(deadline);
-  const auto settle_deadline = std::max(deadline, SteadyClock::now() + runtime::kSettleFloor);
+  std::vector<runtime::SubscriptionLoop*> stopping;
+  stopping.reserve(restarted.size());
+  for (size_t index : restarted) stopping.push_back(loop(index).get());
+  for (auto* old : stopping) old->RequestStopIntake();
+  for (auto* old : stopping) old->JoinIntake();
+  FinishDeliveries(stopping, SteadyClock::now() + drain);
   for (size_t index : restarted) {
-    loop(index)->FinishSettling(settle_deadline);
     loop(index).reset();
     config::Subscription& sub = process.config.subscriptions[index];
     config::TakeLiveKeys(live.next.subscriptions[index], &sub);
@@ -481,11 +492,10 @@ void StopReading(Process& process, SteadyTime drain_deadline) {
 // and settle. True when every plain subscription's deliveries finished; *left_pending counts the
 // entries the members still held.
 bool DrainDeliveries(Process& process, SteadyTime drain_deadline, size_t* left_pending) {
-  bool all_finished = true;
-  for (auto& subscription : process.subscriptions)
-    all_finished = subscription->WaitForDeliveries(drain_deadline) && all_finished;
-  const auto settle_deadline = std::max(drain_deadline, SteadyClock::now() + runtime::kSettleFloor);
-  for (auto& subscription : process.subscriptions) subscription->FinishSettling(settle_deadline);
+  std::vector<runtime::SubscriptionLoop*> loops;
+  loops.reserve(process.subscriptions.size());
+  for (auto& subscription : process.subscriptions) loops.push_back(subscription.get());
+  const bool all_finished = FinishDeliveries(loops, drain_deadline);
   for (auto& member : process.members) {
     member->Join();  // it has left, or dropped what was left at drain_deadline
     *left_pending += member->held();
