@@ -18,12 +18,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -37,7 +37,7 @@ namespace {
 // An answer not complete after this long fails its entry (and closes its connection).
 constexpr int kAnswerTimeoutSeconds = 10;
 // A head longer than this is not an answer from a sane handler.
-constexpr size_t kMaxHead = 64 * 1024;
+constexpr size_t kMaxHead = size_t{64} * 1024;
 
 struct Target {
   std::string host, port, path, authority;
@@ -45,7 +45,7 @@ struct Target {
 
 bool ParseUrl(const std::string& url, Target* out) {
   constexpr std::string_view kScheme = "http://";
-  if (url.compare(0, kScheme.size(), kScheme) != 0) return false;
+  if (!url.starts_with(kScheme)) return false;
   const size_t slash = url.find('/', kScheme.size());
   out->authority = url.substr(kScheme.size(), slash - kScheme.size());
   out->path = slash == std::string::npos ? "/" : url.substr(slash);
@@ -56,7 +56,18 @@ bool ParseUrl(const std::string& url, Target* out) {
 }
 
 bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+  return std::ranges::equal(a, b, [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+// A whole decimal argument, or -1.
+long long Number(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  return end == text || *end != '\0' || errno != 0 || value < 0 ? -1 : value;
 }
 
 // One keep-alive connection to the handler, one request in flight.
@@ -173,7 +184,7 @@ class Connection {
   // The status of the head (its lines, each ending in CRLF) or 0 when malformed; `body` is the
   // body's length, kChunked or kToClose; `keep` false after "Connection: close".
   static int ParseHead(std::string_view head, bool* keep, size_t* body) {
-    if (head.size() < 14 || head.compare(0, 9, "HTTP/1.1 ") != 0) return 0;
+    if (head.size() < 14 || !head.starts_with("HTTP/1.1 ")) return 0;
     int status = 0;
     for (size_t i = 9; i < 12; ++i) {
       if (head[i] < '0' || head[i] > '9') return 0;
@@ -324,16 +335,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string stream = argv[2], group = argv[3], consumer = argv[4];
-  const int connections = std::atoi(argv[6]);
-  const long long max_entries = argc > 8 ? std::atoll(argv[8]) : -1;
+  const long long port = Number(argv[1]), connections = Number(argv[6]);
+  const long long max_entries = argc > 8 ? Number(argv[8]) : -1;
   Target target;
-  if (!ParseUrl(argv[5], &target) || connections < 1) return 2;
+  if (!ParseUrl(argv[5], &target) || port < 1 || connections < 1 || (argc > 8 && max_entries < 0)) {
+    return 2;
+  }
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* address = nullptr;
   if (getaddrinfo(target.host.c_str(), target.port.c_str(), &hints, &address) != 0) return 1;
 
-  redisContext* redis = redisConnect("127.0.0.1", std::atoi(argv[1]));
+  redisContext* redis = redisConnect("127.0.0.1", static_cast<int>(port));
   if (redis == nullptr || redis->err != 0) return 1;
   redisReply* reply = Run(redis, {"XGROUP", "CREATE", stream, group, argv[7], "MKSTREAM"});
   if (reply == nullptr) return 1;
