@@ -4,7 +4,8 @@
 // CONNECTIONS: one keep-alive POST per entry, each on its own connection (a blocking socket with
 // TCP_NODELAY, one request in flight), the whole wave written before its answers are read, every
 // answer read to its end; then one XACK of the ids answered 2xx. No retries, claims, leases,
-// metrics or probes: an entry answered otherwise, or not at all, stays pending.
+// metrics or probes: an entry answered otherwise, or not at all, stays pending (a request is sent
+// again only when the handler had closed its idle connection: Connection::kStale).
 // It posts streamcar's request for batch_size 1 and format json (SPEC 3.1: the same headers and
 // envelope), with two simplifications that bench entries never meet: every value is taken as
 // UTF-8 (no base64) and a repeated field name is not gathered into an array.
@@ -77,7 +78,12 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
   Connection(Connection&& other) noexcept
-      : address_(other.address_), fd_(other.fd_), in_(std::move(other.in_)) {
+      : address_(other.address_),
+        fd_(other.fd_),
+        eof_(other.eof_),
+        ended_(other.ended_),
+        reused_(other.reused_),
+        in_(std::move(other.in_)) {
     other.fd_ = -1;
   }
   Connection& operator=(Connection&&) = delete;
@@ -104,32 +110,39 @@ class Connection {
     fd_ = -1;
   }
 
-  // Writes the whole request; false (and the connection closed) when it could not.
+  // ReadAnswer's result when a connection that was open before its request (idle in the pool)
+  // ended before any byte of the answer: the handler closed it while it was idle (a keep-alive
+  // timeout) and most likely never read the request,
+  // which the caller sends again on a new connection, as any client that reuses connections must.
+  static constexpr int kStale = -1;
+
+  // Writes the whole request, on a new connection if an idle one refuses it; false (and the
+  // connection closed) when it could not.
   bool Send(std::string_view request) {
-    if (!Open()) return false;
-    while (!request.empty()) {
-      const ssize_t n = ::send(fd_, request.data(), request.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        Close();
-        return false;
-      }
-      request.remove_prefix(static_cast<size_t>(n));
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      reused_ = fd_ >= 0;
+      if (!Open()) return false;
+      if (Write(request)) return true;
+      if (!reused_) return false;
     }
-    return true;
+    return false;
   }
 
   // Reads one final answer to the end and returns its status; 0 when there was none (the
-  // connection failed, timed out or framed it wrongly: the connection is closed then). Bytes left
-  // after the answer, with no request outstanding, close the connection and fail the entry too:
-  // an answer is never matched to a request it did not answer.
+  // connection failed, timed out or framed it wrongly: the connection is closed then), kStale.
+  // Bytes left after the answer, with no request outstanding, close the connection and fail the
+  // entry too: an answer is never matched to a request it did not answer.
   int ReadAnswer() {
     int status = 0;
     bool keep = true;
     size_t head_end = 0, body = 0;
     do {
       while ((head_end = in_.find("\r\n\r\n")) == std::string::npos) {
-        if (in_.size() > kMaxHead || !Fill()) return Fail();
+        if (in_.size() > kMaxHead || !Fill()) {
+          const bool stale = ended_ && in_.empty() && reused_;
+          Fail();
+          return stale ? kStale : 0;
+        }
       }
       status = ParseHead(std::string_view(in_).substr(0, head_end + 2), &keep, &body);
       if (status == 0) return Fail();
@@ -167,6 +180,19 @@ class Connection {
     return 0;
   }
 
+  bool Write(std::string_view request) {
+    while (!request.empty()) {
+      const ssize_t n = ::send(fd_, request.data(), request.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        Close();
+        return false;
+      }
+      request.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
   // Appends what the connection has; false at its end (eof_ then) or on an error or timeout.
   bool Fill() {
     char buffer[16384];
@@ -174,6 +200,7 @@ class Connection {
       const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
       if (n < 0 && errno == EINTR) continue;
       eof_ = n == 0;
+      ended_ = eof_ || (n < 0 && errno == ECONNRESET);
       if (n <= 0) return false;
       in_.append(buffer, static_cast<size_t>(n));
       return true;
@@ -267,7 +294,9 @@ class Connection {
 
   const addrinfo* address_;
   int fd_ = -1;
-  bool eof_ = false;
+  bool eof_ = false;     // the last Fill met the end of the connection
+  bool ended_ = false;   // ... or its end or a reset
+  bool reused_ = false;  // the request in flight went out on a connection opened before it
   std::string in_;
 };
 
@@ -387,7 +416,9 @@ int main(int argc, char** argv) {
         sent[i] = pool[i].Send(requests[i]);
       }
       for (size_t i = 0; i < wave; ++i) {
-        const int status = sent[i] ? pool[i].ReadAnswer() : 0;
+        int status = sent[i] ? pool[i].ReadAnswer() : 0;
+        if (status == Connection::kStale)
+          status = pool[i].Send(requests[i]) ? pool[i].ReadAnswer() : 0;
         if (status >= 200 && status < 300) {
           const redisReply* id = entries->element[first + i]->element[0];
           ack.emplace_back(id->str, id->len);
