@@ -42,7 +42,7 @@ constexpr size_t kFirstArrayRoom = 1024;
 constexpr size_t kSecondBlock = 4096;
 // Blocks double up to this, staying under glibc's mmap threshold (128 KiB) so that a large
 // reply reuses heap memory instead of mapping and unmapping pages.
-constexpr size_t kMaxBlock = 64 * 1024;
+constexpr size_t kMaxBlock = size_t{64} * 1024;
 
 constexpr size_t RoundUp(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
@@ -126,7 +126,7 @@ void* CreateArray(const redisReadTask* task, int elements) {
   // hiredis's own function would record it as an array of 2^64 - n elements. Refused (hiredis
   // reports it as out of memory and the connection breaks).
   if (elements < 0) return nullptr;
-  const size_t count = static_cast<size_t>(elements);
+  const auto count = static_cast<size_t>(elements);
   redisReply* node = NewNode(task, REDIS_REPLY_ARRAY, kFirstArrayRoom);
   if (node == nullptr) return nullptr;
   if (count > 0) {
