@@ -210,9 +210,9 @@ void DeliveryPump::SettleInOrder(const std::vector<EntryRef>& refs,
     return;
   }
   // A shard's batch is a run of consecutive entries that the handler processes in order and
-  // stops at the first failure (README, "Batches in a shard"): that entry is the first whose
-  // decision is not an ack. What it did not reach goes back behind it, so that nothing after a
-  // retry goes out first.
+  // stops at the first failure (docs/sharding.md, "Batches in a shard"): that entry is the first
+  // whose decision is not an ack. What it did not reach goes back behind it, so that nothing after
+  // a retry goes out first.
   size_t failed = 0;
   while (failed < refs.size() && decisions[failed].action == delivery::Action::kAck) ++failed;
   for (size_t i = 0; i < failed; ++i) {
