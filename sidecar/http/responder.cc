@@ -69,6 +69,13 @@ void Responder::Respond(Response response) const {
                });
 }
 
+void Responder::RespondOnLoop(Response response) const {
+  // On the loop the server cannot go meanwhile (it is destroyed on it or while it does not run).
+  Server* server = exchange_->link->server.load(std::memory_order_acquire);
+  if (server != nullptr)
+    server->Deliver(exchange_->connection_id, exchange_->id, std::move(response));
+}
+
 void Responder::StartStream(Response head) const {
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;

@@ -25,6 +25,10 @@ class Responder {
 
   // The answer. Once per exchange, and not after StartStream.
   void Respond(Response response) const;
+  // The answer, written now: for code running on the server's own loop thread outside the
+  // service's Handle (a callback of a connection on that loop), which saves the post and the
+  // wake-up. Handle itself answers with Respond.
+  void RespondOnLoop(Response response) const;
   // An event stream instead: `head` is sent without a length (its body, if any, right after the
   // head), then every Send, until Finish; the connection closes after the stream.
   void StartStream(Response head) const;
