@@ -48,7 +48,7 @@ class Responder {
 // While one exists on a thread, the answers that thread hands to Respond are gathered and posted
 // to each server's loop together when it is destroyed: one post (one lock of the loop's queue,
 // one wake-up) for a group of answers instead of one each. For code that answers many exchanges
-// at once (log/append_group.cc answers a group commit's appends). Nests: the outermost posts.
+// at once from a thread other than the loop's. Nests: the outermost posts.
 class RespondBatch {
  public:
   RespondBatch();

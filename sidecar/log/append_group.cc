@@ -149,7 +149,8 @@ void AppendGroup::OnAnswer(const std::string& key, Group group, Producer::Prepar
       SendNext(key);
       return;
     }
-    if (reply.IsError() && redis::RouteAttempt::Reroutes(reply.view()) && again) {
+    const bool rerouted = reply.IsError() && redis::RouteAttempt::Reroutes(reply.view());
+    if (rerouted && again) {
       // Sent elsewhere (MOVED, ASK ...): the script ran nowhere. The connection follows its
       // slot; the group goes again once it has.
       Requeue(lane, std::move(group));
@@ -157,7 +158,12 @@ void AppendGroup::OnAnswer(const std::string& key, Group group, Producer::Prepar
       return;
     }
     lane.load_script = false;
-    Decide(group, Producer::Finish(std::move(prepared), reply));
+    // Still redirected after every try: the cluster is between states, which a retry outlives
+    // (503), unlike an error of the script's own (WRONGTYPE: 500).
+    Decide(group, rerouted
+                      ? Status(StatusCode::kIo, "Redis Cluster kept redirecting the appends: " +
+                                                    std::string(reply.view().Str()))
+                      : Producer::Finish(std::move(prepared), reply));
   }
   // The answers (a pipelined request among them may queue another append meanwhile), then what
   // queued while the call was out.

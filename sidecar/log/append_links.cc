@@ -7,6 +7,12 @@
 #include "sidecar/log/producer.h"
 
 namespace streamcar::log {
+namespace {
+
+// What each append connection loads as it connects.
+const redis::Script* const kScripts[] = {&Producer::Script()};
+
+}  // namespace
 
 AppendLinks::AppendLinks(EventLoop* loop, redis::ConnectionOptions options)
     : loop_(loop), options_(std::move(options)), connector_(*loop) {}
@@ -19,7 +25,6 @@ redis::AsyncConnection& AppendLinks::For(const std::string& key) {
   if (connection == nullptr) {
     redis::ConnectionOptions options = options_;
     options.slot = slot;
-    static const redis::Script* const kScripts[] = {&Producer::Script()};
     // Its own health (none): an idle append connection must not hold /readyz down; the API's
     // probe speaks for Redis.
     connection = std::make_unique<redis::AsyncConnection>(

@@ -5,9 +5,9 @@
 #include "sidecar/log/append_group.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <memory>
 #include <optional>
@@ -122,7 +122,7 @@ TEST_F(AppendGroupTest, InterleavedAppendsGoTogetherInArrivalOrderEachWithItsOwn
   ASSERT_TRUE(failures.empty()) << failures.front();
   EXPECT_EQ(Len("feed"), kClients * kEach);
   auto all = server_.Run({"XRANGE", "feed", "-", "+"});
-  ASSERT_EQ(all.view().Size(), size_t{kClients * kEach});
+  ASSERT_EQ(all.view().Size(), static_cast<size_t>(kClients) * kEach);
   std::map<std::string, int> next_of_client;
   for (size_t i = 0; i < all.view().Size(); ++i) {
     const auto entry = all.view()[i];
@@ -132,7 +132,7 @@ TEST_F(AppendGroupTest, InterleavedAppendsGoTogetherInArrivalOrderEachWithItsOwn
     const std::string client = value.substr(0, value.find('/'));
     EXPECT_EQ(std::stoi(value.substr(value.find('/') + 1)), next_of_client[client]++) << value;
   }
-  EXPECT_EQ(group.appends_sent(), uint64_t{kClients * kEach});
+  EXPECT_EQ(group.appends_sent(), static_cast<uint64_t>(kClients) * kEach);
   EXPECT_LT(group.groups_sent(), group.appends_sent() / 4);
 }
 
@@ -239,11 +239,11 @@ TEST_F(AppendGroupTest, AMalformedAppendIsRefusedAloneAndAtOnce) {
   int refused = 0;
   for (auto& outcome : good) {
     Queue(group, Entry("n", "1"), &outcome);
-    auto no_fields = group.Append(AppendRequest{}, [](AppendGroup::Outcome) { FAIL(); });
+    auto no_fields = group.Append(AppendRequest{}, [](const AppendGroup::Outcome&) { FAIL(); });
     refused += no_fields && no_fields->status.code() == StatusCode::kInvalid;
     AppendRequest bad_id = Entry("n", "x");
     bad_id.entry_id = "not-an-id";
-    auto bad = group.Append(bad_id, [](AppendGroup::Outcome) { FAIL(); });
+    auto bad = group.Append(bad_id, [](const AppendGroup::Outcome&) { FAIL(); });
     refused += bad && bad->status.code() == StatusCode::kInvalid;
   }
   EXPECT_EQ(refused, 100);

@@ -5,12 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sidecar/keys/key_slot.h"
+#include "sidecar/log/append_group.h"
+#include "sidecar/log/entry_id.h"
 #include "sidecar/log/follow_hub.h"
 #include "sidecar/log/log_reader.h"
 #include "sidecar/log/producer.h"
@@ -178,6 +183,65 @@ TEST_F(LogClusterTest, AStreamJoiningABlockedLaneOnAnotherMasterJoinsAtOnce) {
   auto got = Collect(*late, 1, milliseconds(20000));
   ASSERT_EQ(got.size(), 1u) << "the lane's 60 s block was not interrupted on its node";
   EXPECT_EQ(got[0].id, id);
+}
+
+// The API's group commit (append_group.h) on the cluster while the stream's slot migrates to
+// another master under a steady flow of appends with idempotency keys: the groups that meet -ASK,
+// -TRYAGAIN or -MOVED go again once the lane's connection has followed the slot, so every append
+// is answered once, with its own receipt, in arrival order, and the stream holds each once.
+TEST_F(LogClusterTest, GroupCommitFollowsTheSlotThroughAMigration) {
+  auto loop = EventLoop::Create(SystemClock::Instance());
+  ASSERT_TRUE(loop.ok());
+  const std::string& stream = streams_[0];
+  const int slot = keys::KeySlot(stream);
+  config::LogStream config;
+  config.name = stream;
+  Producer producer(config, Millis(60000));
+  auto links = std::make_unique<AppendLinks>(loop->get(), HubOptions());
+  auto group = std::make_unique<AppendGroup>(&producer, links.get());
+  constexpr int kAppends = 3000;
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(kAppends);
+  std::atomic<int> answered{0};
+  int queued = 0;
+  // 20 appends every 2 ms on the loop, until all are queued.
+  std::unique_ptr<EventLoop::Timer> feed;
+  feed = (*loop)->CreateTimer([&] {
+    for (int i = 0; i < 20 && queued < kAppends; ++i, ++queued) {
+      auto refused = group->Append(AppendRequest{.fields = {{"n", std::to_string(queued)}},
+                                                 .idempotency_key = "k" + std::to_string(queued)},
+                                   [&, at = queued](AppendGroup::Outcome outcome) {
+                                     EXPECT_FALSE(outcomes[at].has_value()) << "answered twice";
+                                     outcomes[at] = std::move(outcome);
+                                     ++answered;
+                                   });
+      ASSERT_FALSE(refused.has_value()) << refused->status.ToString();
+    }
+    if (queued < kAppends) feed->ArmIn(Millis(2));
+  });
+  feed->ArmIn(Millis(0));
+  std::thread runner([&] { (*loop)->Run(); });
+  ASSERT_TRUE(testing::Eventually([&] { return answered >= kAppends / 5; }, seconds(20)));
+  cluster_->BeginMigration(slot, 0, 1);
+  cluster_->MoveKeys(slot);
+  cluster_->FinishMigration(slot);
+  const bool all = testing::Eventually([&] { return answered == kAppends; }, seconds(30));
+  (*loop)->Stop();
+  runner.join();
+  ASSERT_TRUE(all) << answered << " of " << kAppends << " answered";
+  std::string last;
+  for (int i = 0; i < kAppends; ++i) {
+    ASSERT_TRUE(outcomes[i]->status.ok()) << i << ": " << outcomes[i]->status.ToString();
+    EXPECT_EQ(outcomes[i]->result.kind, AppendResult::Kind::kAppended) << i;
+    if (!last.empty()) {
+      EXPECT_LT(ParseId(last), ParseId(outcomes[i]->result.id)) << i;
+    }
+    last = outcomes[i]->result.id;
+  }
+  EXPECT_EQ(cluster_->Run(stream, {"XLEN", stream}).view().Integer(), kAppends);
+  EXPECT_EQ(cluster_->MasterOfSlot(slot), 1);
+  feed.reset();
+  group.reset();
+  links.reset();
 }
 
 }  // namespace
