@@ -45,23 +45,6 @@ class Responder {
   std::shared_ptr<Exchange> exchange_;
 };
 
-// While one exists on a thread, the answers that thread hands to Respond are gathered and posted
-// to each server's loop together when it is destroyed: one post (one lock of the loop's queue,
-// one wake-up) for a group of answers instead of one each. For code that answers many exchanges
-// at once from a thread other than the loop's. Nests: the outermost posts.
-class RespondBatch {
- public:
-  RespondBatch();
-  ~RespondBatch();
-  RespondBatch(const RespondBatch&) = delete;
-  RespondBatch& operator=(const RespondBatch&) = delete;
-
-  struct Gathered;  // responder.cc
-
- private:
-  std::unique_ptr<Gathered> gathered_;  // null when an outer batch gathers
-};
-
 class Service {
  public:
   virtual ~Service() = default;
