@@ -76,7 +76,7 @@ class HttpServerTest : public ::testing::Test {
   void SetUp() override { Start(ServerOptions{}); }
   void Start(ServerOptions options) {
     server_.reset();
-    options_ = options;
+    options_ = std::move(options);
     loop_ = std::move(*EventLoop::Create(clock_));
     server_ = std::make_unique<Server>(loop_.get(), options_, &service_);
     ASSERT_TRUE(server_->Listen("127.0.0.1:0", "test.listen").ok());
@@ -322,7 +322,7 @@ TEST_F(HttpServerTest, AnAnswerNotTakenIsDroppedAfterTheWriteTimeout) {
   Response head;
   head.content_type = "text/event-stream";
   service_.stream->StartStream(head);
-  for (int i = 0; i < 256; ++i) service_.stream->Send(std::string(64 * 1024, 'x'));
+  for (int i = 0; i < 256; ++i) service_.stream->Send(std::string(size_t{64} * 1024, 'x'));
   Spin();
   // The client reads nothing: the bytes wait, counted.
   EXPECT_GT(service_.stream->queued_bytes(), size_t{8} << 20);
