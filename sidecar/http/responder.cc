@@ -1,9 +1,7 @@
 // The Responder of http/service.h: what a service hands it is posted to the server's loop.
 
 #include <functional>
-#include <map>
 #include <utility>
-#include <vector>
 
 #include "sidecar/http/exchange.h"
 #include "sidecar/http/server.h"
@@ -11,20 +9,7 @@
 
 namespace streamcar::http {
 
-// Answers waiting for their batch to end, per server.
-struct RespondBatch::Gathered {
-  struct Answer {
-    uint64_t connection_id;
-    uint64_t exchange;
-    Response response;
-  };
-  std::map<std::shared_ptr<ServerLink>, std::vector<Answer>> by_server;
-};
-
 namespace {
-
-// The batch gathering this thread's answers, if any.
-thread_local RespondBatch::Gathered* gathering = nullptr;
 
 // Runs `action` on the server's loop if the server still exists.
 void PostToServer(const std::shared_ptr<ServerLink>& link, std::function<void(Server*)> action) {
@@ -38,35 +23,20 @@ void PostToServer(const std::shared_ptr<ServerLink>& link, std::function<void(Se
 
 }  // namespace
 
-RespondBatch::RespondBatch() {
-  if (gathering != nullptr) return;
-  gathered_ = std::make_unique<Gathered>();
-  gathering = gathered_.get();
-}
-
-RespondBatch::~RespondBatch() {
-  if (!gathered_) return;
-  gathering = nullptr;
-  for (auto& [link, answers] : gathered_->by_server) {
-    PostToServer(link, [answers = std::move(answers)](Server* server) mutable {
-      for (auto& answer : answers) {
-        server->Deliver(answer.connection_id, answer.exchange, std::move(answer.response));
-      }
-    });
-  }
-}
-
 void Responder::Respond(Response response) const {
   const uint64_t id = exchange_->connection_id;
   const uint64_t exchange = exchange_->id;
-  if (gathering != nullptr) {
-    gathering->by_server[exchange_->link].push_back({id, exchange, std::move(response)});
-    return;
-  }
   PostToServer(exchange_->link,
                [id, exchange, response = std::move(response)](Server* server) mutable {
                  server->Deliver(id, exchange, std::move(response));
                });
+}
+
+void Responder::RespondOnLoop(Response response) const {
+  // On the loop the server cannot go meanwhile (it is destroyed on it or while it does not run).
+  Server* server = exchange_->link->server.load(std::memory_order_acquire);
+  if (server != nullptr)
+    server->Deliver(exchange_->connection_id, exchange_->id, std::move(response));
 }
 
 void Responder::StartStream(Response head) const {

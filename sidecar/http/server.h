@@ -88,7 +88,6 @@ class Server {
   void Rearm(Connection* c);
   void Close(Connection* c);
   friend class Responder;
-  friend class RespondBatch;
   // What a Responder posted, on the loop.
   void Deliver(uint64_t connection_id, uint64_t exchange, Response response);
   void DeliverStreamHead(uint64_t connection_id, uint64_t exchange, const Response& head);

@@ -25,6 +25,10 @@ class Responder {
 
   // The answer. Once per exchange, and not after StartStream.
   void Respond(Response response) const;
+  // The answer, written now: for code running on the server's own loop thread outside the
+  // service's Handle (a callback of a connection on that loop), which saves the post and the
+  // wake-up. Handle itself answers with Respond.
+  void RespondOnLoop(Response response) const;
   // An event stream instead: `head` is sent without a length (its body, if any, right after the
   // head), then every Send, until Finish; the connection closes after the stream.
   void StartStream(Response head) const;
@@ -39,23 +43,6 @@ class Responder {
 
  private:
   std::shared_ptr<Exchange> exchange_;
-};
-
-// While one exists on a thread, the answers that thread hands to Respond are gathered and posted
-// to each server's loop together when it is destroyed: one post (one lock of the loop's queue,
-// one wake-up) for a group of answers instead of one each. For code that answers many exchanges
-// at once (log/append_group.cc answers a group commit's appends). Nests: the outermost posts.
-class RespondBatch {
- public:
-  RespondBatch();
-  ~RespondBatch();
-  RespondBatch(const RespondBatch&) = delete;
-  RespondBatch& operator=(const RespondBatch&) = delete;
-
-  struct Gathered;  // responder.cc
-
- private:
-  std::unique_ptr<Gathered> gathered_;  // null when an outer batch gathers
 };
 
 class Service {

@@ -110,7 +110,7 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
                                      .max_buffer_bytes = api.max_follow_buffer,
                                      .keep_alive = ApiServer::kKeepAliveInterval}) {
   for (const auto& stream : streams) {
-    auto& added = streams_[stream.name] = std::make_unique<Stream>(stream, api, &sessions_);
+    auto& added = streams_[stream.name] = std::make_unique<Stream>(stream, api);
     if (deps_.metrics != nullptr) {
       added->produced = &deps_.metrics->Produced(stream.name);
       deps_.metrics->Followers(stream.name);
@@ -132,6 +132,20 @@ ApiEndpoints::ApiEndpoints(const config::ApiConfig& api,
       }
     }
   }
+}
+
+void ApiEndpoints::Attach(EventLoop* loop) {
+  auto options = deps_.redis;
+  options.client_name += ":api-append";
+  append_links_ = std::make_unique<AppendLinks>(loop, std::move(options));
+  for (auto& [name, stream] : streams_) {
+    stream->appends = std::make_unique<AppendGroup>(&stream->producer, append_links_.get());
+  }
+}
+
+void ApiEndpoints::Detach() {
+  for (auto& [name, stream] : streams_) stream->appends.reset();
+  append_links_.reset();
 }
 
 void ApiEndpoints::Stop() {
@@ -245,7 +259,8 @@ std::function<void()> ApiEndpoints::Handle(ApiRequest request, ApiRoute route,
     return {};
   }
   if (route == ApiRoute::kProduce && !IsBatch(request)) {
-    return ProduceOne(request, *stream, responder);
+    ProduceOne(request, *stream, responder);
+    return {};
   }
   constexpr size_t kHeadAllowance = 1024;  // a request's head and bookkeeping, roughly
   const size_t bytes = request.body.size() + request.path.size() + kHeadAllowance;
@@ -393,25 +408,30 @@ http::Response SingleAnswer(const AppendResult& result, const std::string& strea
 
 }  // namespace
 
-std::function<void()> ApiEndpoints::ProduceOne(const ApiRequest& request, const Stream& stream,
-                                               const http::Responder& responder) {
+void ApiEndpoints::ProduceOne(const ApiRequest& request, const Stream& stream,
+                              const http::Responder& responder) {
   std::vector<AppendRequest> appends;
   bool batch = false;
   if (auto refused = AppendsOf(request, &appends, &batch)) {
     Count(ApiRoute::kProduce, refused->status);
     responder.Respond(std::move(*refused));
-    return {};
+    return;
   }
-  // It goes with the single appends of the stream that queue while a group is on its way.
-  return stream.appends.Append(
-      std::move(appends.front()), [this, &stream, responder](AppendGroup::Outcome outcome) {
-        http::Response answer =
-            outcome.status.ok()
-                ? Appended(std::vector<AppendResult>{std::move(outcome.result)}, false, 1, stream)
-                : Appended(outcome.status, false, outcome.retry_after, stream);
-        Count(ApiRoute::kProduce, answer.status);
-        responder.Respond(std::move(answer));
-      });
+  auto answer_of = [this, &stream](AppendGroup::Outcome outcome) {
+    http::Response answer =
+        outcome.status.ok()
+            ? Appended(std::vector<AppendResult>{std::move(outcome.result)}, false, 1, stream)
+            : Appended(outcome.status, false, outcome.retry_after, stream);
+    Count(ApiRoute::kProduce, answer.status);
+    return answer;
+  };
+  // It goes with the single appends of the stream that queue while a group is on its way; the
+  // group answers on the loop, outside this call, so it writes the answer at once.
+  auto refused = stream.appends->Append(std::move(appends.front()),
+                                        [answer_of, responder](AppendGroup::Outcome outcome) {
+                                          responder.RespondOnLoop(answer_of(std::move(outcome)));
+                                        });
+  if (refused) responder.Respond(answer_of(std::move(*refused)));
 }
 
 http::Response ApiEndpoints::Produce(const ApiRequest& request, const Stream& stream) {

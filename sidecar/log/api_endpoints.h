@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "sidecar/common/event_loop.h"
 #include "sidecar/http/request.h"
 #include "sidecar/http/response.h"
 #include "sidecar/http/service.h"
@@ -19,6 +20,7 @@
 #include "sidecar/log/api_sessions.h"
 #include "sidecar/log/api_token.h"
 #include "sidecar/log/append_group.h"
+#include "sidecar/log/append_links.h"
 #include "sidecar/log/follow_hub.h"
 #include "sidecar/log/follow_pump.h"
 #include "sidecar/log/producer.h"
@@ -51,7 +53,7 @@ class ApiEndpoints {
   // Takes a whole request on the server's loop and returns what must wait on Redis, to run on a
   // worker thread, which answers through `responder` and counts the answer. Returns an empty
   // function when nothing is left to run: the answer went out, or a single append queued to its
-  // stream's group commit (append_group.h), whose drain is already running. A follow request,
+  // stream's group commit (append_group.h), which answers it on the loop. A follow request,
   // once its start and first page are read, becomes an event stream carried by the follow pump.
   [[nodiscard]] std::function<void()> Handle(ApiRequest request, ApiRoute route,
                                              http::Responder responder);
@@ -73,17 +75,20 @@ class ApiEndpoints {
   // Ends every follower and refuses new ones.
   void Stop();
 
+  // The server's loop, where single appends are sent (append_group.h): from Attach, before the
+  // server serves, to Detach, once the loop no longer runs.
+  void Attach(EventLoop* loop);
+  void Detach();
+
  private:
   struct Stream {
-    Stream(const config::LogStream& stream, const config::ApiConfig& api, SessionPool* sessions)
-        : config(stream),
-          producer(stream, api.idempotency_ttl, api.max_future_skew),
-          appends(&producer, sessions, ApiServer::kSessionWait) {}
+    Stream(const config::LogStream& stream, const config::ApiConfig& api)
+        : config(stream), producer(stream, api.idempotency_ttl, api.max_future_skew) {}
     config::LogStream config;
     Producer producer;
-    // Single appends, committed in groups (append_group.h); mutable as a mutex is: it is the
-    // stream's meeting point, not its state.
-    mutable AppendGroup appends;
+    // Single appends, committed in groups on the server's loop (append_group.h); from Attach to
+    // Detach.
+    std::unique_ptr<AppendGroup> appends;
     // streamcar_produced_total of this stream (null without metrics): looked up once, not per
     // append (a lookup takes the registry's locks and builds the labels).
     prometheus::Counter* produced = nullptr;
@@ -96,10 +101,10 @@ class ApiEndpoints {
   void HandleOnWorker(const ApiRequest& request, ApiRoute route, const Stream& stream,
                       const http::Responder& responder);
   http::Response Answer(const ApiRequest& request, ApiRoute route, const Stream& stream);
-  // A single append, on the loop: refused at once, or queued to the stream's group commit; the
-  // drain to run when Handle must return one.
-  std::function<void()> ProduceOne(const ApiRequest& request, const Stream& stream,
-                                   const http::Responder& responder);
+  // A single append, on the loop: refused at once, or queued to the stream's group commit, which
+  // answers it on the loop.
+  void ProduceOne(const ApiRequest& request, const Stream& stream,
+                  const http::Responder& responder);
   // A batch append (a JSON array), on a worker.
   http::Response Produce(const ApiRequest& request, const Stream& stream);
   // The answer once Redis has decided a POST's appends (or could not be asked).
@@ -120,6 +125,7 @@ class ApiEndpoints {
   std::map<std::string, std::unique_ptr<Stream>> streams_;
   std::unique_ptr<TokenFile> token_;
   SessionPool sessions_;
+  std::unique_ptr<AppendLinks> append_links_;  // from Attach to Detach
   redis::Session probe_;
   FollowHub hub_;
   FollowPump pump_;

@@ -27,6 +27,7 @@ class ApiServer::Impl {
     loop_ = std::move(*loop);
     workers_ = std::make_unique<http::WorkerPool>(kWorkers);
     prober_ = std::make_unique<http::WorkerPool>(1);
+    endpoints_.Attach(loop_.get());
     service_ =
         std::make_unique<ApiService>(&endpoints_, workers_.get(), loop_.get(), api_.max_body);
     server_ = std::make_unique<http::Server>(loop_.get(), Options(), service_.get());
@@ -60,6 +61,7 @@ class ApiServer::Impl {
     // followers and the workers that may still answer, then the loop.
     probe_timer_.reset();
     server_.reset();
+    endpoints_.Detach();  // the appends waiting go unanswered: their connections are gone
     endpoints_.Stop();
     if (workers_) workers_->Stop();
     if (prober_) prober_->Stop();

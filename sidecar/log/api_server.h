@@ -5,7 +5,8 @@
 //
 // A service (log/api_service.h) on the inbound HTTP server (http/server.h), built like the admin
 // server: one loop thread carries every connection, so its threads do not grow with connections.
-// Requests that wait on Redis run on kWorkers worker threads, each with its own Redis session;
+// Single appends are sent from that loop too (append_group.h). The other requests that wait on
+// Redis run on kWorkers worker threads, each with its own Redis session;
 // followers (SSE) are carried by kPumpThreads pump threads (log/follow_pump.h) and share one
 // FollowHub, so each followed stream costs one blocking read however many follow it. Followers are
 // capped below the connection cap (kMaxFollowers < kMaxConnections); past the follower cap the
@@ -49,7 +50,7 @@ class ApiServer {
   static constexpr size_t kMaxHeadBytes = size_t{16} * 1024;
   static constexpr size_t kMaxConnections = 512;
   static constexpr size_t kMaxFollowers = 384;
-  // Threads that answer POST and GET (and start follows), and the Redis sessions they use.
+  // Threads that answer batch POSTs and GET (and start follows), and the Redis sessions they use.
   static constexpr int kWorkers = 8;
   static constexpr int kSessions = kWorkers;
   // Threads that carry the followers' events.

@@ -1,13 +1,13 @@
 #pragma once
 // The log API (SPEC section 10) as a service of the inbound HTTP server (http/service.h): the head
 // is screened on the server's loop (token, Origin, route, stream, method, declared size), and a
-// whole request is taken on the loop and answered on a worker thread, since every answer waits on
-// Redis (single appends queue to their stream's group commit, and one worker sends each group).
-// Every answer, the server's own refusals included, is counted in streamcar_api_requests_total.
+// whole request is taken on the loop. A single append queues to its stream's group commit, which
+// the loop sends and answers itself (append_group.h); every other answer waits on Redis and is
+// given on a worker thread. Every answer, the server's own refusals included, is counted in
+// streamcar_api_requests_total.
 //
 // The work of the requests read in one round of the loop is handed to the workers together, at
-// the end of the round: the single appends a round reads then queue before their stream's drain
-// starts, and go in one group (append_group.h) instead of the first alone.
+// the end of the round (one wake-up of the pool for the round).
 //
 // Threads: Screen, Handle and Refusal on the server's loop thread; the work Handle submits on the
 // worker pool.

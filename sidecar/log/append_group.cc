@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <utility>
-#include <vector>
 
-#include "sidecar/http/service.h"
+#include "sidecar/redis/script.h"
+#include "sidecar/redis/topology/route_attempt.h"
 
 namespace streamcar::log {
 namespace {
+
+// While a lane waits for its connection (connecting, following its slot) or for a node that said
+// "later" (TRYAGAIN), it looks again after this, doubling up to the cap.
+constexpr Millis kHoldFirst{10};
+constexpr Millis kHoldCap{500};
 
 size_t BytesOf(const AppendRequest& request) {
   size_t bytes =
@@ -18,103 +23,191 @@ size_t BytesOf(const AppendRequest& request) {
 
 }  // namespace
 
-AppendGroup::AppendGroup(const Producer* producer, SessionPool* sessions, Millis session_wait)
-    : producer_(producer), sessions_(sessions), session_wait_(session_wait) {}
+AppendGroup::AppendGroup(const Producer* producer, AppendLinks* links)
+    : producer_(producer), links_(links), kick_(links->loop().CreateTimer([this] { Kick(); })) {}
 
-std::function<void()> AppendGroup::Append(AppendRequest request, Done done) {
-  // Refused alone: a malformed append in a group would make AppendAll refuse the whole group.
-  if (Status valid = producer_->Validate(request); !valid.ok()) {
-    done(Outcome{valid, {}, 1});
-    return {};
-  }
+AppendGroup::~AppendGroup() { lifeline_.reset(); }
+
+std::optional<AppendGroup::Outcome> AppendGroup::Append(AppendRequest request, Done done) {
+  // Refused alone: a malformed append in a group would make the call refuse the whole group.
+  if (Status valid = producer_->Validate(request); !valid.ok()) return Outcome{valid, {}, 1};
   auto target = producer_->Target(request);
-  if (!target.ok()) {
-    done(Outcome{target.status(), {}, 1});
-    return {};
-  }
-  std::string lane_key = std::move(*target);
+  if (!target.ok()) return Outcome{target.status(), {}, 1};
   const size_t bytes = BytesOf(request);
-  std::unique_lock lock(mutex_);
-  auto [lane, created] = lanes_.try_emplace(lane_key);
-  Lane& waiting = lane->second;
-  if (!waiting.waiting.empty() &&
-      (waiting.waiting.size() >= kMaxQueued || waiting.bytes + bytes > kMaxQueuedBytes)) {
-    const size_t queued = waiting.waiting.size();
-    lock.unlock();
-    done(Outcome{Status(StatusCode::kTimeout, std::to_string(queued) + " appends to " + lane_key +
-                                                  " are waiting for Redis already; try again"),
-                 {},
-                 1});
-    return {};
+  Lane& lane = lanes_[*target];
+  if (!lane.waiting.empty() &&
+      (lane.waiting.size() >= kMaxQueued || lane.bytes + bytes > kMaxQueuedBytes)) {
+    return Outcome{
+        Status(StatusCode::kTimeout, std::to_string(lane.waiting.size()) + " appends to " +
+                                         *target + " are waiting for Redis already; try again"),
+        {},
+        1};
   }
-  waiting.bytes += bytes;
-  waiting.waiting.push_back(Queued{std::move(request), std::move(done), bytes});
-  if (!created) return {};  // its drain is running: it takes this one too
-  return [this, lane_key = std::move(lane_key)] { Drain(lane_key); };
+  lane.bytes += bytes;
+  lane.waiting.push_back(Queued{std::move(request), std::move(done), bytes});
+  // An idle lane goes at the end of the round, with what the round's other reads queue; a lane
+  // with a call out sends when it answers, and a held one when its wait ends.
+  if (!lane.in_flight && !lane.held_since) KickIn(Millis(0));
+  return std::nullopt;
 }
 
-void AppendGroup::Drain(const std::string& lane_key) {
-  std::unique_lock lock(mutex_);
-  while (true) {
-    auto lane = lanes_.find(lane_key);
-    std::deque<Queued>& waiting = lane->second.waiting;
-    if (waiting.empty()) {
-      // An emptied lane goes, and with it the sign that a drain runs: the next append of this
-      // target starts a drain again.
-      lanes_.erase(lane);
+void AppendGroup::KickIn(Millis delay) {
+  const SteadyTime at = links_->loop().clock().Now() + delay;
+  if (!kick_->armed() || *kick_->deadline() > at) kick_->ArmAt(at);
+}
+
+void AppendGroup::Kick() {
+  std::vector<std::string> idle;
+  for (const auto& [key, lane] : lanes_) {
+    if (!lane.in_flight) idle.push_back(key);
+  }
+  for (const std::string& key : idle) SendNext(key);
+}
+
+void AppendGroup::SendNext(const std::string& key) {
+  auto it = lanes_.find(key);
+  if (it == lanes_.end() || it->second.in_flight) return;
+  Lane& lane = it->second;
+  if (lane.waiting.empty()) {
+    lanes_.erase(it);
+    return;
+  }
+  redis::AsyncConnection& connection = links_->For(key);
+  if (connection.unreachable()) {
+    FailAll(it, Status(StatusCode::kIo, "Redis is unreachable"));
+    return;
+  }
+  if (!connection.ready()) {
+    Hold(it);
+    return;
+  }
+  // The group: what fits one call, in arrival order.
+  Group group;
+  size_t group_bytes = 0;
+  while (!lane.waiting.empty() && group.requests.size() < Producer::kMaxBatch &&
+         (group.requests.empty() || group_bytes + lane.waiting.front().bytes <= kMaxGroupBytes)) {
+    Queued& next = lane.waiting.front();
+    group_bytes += next.bytes;
+    group.requests.push_back(std::move(next.request));
+    group.dones.push_back(std::move(next.done));
+    group.bytes.push_back(next.bytes);
+    lane.waiting.pop_front();
+  }
+  lane.bytes -= group_bytes;
+  auto prepared = producer_->Prepare(group.requests);
+  if (!prepared.ok() || !prepared->call) {
+    // Decided without Redis (every id out of range; or refused, which Validate rules out).
+    StatusOr<std::vector<AppendResult>> results = prepared.status();
+    if (prepared.ok()) {
+      std::vector<AppendResult> decided;
+      for (auto& one : prepared->decided) decided.push_back(std::move(*one));
+      results = std::move(decided);
+    }
+    Decide(group, std::move(results));
+    SendNext(key);
+    return;
+  }
+  std::vector<redis::Command> commands;
+  if (lane.load_script) commands.push_back(Producer::Script().Load());
+  commands.push_back(std::move(*prepared->call));
+  prepared->call.reset();
+  lane.in_flight = true;
+  ++groups_sent_;
+  appends_sent_ += group.requests.size();
+  std::weak_ptr<bool> alive = lifeline_;
+  // std::function needs a copyable callback: the group rides in a shared box.
+  auto box = std::make_shared<std::pair<Group, Producer::Prepared>>(std::move(group),
+                                                                    std::move(*prepared));
+  connection.SendBatch(
+      commands, links_->command_timeout(), [this, alive, key, box](redis::BatchResult result) {
+        if (alive.expired()) return;
+        OnAnswer(key, std::move(box->first), std::move(box->second), std::move(result));
+      });
+}
+
+void AppendGroup::OnAnswer(const std::string& key, Group group, Producer::Prepared prepared,
+                           redis::BatchResult result) {
+  auto it = lanes_.find(key);  // a lane with a call out stays
+  Lane& lane = it->second;
+  lane.in_flight = false;
+  const bool again = ++lane.tries < kMaxTries;
+  if (!result.failure.ok()) {
+    if (!result.written && again) {
+      // Nothing reached Redis (the connection is moving to the slot's new master, or broke
+      // before the write): sending it again cannot append twice.
+      Requeue(lane, std::move(group));
+      Hold(it);
       return;
     }
-    size_t size = 0;
-    size_t group_bytes = 0;
-    while (size < waiting.size() && size < Producer::kMaxBatch &&
-           (size == 0 || group_bytes + waiting[size].bytes <= kMaxGroupBytes)) {
-      group_bytes += waiting[size].bytes;
-      ++size;
-    }
-    lane->second.bytes -= group_bytes;
-    std::deque<Queued> group(std::make_move_iterator(waiting.begin()),
-                             std::make_move_iterator(waiting.begin() + static_cast<long>(size)));
-    waiting.erase(waiting.begin(), waiting.begin() + static_cast<long>(size));
-    ++groups_sent_;
-    appends_sent_ += size;
-    lock.unlock();
-    Send(std::move(group));
-    lock.lock();
-  }
-}
-
-void AppendGroup::Send(std::deque<Queued> group) {
-  // The group's answers go to the server's loop in one post (the `done`s answer through their
-  // Responders), when this returns.
-  http::RespondBatch answers;
-  std::vector<AppendRequest> requests;
-  requests.reserve(group.size());
-  for (Queued& queued : group) requests.push_back(std::move(queued.request));
-
-  int retry_after = 1;
-  StatusOr<std::vector<AppendResult>> results = Status(StatusCode::kIo, "not sent");
-  {
-    auto lease = sessions_->Acquire(session_wait_, &retry_after);
-    if (!lease.ok()) {
-      for (Queued& queued : group) queued.done(Outcome{lease.status(), {}, retry_after});
+    Decide(group, result.failure);
+  } else {
+    const redis::Reply& reply = result.replies.back();
+    if (reply.IsError() && redis::IsNoScript(reply.view()) && again) {
+      // Redis lost the script (a restart, SCRIPT FLUSH): nothing ran; load it and send again.
+      lane.load_script = true;
+      Requeue(lane, std::move(group));
+      SendNext(key);
       return;
     }
-    results = producer_->AppendAll(lease->session(), requests);
-  }  // the session goes back before the answers go out
-  for (size_t i = 0; i < group.size(); ++i) {
-    group[i].done(results.ok() ? Outcome{Status::Ok(), std::move((*results)[i]), 1}
-                               : Outcome{results.status(), {}, 1});
+    const bool rerouted = reply.IsError() && redis::RouteAttempt::Reroutes(reply.view());
+    if (rerouted && again) {
+      // Sent elsewhere (MOVED, ASK ...): the script ran nowhere. The connection follows its
+      // slot; the group goes again once it has.
+      Requeue(lane, std::move(group));
+      Hold(it);
+      return;
+    }
+    lane.load_script = false;
+    // Still redirected after every try: the cluster is between states, which a retry outlives
+    // (503), unlike an error of the script's own (WRONGTYPE: 500).
+    Decide(group, rerouted
+                      ? Status(StatusCode::kIo, "Redis Cluster kept redirecting the appends: " +
+                                                    std::string(reply.view().Str()))
+                      : Producer::Finish(std::move(prepared), reply));
+  }
+  // The answers (a pipelined request among them may queue another append meanwhile), then what
+  // queued while the call was out.
+  it = lanes_.find(key);
+  if (it != lanes_.end()) {
+    it->second.tries = 0;
+    it->second.held_since.reset();
+  }
+  SendNext(key);
+}
+
+void AppendGroup::Hold(Lanes::iterator it) {
+  Lane& lane = it->second;
+  const SteadyTime now = links_->loop().clock().Now();
+  if (!lane.held_since) lane.held_since = now;
+  const Millis held = std::chrono::duration_cast<Millis>(now - *lane.held_since);
+  if (held >= links_->connect_timeout() + links_->command_timeout()) {
+    FailAll(it, Status(StatusCode::kTimeout, "no Redis connection took the appends in time"));
+    return;
+  }
+  Millis delay = kHoldFirst;
+  for (int i = 1; i < lane.tries && delay < kHoldCap; ++i) delay *= 2;
+  KickIn(std::min(delay, kHoldCap));
+}
+
+void AppendGroup::Requeue(Lane& lane, Group group) {
+  for (size_t i = group.requests.size(); i-- > 0;) {
+    lane.bytes += group.bytes[i];
+    lane.waiting.push_front(
+        Queued{std::move(group.requests[i]), std::move(group.dones[i]), group.bytes[i]});
   }
 }
 
-uint64_t AppendGroup::groups_sent() const {
-  std::lock_guard lock(mutex_);
-  return groups_sent_;
+void AppendGroup::FailAll(Lanes::iterator it, const Status& status) {
+  std::deque<Queued> waiting = std::move(it->second.waiting);
+  lanes_.erase(it);
+  for (Queued& queued : waiting) queued.done(Outcome{status, {}, 1});
 }
 
-uint64_t AppendGroup::appends_sent() const {
-  std::lock_guard lock(mutex_);
-  return appends_sent_;
+void AppendGroup::Decide(Group& group, StatusOr<std::vector<AppendResult>> results) {
+  for (size_t i = 0; i < group.dones.size(); ++i) {
+    group.dones[i](results.ok() ? Outcome{Status::Ok(), std::move((*results)[i]), 1}
+                                : Outcome{results.status(), {}, 1});
+  }
 }
 
 }  // namespace streamcar::log

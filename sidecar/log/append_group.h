@@ -1,15 +1,17 @@
 #pragma once
 // Group commit of the log API's single appends (SPEC section 10, POST .../entries with one
-// entry): appends to one stream queue as data, not as waiting threads, and one drain sends
-// everything queued in one script call (Producer::AppendAll), in arrival order, then whatever
-// queued meanwhile, until the queue is empty. Under load a stream costs one Redis round trip and
-// one worker wake-up per group instead of per append; alone, an append waits for nothing.
+// entry), sent from the API server's event loop: appends to one stream queue as data, and each
+// lane has at most one script call (Producer::Prepare) outstanding on its event-loop connection
+// (append_links.h); when it answers, everything that queued meanwhile goes in the next call, in
+// arrival order. No thread waits on Redis: a group costs one write and one read on the loop, and
+// its answers are written on the loop in the turn its reply arrives.
 //
 // Each append is decided on its own inside the group, exactly as it would be alone: its own
 // idempotency key, its own explicit id, its own receipt. A malformed append never joins a group
 // (it is refused before it queues), so it cannot fail the others. What fails the whole call fails
-// every append of the group with the same status: Redis unreachable (the idempotency keys make
-// the client's retry safe, as for one append) or a WRONGTYPE stream key.
+// every append of the group with the same status: Redis unreachable or the connection lost with
+// the call on its way (kIo/kTimeout; the idempotency keys make the client's retry safe, as for
+// one append) or a WRONGTYPE stream key.
 //
 // A lane is one target stream key (a sharded stream has one per shard), so there are at most
 // 1 + shards lanes per stream whatever keys the entries carry. What a lane may hold waiting is
@@ -17,20 +19,27 @@
 // slow to take more (a 503 to retry), so clients that drop their connections cannot make the
 // queue grow while Redis is slow. A group is cut at kMaxBatch appends or kMaxGroupBytes.
 //
-// Threads: Append from any thread (the API's loop); it never blocks on Redis. The drain it may
-// return blocks on Redis and runs on a worker: at most one drain per lane runs at a time, so a
-// stream's appends are sent in the order they queued.
+// A group that did not reach Redis, or that Redis sent elsewhere (Cluster MOVED or ASK, TRYAGAIN,
+// CLUSTERDOWN, a demoted master: the script ran nowhere), goes back to the front of its lane and
+// is sent again once the lane's connection has followed its slot, up to kMaxTries sends and
+// connect timeout + command timeout of holding; the same holding covers a connection still
+// connecting. A connection whose last connect failed answers its lane's appends at once (503).
+//
+// Threads: the API server's loop thread only (or while the loop does not run).
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "sidecar/common/clock.h"
+#include "sidecar/common/event_loop.h"
 #include "sidecar/common/status.h"
-#include "sidecar/log/api_sessions.h"
+#include "sidecar/log/append_links.h"
 #include "sidecar/log/producer.h"
 
 namespace streamcar::log {
@@ -40,7 +49,7 @@ class AppendGroup {
   struct Outcome {
     Status status;        // not ok: the append's fate is unknown or it was refused
     AppendResult result;  // when status is ok
-    int retry_after = 1;  // seconds to suggest when no session could be had
+    int retry_after = 1;  // seconds to suggest in Retry-After when Redis could not take it
   };
   using Done = std::function<void(Outcome)>;
 
@@ -48,20 +57,25 @@ class AppendGroup {
   static constexpr size_t kMaxQueuedBytes = size_t{32} << 20;
   // Entries' bytes in one script call (at least one entry): Redis holds its arguments at once.
   static constexpr size_t kMaxGroupBytes = size_t{4} << 20;
+  // Sends of one group that Redis redirected or that did not reach it (RouteLimits' redirects,
+  // plus the first send).
+  static constexpr int kMaxTries = 6;
 
-  // `producer` and `sessions` are borrowed and outlive the group. `session_wait`: how long a
-  // drain waits for a free session.
-  AppendGroup(const Producer* producer, SessionPool* sessions, Millis session_wait);
+  // `producer` and `links` are borrowed and outlive the group; the group sends on links' loop.
+  AppendGroup(const Producer* producer, AppendLinks* links);
+  ~AppendGroup();
+  AppendGroup(const AppendGroup&) = delete;
+  AppendGroup& operator=(const AppendGroup&) = delete;
 
-  // Queues `request`; `done` runs once with its outcome, on the thread that drains it (or at once,
-  // on this thread, when the request is refused before it queues). Returns the drain to run off
-  // the loop when none is running for the request's lane, else an empty function: the running
-  // drain takes this append too.
-  [[nodiscard]] std::function<void()> Append(AppendRequest request, Done done);
+  // Queues `request`; `done` runs once with its outcome, on the loop, never inside this call.
+  // Returns the outcome instead (and drops `done`) when the request is refused before it queues:
+  // malformed, or its lane full. A lane that is idle sends at the end of this round of the loop,
+  // with whatever else the round queued.
+  [[nodiscard]] std::optional<Outcome> Append(AppendRequest request, Done done);
 
   // Groups sent so far, and appends in them (for tests and the benchmark's report).
-  uint64_t groups_sent() const;
-  uint64_t appends_sent() const;
+  uint64_t groups_sent() const { return groups_sent_; }
+  uint64_t appends_sent() const { return appends_sent_; }
 
  private:
   struct Queued {
@@ -69,25 +83,47 @@ class AppendGroup {
     Done done;
     size_t bytes = 0;  // of its fields, id and keys
   };
+  // One call's appends, in arrival order.
+  struct Group {
+    std::vector<AppendRequest> requests;
+    std::vector<Done> dones;
+    std::vector<size_t> bytes;
+  };
   // The appends to one target stream key: one call appends in one slot.
   struct Lane {
     std::deque<Queued> waiting;  // arrival order
     size_t bytes = 0;            // of the waiting appends
+    bool in_flight = false;      // a call of this lane awaits its answer
+    int tries = 0;               // sends of the group at the front that came to nothing
+    bool load_script = false;    // Redis lost the script: load it in front of the next call
+    std::optional<SteadyTime> held_since;  // waiting for its connection since
   };
+  using Lanes = std::map<std::string, Lane>;
 
-  // Sends the lane's groups until it is empty, then removes it.
-  void Drain(const std::string& lane_key);
-  // One call for `group`; runs every append's `done`. Called without the lock held.
-  void Send(std::deque<Queued> group);
+  // Sends every idle lane that has appends waiting (the kick timer).
+  void Kick();
+  void KickIn(Millis delay);
+  // Sends the lane's next group if it has one and no call outstanding; removes an empty idle lane.
+  void SendNext(const std::string& key);
+  void OnAnswer(const std::string& key, Group group, Producer::Prepared prepared,
+                redis::BatchResult result);
+  // The lane waits for its connection, or gives up when it waited too long.
+  void Hold(Lanes::iterator lane);
+  // Puts `group` back at the front of its lane, in its order.
+  static void Requeue(Lane& lane, Group group);
+  // Answers every append of the lane with `status` and removes the lane.
+  void FailAll(Lanes::iterator lane, const Status& status);
+  // Runs every `done` of `group` with its result, or with the failure of the whole call.
+  static void Decide(Group& group, StatusOr<std::vector<AppendResult>> results);
 
   const Producer* producer_;
-  SessionPool* sessions_;
-  Millis session_wait_;
-  mutable std::mutex mutex_;
-  // By target stream key; a lane exists while its drain runs. Guarded.
-  std::map<std::string, Lane> lanes_;
-  uint64_t groups_sent_ = 0;   // guarded
-  uint64_t appends_sent_ = 0;  // guarded
+  AppendLinks* links_;
+  Lanes lanes_;  // by target stream key; a lane exists while it has appends waiting or sent
+  std::unique_ptr<EventLoop::Timer> kick_;
+  uint64_t groups_sent_ = 0;
+  uint64_t appends_sent_ = 0;
+  // A connection outlives the groups that use it: its callbacks check this first.
+  std::shared_ptr<bool> lifeline_ = std::make_shared<bool>(true);
 };
 
 }  // namespace streamcar::log

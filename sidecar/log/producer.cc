@@ -176,9 +176,11 @@ StatusOr<AppendResult> Producer::Append(redis::Session& session,
   return std::move(results->front());
 }
 
-StatusOr<std::vector<AppendResult>> Producer::AppendAll(
-    redis::Session& session, std::span<const AppendRequest> requests) const {
-  if (requests.empty()) return std::vector<AppendResult>();
+const redis::Script& Producer::Script() { return kAppendScript; }
+
+StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> requests) const {
+  Prepared prepared;
+  if (requests.empty()) return prepared;
   if (requests.size() > kMaxBatch) {
     return Status(StatusCode::kInvalid, "at most " + std::to_string(kMaxBatch) +
                                             " entries in one append (got " +
@@ -200,13 +202,13 @@ StatusOr<std::vector<AppendResult>> Producer::AppendAll(
 
   // The maximum id leaves no id after it: every later append would fail. Refused here, where no
   // clock is needed; the skew check runs in the script.
-  std::vector<std::optional<AppendResult>> decided(requests.size());
+  prepared.decided.resize(requests.size());
   std::vector<std::string> keys = {*target};
   std::vector<int64_t> key_index(requests.size(), 0);
   for (size_t i = 0; i < requests.size(); ++i) {
     const AppendRequest& request = requests[i];
     if (!request.entry_id.empty() && *ParseId(request.entry_id) == kMaxId) {
-      decided[i] = AppendResult{AppendResult::Kind::kOutOfRange, ""};
+      prepared.decided[i] = AppendResult{AppendResult::Kind::kOutOfRange, ""};
     } else if (!request.idempotency_key.empty()) {
       keys.push_back(keys::IdempotencyKey(*target, request.idempotency_key));
       key_index[i] = static_cast<int64_t>(keys.size());
@@ -220,27 +222,42 @@ StatusOr<std::vector<AppendResult>> Producer::AppendAll(
   call.Arg(static_cast<int64_t>(idempotency_ttl_.count()));
   call.Arg(stream_.notify ? keys::NotifyChannel(stream_.name) : std::string());
   call.Arg(static_cast<int64_t>(max_future_skew_.count()));
-  size_t sent = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (decided[i]) continue;
+    if (prepared.decided[i]) continue;
     const AppendRequest& request = requests[i];
     call.Arg(request.entry_id.empty() ? std::string_view("*") : std::string_view(request.entry_id));
     call.Arg(key_index[i]);
     call.Arg(static_cast<int64_t>(request.fields.size()));
     for (const auto& [field, value] : request.fields) call.Arg(field).Arg(value);
-    ++sent;
+    ++prepared.sent;
   }
+  if (prepared.sent > 0) prepared.call = std::move(call);
+  return prepared;
+}
+
+StatusOr<std::vector<AppendResult>> Producer::Finish(Prepared prepared, const redis::Reply& reply) {
+  if (reply.IsError()) return redis::ErrorOf(reply.view());
   std::vector<AppendResult> results;
-  results.reserve(requests.size());
-  if (sent == 0) {
-    for (auto& one : decided) results.push_back(std::move(*one));
+  results.reserve(prepared.decided.size());
+  if (Status read = ReadResults(reply.view(), prepared.sent, &prepared.decided, &results);
+      !read.ok()) {
+    return read;
+  }
+  return results;
+}
+
+StatusOr<std::vector<AppendResult>> Producer::AppendAll(
+    redis::Session& session, std::span<const AppendRequest> requests) const {
+  auto prepared = Prepare(requests);
+  if (!prepared.ok()) return prepared.status();
+  if (!prepared->call) {
+    std::vector<AppendResult> results;
+    for (auto& one : prepared->decided) results.push_back(std::move(*one));
     return results;
   }
-
-  auto reply = RunAppendScript(session, call);
+  auto reply = RunAppendScript(session, *prepared->call);
   if (!reply.ok()) return reply.status();
-  if (Status read = ReadResults(reply->view(), sent, &decided, &results); !read.ok()) return read;
-  return results;
+  return Finish(std::move(*prepared), *reply);
 }
 
 }  // namespace streamcar::log

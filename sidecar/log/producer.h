@@ -2,6 +2,7 @@
 // Appending to a stream with a receipt (SPEC section 10, POST .../entries and `produce`): the
 // one place that builds the append, so the API and the CLI append the same way.
 
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "sidecar/common/clock.h"
 #include "sidecar/common/status.h"
 #include "sidecar/config/config.h"
+#include "sidecar/redis/script.h"
 #include "sidecar/redis/session.h"
 
 namespace streamcar::log {
@@ -55,6 +57,20 @@ class Producer {
   // and their idempotency keys make a retry of the whole batch safe.
   StatusOr<std::vector<AppendResult>> AppendAll(redis::Session& session,
                                                 std::span<const AppendRequest> requests) const;
+
+  // AppendAll in two halves, for a caller that sends the call itself (append_group.h sends it on
+  // the API's event loop): Prepare builds the one script call (none when every entry is decided
+  // without Redis), Finish reads Redis's reply to it (an error reply is kServerError with its
+  // message). Prepare refuses what AppendAll refuses, before anything is sent.
+  struct Prepared {
+    std::optional<redis::Command> call;
+    std::vector<std::optional<AppendResult>> decided;  // per request: decided without Redis
+    size_t sent = 0;                                   // requests the call carries
+  };
+  StatusOr<Prepared> Prepare(std::span<const AppendRequest> requests) const;
+  static StatusOr<std::vector<AppendResult>> Finish(Prepared prepared, const redis::Reply& reply);
+  // The script the call runs: a connection that loads it up front saves a NOSCRIPT round trip.
+  static const redis::Script& Script();
 
   // What AppendAll refuses an entry for before sending anything (kInvalid, naming the problem):
   // for callers that put entries of several clients into one call (append_group.h).

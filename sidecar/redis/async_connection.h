@@ -72,6 +72,14 @@ class AsyncConnection {
   // Not while it is about to follow its slot to another node (it refuses new commands then).
   bool ready() const { return state_ == State::kReady && !retarget_pending_; }
   bool connected() const { return state_ == State::kLoadingScripts || state_ == State::kReady; }
+  // Down since its last connect attempt failed (until the next one starts), or for good (a
+  // refusal, Close): a caller that must not wait for it answers at once.
+  bool unreachable() const {
+    return state_ == State::kWaitingToRetry || state_ == State::kFatal || state_ == State::kClosed;
+  }
+  // Caps the reconnect backoff below its default, for a caller that turns requests away while
+  // the connection is down and must notice Redis's return as soon as that (the caller says why).
+  void CapReconnectBackoff(Millis cap) { reconnect_ = RetryStreak(kReconnectInitial, cap); }
   // Counts the connections made: per-connection state (loaded scripts, the client id) is stale
   // when it moves.
   uint64_t generation() const { return generation_; }

@@ -1,13 +1,15 @@
-// Group commit of single appends (log/append_group.h) against a real redis-server: appends that
-// queue while a group is on its way go in one call, each decided as it would be alone.
+// Group commit of single appends (log/append_group.h) on an event loop against a real
+// redis-server: the appends that queue while a lane's call is on its way go in its next call,
+// each decided as it would be alone, and every append is answered once whatever Redis does.
 
 #include "sidecar/log/append_group.h"
 
 #include <gtest/gtest.h>
 
-#include <future>
+#include <chrono>
+#include <csignal>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,8 +25,6 @@ namespace {
 
 using streamcar::testing::RedisServer;
 
-constexpr Millis kSessionWait{2000};
-
 config::LogStream Stream(const std::string& name) {
   config::LogStream stream;
   stream.name = name;
@@ -38,241 +38,329 @@ AppendRequest Entry(std::string field, std::string value, std::string idempotenc
   return request;
 }
 
-// An append as a blocking call: the caller runs the drain its append started, as a worker would,
-// which carries whatever other callers queue meanwhile.
-AppendGroup::Outcome AppendAndWait(AppendGroup& group, AppendRequest request) {
-  std::promise<AppendGroup::Outcome> decided;
-  auto outcome = decided.get_future();
-  if (auto drain = group.Append(std::move(request),
-                                [&](AppendGroup::Outcome o) { decided.set_value(std::move(o)); })) {
-    drain();
-  }
-  return outcome.get();
-}
-
 class AppendGroupTest : public ::testing::Test {
  protected:
+  void SetUp() override { Connect(server_.ClientOptions()); }
+
+  void Connect(redis::ConnectionOptions options) {
+    auto loop = EventLoop::Create(SystemClock::Instance());
+    ASSERT_TRUE(loop.ok());
+    loop_ = std::move(*loop);
+    links_ = std::make_unique<AppendLinks>(loop_.get(), std::move(options));
+  }
+
+  void TearDown() override {
+    links_.reset();
+    loop_.reset();
+  }
+
+  // Runs the loop until `done` or `limit`; false when the limit came first.
+  bool RunUntil(const std::function<bool()>& done, Millis limit = Millis(10000)) {
+    const SteadyTime deadline = SteadyClock::now() + limit;
+    while (!done()) {
+      if (SteadyClock::now() >= deadline) return false;
+      loop_->RunOnce(Millis(20));
+    }
+    return true;
+  }
+
+  // Queues `request`; its outcome lands in *out (once: a second answer fails the test).
+  void Queue(AppendGroup& group, AppendRequest request, std::optional<AppendGroup::Outcome>* out) {
+    auto refused = group.Append(std::move(request), [out](AppendGroup::Outcome outcome) {
+      EXPECT_FALSE(out->has_value()) << "answered twice";
+      *out = std::move(outcome);
+    });
+    if (refused) *out = std::move(*refused);
+  }
+
+  AppendGroup::Outcome AppendAndWait(AppendGroup& group, AppendRequest request) {
+    std::optional<AppendGroup::Outcome> outcome;
+    Queue(group, std::move(request), &outcome);
+    EXPECT_TRUE(RunUntil([&] { return outcome.has_value(); }));
+    return outcome.value_or(AppendGroup::Outcome{Status(StatusCode::kCancelled, "no answer")});
+  }
+
+  // Waits until the links' connection for `key` is ready (it connects when first asked for).
+  void WaitReady(const std::string& key) {
+    ASSERT_TRUE(RunUntil([&] { return links_->For(key).ready(); }));
+  }
+
   int64_t Len(const std::string& stream) { return server_.Run({"XLEN", stream}).view().Integer(); }
 
   RedisServer server_;
-  SessionPool sessions_{server_.ClientOptions(), 4};
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<AppendLinks> links_;
 };
 
-TEST_F(AppendGroupTest, ConcurrentAppendsGoTogetherAndEachGetsItsOwnReceipt) {
+// Appends interleaved from many clients (16 "connections", each with its next append queued as
+// soon as its previous one is answered): every receipt names its own entry, each client's
+// appends keep their order in the stream, and they met in fewer calls than appends.
+TEST_F(AppendGroupTest, InterleavedAppendsGoTogetherInArrivalOrderEachWithItsOwnReceipt) {
   Producer producer(Stream("feed"), Millis(60000));
-  AppendGroup group(&producer, &sessions_, kSessionWait);
-  constexpr int kThreads = 16;
+  AppendGroup group(&producer, links_.get());
+  constexpr int kClients = 16;
   constexpr int kEach = 150;
-  std::mutex mutex;
-  std::map<std::string, std::string> value_of_id;  // receipt -> what its caller appended
+  std::map<std::string, std::string> value_of_id;  // receipt -> what its client appended
   std::vector<std::string> failures;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kEach; ++i) {
-        const std::string value = std::to_string(t) + "/" + std::to_string(i);
-        auto outcome = AppendAndWait(group, Entry("v", value));
-        std::lock_guard lock(mutex);
-        if (!outcome.status.ok() || outcome.result.kind != AppendResult::Kind::kAppended) {
-          failures.push_back(value + ": " + outcome.status.ToString());
-        } else if (!value_of_id.emplace(outcome.result.id, value).second) {
-          failures.push_back(value + ": receipt " + outcome.result.id + " given twice");
-        }
+  int answered = 0;
+  std::function<void(int, int)> next = [&](int client, int i) {
+    if (i == kEach) return;
+    const std::string value = std::to_string(client) + "/" + std::to_string(i);
+    auto refused = group.Append(Entry("v", value), [&, client, i, value](AppendGroup::Outcome o) {
+      ++answered;
+      if (!o.status.ok() || o.result.kind != AppendResult::Kind::kAppended) {
+        failures.push_back(value + ": " + o.status.ToString());
+      } else if (!value_of_id.emplace(o.result.id, value).second) {
+        failures.push_back(value + ": receipt " + o.result.id + " given twice");
       }
+      next(client, i + 1);
     });
-  }
-  for (auto& thread : threads) thread.join();
+    ASSERT_FALSE(refused.has_value());
+  };
+  for (int client = 0; client < kClients; ++client) next(client, 0);
+  ASSERT_TRUE(RunUntil([&] { return answered == kClients * kEach; }));
   ASSERT_TRUE(failures.empty()) << failures.front();
-  ASSERT_EQ(value_of_id.size(), size_t{kThreads * kEach});
-  EXPECT_EQ(Len("feed"), kThreads * kEach);
-  // Every receipt names the entry its own caller appended.
+  EXPECT_EQ(Len("feed"), kClients * kEach);
   auto all = server_.Run({"XRANGE", "feed", "-", "+"});
-  ASSERT_EQ(all.view().Size(), size_t{kThreads * kEach});
-  std::map<std::string, int> next_of_thread;
+  ASSERT_EQ(all.view().Size(), static_cast<size_t>(kClients) * kEach);
+  std::map<std::string, int> next_of_client;
   for (size_t i = 0; i < all.view().Size(); ++i) {
     const auto entry = all.view()[i];
     const std::string id(entry[0].Str());
     const std::string value(entry[1][1].Str());
     ASSERT_EQ(value_of_id.at(id), value) << id;
-    // One caller's appends keep their order.
-    const std::string thread = value.substr(0, value.find('/'));
-    const int n = std::stoi(value.substr(value.find('/') + 1));
-    EXPECT_EQ(n, next_of_thread[thread]++) << value;
+    const std::string client = value.substr(0, value.find('/'));
+    EXPECT_EQ(std::stoi(value.substr(value.find('/') + 1)), next_of_client[client]++) << value;
   }
-  // They met: fewer calls than appends.
-  EXPECT_EQ(group.appends_sent(), uint64_t{kThreads * kEach});
-  EXPECT_LT(group.groups_sent(), group.appends_sent());
+  EXPECT_EQ(group.appends_sent(), static_cast<uint64_t>(kClients) * kEach);
+  EXPECT_LT(group.groups_sent(), group.appends_sent() / 4);
 }
 
-// The loop's view: the first append of an idle lane returns its drain, the ones that queue before
-// the drain runs return none, and the drain sends them all in one call, in arrival order; a lane of
-// another shard key has its own drain.
-TEST_F(AppendGroupTest, OnlyTheFirstAppendOfAnIdleLaneReturnsADrainAndItCarriesTheOthers) {
+// The appends one round of the loop queues go in one call per lane, in arrival order; a lane is
+// a target stream key (a shard), not an entry key.
+TEST_F(AppendGroupTest, OneRoundsAppendsGoInOneCallPerShardInArrivalOrder) {
   config::LogStream sharded = Stream("orders");
   sharded.shards = 2;
   sharded.shard_key_pattern = "orders:{%d}";
   Producer producer(sharded, Millis(60000));
-  AppendGroup group(&producer, &sessions_, kSessionWait);
-  std::vector<std::string> ids(5);
-  auto keep = [&](size_t i) {
-    return [&ids, i](AppendGroup::Outcome outcome) {
-      ASSERT_TRUE(outcome.status.ok()) << outcome.status.ToString();
-      ids[i] = outcome.result.id;
-    };
-  };
+  AppendGroup group(&producer, links_.get());
+  WaitReady("orders:{0}");
+  WaitReady("orders:{1}");
   auto keyed = [](std::string value, std::string key) {
     AppendRequest request = Entry("v", std::move(value));
     request.shard_key = std::move(key);
     return request;
   };
-  // A key of the other shard, and one of the same shard as "a".
   std::string other_shard;
   std::string same_shard;
   for (int i = 0; other_shard.empty() || same_shard.empty(); ++i) {
     const std::string key = "k" + std::to_string(i);
     (keys::ShardOf(key, 2) == keys::ShardOf("a", 2) ? same_shard : other_shard) = key;
   }
-  auto first = group.Append(keyed("0", "a"), keep(0));
-  ASSERT_TRUE(first);
-  EXPECT_FALSE(group.Append(keyed("1", same_shard), keep(1))) << "one lane per shard, not per key";
-  EXPECT_FALSE(group.Append(keyed("2", "a"), keep(2)));
-  auto other = group.Append(keyed("3", other_shard), keep(3));
-  ASSERT_TRUE(other) << "another shard is another lane";
-  first();
-  EXPECT_EQ(group.groups_sent(), 1U);
-  EXPECT_EQ(group.appends_sent(), 3U);
-  ASSERT_FALSE(ids[2].empty());
-  EXPECT_LT(ParseId(ids[0]), ParseId(ids[1]));
-  EXPECT_LT(ParseId(ids[1]), ParseId(ids[2]));
-  other();
-  EXPECT_FALSE(ids[3].empty());
-  // The drains ended with their lanes empty: the next append starts one again.
-  auto again = group.Append(keyed("4", "a"), keep(4));
-  ASSERT_TRUE(again);
-  again();
-  EXPECT_FALSE(ids[4].empty());
-  EXPECT_EQ(group.groups_sent(), 3U);
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(4);
+  Queue(group, keyed("0", "a"), &outcomes[0]);
+  Queue(group, keyed("1", same_shard), &outcomes[1]);
+  Queue(group, keyed("2", "a"), &outcomes[2]);
+  Queue(group, keyed("3", other_shard), &outcomes[3]);
+  EXPECT_FALSE(outcomes[0].has_value()) << "never answered inside Append";
+  ASSERT_TRUE(RunUntil([&] { return outcomes[3].has_value() && outcomes[2].has_value(); }));
+  for (const auto& outcome : outcomes) ASSERT_TRUE(outcome->status.ok());
+  EXPECT_EQ(group.groups_sent(), 2U);
+  EXPECT_EQ(group.appends_sent(), 4U);
+  EXPECT_LT(ParseId(outcomes[0]->result.id), ParseId(outcomes[1]->result.id));
+  EXPECT_LT(ParseId(outcomes[1]->result.id), ParseId(outcomes[2]->result.id));
 }
 
 // While Redis is slow a lane holds at most kMaxQueued appends and kMaxQueuedBytes: the next is
-// answered at once, to retry, instead of waiting in memory (clients that drop their connections
-// would otherwise grow it without bound). One call carries at most kMaxGroupBytes.
-TEST_F(AppendGroupTest, AFullLaneRefusesAtOnceAndGroupsAreCutByBytes) {
+// answered at once, to retry, instead of waiting in memory. One call carries at most
+// kMaxGroupBytes, and kMaxBatch appends.
+TEST_F(AppendGroupTest, AFullLaneRefusesAtOnceAndGroupsAreCutByCountAndBytes) {
   Producer producer(Stream("feed"), Millis(60000));
-  AppendGroup group(&producer, &sessions_, kSessionWait);
-  int decided = 0;
+  AppendGroup group(&producer, links_.get());
+  WaitReady("feed");
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(AppendGroup::kMaxQueued);
+  for (auto& outcome : outcomes) Queue(group, Entry("n", "x"), &outcome);
   std::optional<AppendGroup::Outcome> refused;
-  auto count = [&](AppendGroup::Outcome outcome) {
-    EXPECT_TRUE(outcome.status.ok()) << outcome.status.ToString();
-    ++decided;
-  };
-  auto drain = group.Append(Entry("n", "0"), count);
-  ASSERT_TRUE(drain);
-  for (size_t i = 1; i < AppendGroup::kMaxQueued; ++i) {
-    EXPECT_FALSE(group.Append(Entry("n", std::to_string(i)), count));
-  }
-  EXPECT_FALSE(group.Append(Entry("n", "one too many"),
-                            [&](AppendGroup::Outcome outcome) { refused = outcome; }));
+  Queue(group, Entry("n", "one too many"), &refused);
   ASSERT_TRUE(refused.has_value()) << "answered at once, not queued";
   EXPECT_EQ(refused->status.code(), StatusCode::kTimeout) << refused->status.ToString();
   EXPECT_GE(refused->retry_after, 1);
-  drain();
-  EXPECT_EQ(decided, static_cast<int>(AppendGroup::kMaxQueued));
+  ASSERT_TRUE(RunUntil([&] { return outcomes.back().has_value(); }));
+  for (const auto& outcome : outcomes) EXPECT_TRUE(outcome->status.ok());
   EXPECT_EQ(group.groups_sent(), AppendGroup::kMaxQueued / Producer::kMaxBatch);
   EXPECT_EQ(Len("feed"), static_cast<int64_t>(AppendGroup::kMaxQueued));
 
-  // By bytes: 3 MiB entries go one per call (two would pass kMaxGroupBytes), and the lane takes
-  // what fits kMaxQueuedBytes.
+  // By bytes: 3 MiB entries go one per call, and the lane takes what fits kMaxQueuedBytes.
   const std::string big(size_t{3} << 20, 'x');
   const uint64_t groups_before = group.groups_sent();
   const size_t fit = AppendGroup::kMaxQueuedBytes / (big.size() + 1);
-  decided = 0;
+  std::vector<std::optional<AppendGroup::Outcome>> bigs(fit);
+  for (auto& outcome : bigs) Queue(group, Entry("n", big), &outcome);
   refused.reset();
-  drain = group.Append(Entry("n", big), count);
-  ASSERT_TRUE(drain);
-  for (size_t i = 1; i < fit; ++i) EXPECT_FALSE(group.Append(Entry("n", big), count));
-  EXPECT_FALSE(
-      group.Append(Entry("n", big), [&](AppendGroup::Outcome outcome) { refused = outcome; }));
+  Queue(group, Entry("n", big), &refused);
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->status.code(), StatusCode::kTimeout);
-  drain();
-  EXPECT_EQ(decided, static_cast<int>(fit));
+  ASSERT_TRUE(RunUntil([&] { return bigs.back().has_value(); }, Millis(30000)));
+  for (const auto& outcome : bigs) EXPECT_TRUE(outcome->status.ok());
   EXPECT_EQ(group.groups_sent() - groups_before, fit);
 }
 
-TEST_F(AppendGroupTest, OneIdempotencyKeyFromTwoCallersAppendsOnceWhetherOrNotTheyMeet) {
+TEST_F(AppendGroupTest, OneIdempotencyKeyTwiceAppendsOnceInOneGroupAndAcrossGroups) {
   Producer producer(Stream("feed"), Millis(60000));
-  AppendGroup group(&producer, &sessions_, kSessionWait);
+  AppendGroup group(&producer, links_.get());
   constexpr int kKeys = 200;
-  std::vector<AppendGroup::Outcome> first(kKeys);
-  std::vector<AppendGroup::Outcome> second(kKeys);
-  std::vector<std::thread> threads;
-  for (auto* outcomes : {&first, &second}) {
-    threads.emplace_back([&, outcomes] {
-      for (int k = 0; k < kKeys; ++k) {
-        (*outcomes)[k] =
-            AppendAndWait(group, Entry("k", std::to_string(k), "key-" + std::to_string(k)));
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  std::vector<std::optional<AppendGroup::Outcome>> first(kKeys);
+  std::vector<std::optional<AppendGroup::Outcome>> second(kKeys);
   for (int k = 0; k < kKeys; ++k) {
-    ASSERT_TRUE(first[k].status.ok()) << first[k].status.ToString();
-    ASSERT_TRUE(second[k].status.ok()) << second[k].status.ToString();
-    EXPECT_EQ(first[k].result.id, second[k].result.id) << k;
-    const int appended = (first[k].result.kind == AppendResult::Kind::kAppended) +
-                         (second[k].result.kind == AppendResult::Kind::kAppended);
-    EXPECT_EQ(appended, 1) << k;
+    Queue(group, Entry("k", std::to_string(k), "key-" + std::to_string(k)), &first[k]);
+    // Half in the same group, half in a later one.
+    if (k % 2 == 0) {
+      Queue(group, Entry("k", std::to_string(k), "key-" + std::to_string(k)), &second[k]);
+    }
+  }
+  ASSERT_TRUE(RunUntil([&] { return first.back().has_value(); }));
+  for (int k = 1; k < kKeys; k += 2) {
+    Queue(group, Entry("k", std::to_string(k), "key-" + std::to_string(k)), &second[k]);
+  }
+  ASSERT_TRUE(RunUntil([&] { return second.back().has_value(); }));
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_TRUE(first[k]->status.ok()) << first[k]->status.ToString();
+    ASSERT_TRUE(second[k]->status.ok()) << second[k]->status.ToString();
+    EXPECT_EQ(first[k]->result.id, second[k]->result.id) << k;
+    EXPECT_EQ(second[k]->result.kind, AppendResult::Kind::kDuplicate) << k;
   }
   EXPECT_EQ(Len("feed"), kKeys);
 }
 
-TEST_F(AppendGroupTest, AMalformedAppendIsRefusedAloneAndTheOthersGoOn) {
+TEST_F(AppendGroupTest, AMalformedAppendIsRefusedAloneAndAtOnce) {
   Producer producer(Stream("feed"), Millis(60000));
-  AppendGroup group(&producer, &sessions_, kSessionWait);
-  std::vector<std::thread> threads;
-  std::vector<AppendGroup::Outcome> good(8);
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 50; ++i) good[t] = AppendAndWait(group, Entry("n", std::to_string(i)));
-    });
-  }
+  AppendGroup group(&producer, links_.get());
+  std::vector<std::optional<AppendGroup::Outcome>> good(50);
   int refused = 0;
-  for (int i = 0; i < 50; ++i) {
-    AppendRequest no_fields;
-    const auto outcome = AppendAndWait(group, no_fields);
-    refused += outcome.status.code() == StatusCode::kInvalid;
+  for (auto& outcome : good) {
+    Queue(group, Entry("n", "1"), &outcome);
+    auto no_fields = group.Append(AppendRequest{}, [](const AppendGroup::Outcome&) { FAIL(); });
+    refused += no_fields && no_fields->status.code() == StatusCode::kInvalid;
     AppendRequest bad_id = Entry("n", "x");
     bad_id.entry_id = "not-an-id";
-    refused += AppendAndWait(group, bad_id).status.code() == StatusCode::kInvalid;
+    auto bad = group.Append(bad_id, [](const AppendGroup::Outcome&) { FAIL(); });
+    refused += bad && bad->status.code() == StatusCode::kInvalid;
   }
-  for (auto& thread : threads) thread.join();
   EXPECT_EQ(refused, 100);
-  for (const auto& outcome : good) EXPECT_TRUE(outcome.status.ok()) << outcome.status.ToString();
-  EXPECT_EQ(Len("feed"), 8 * 50);
+  ASSERT_TRUE(RunUntil([&] { return good.back().has_value(); }));
+  for (const auto& outcome : good) EXPECT_TRUE(outcome->status.ok()) << outcome->status.ToString();
+  EXPECT_EQ(Len("feed"), 50);
 }
 
 TEST_F(AppendGroupTest, EveryAppendOfAGroupGetsWhatRedisSaidOfTheCall) {
   server_.Run({"SET", "feed", "not a stream"});
   Producer producer(Stream("feed"), Millis(60000));
-  AppendGroup group(&producer, &sessions_, kSessionWait);
-  std::vector<AppendGroup::Outcome> outcomes(8);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back(
-        [&, t] { outcomes[t] = AppendAndWait(group, Entry("n", std::to_string(t))); });
-  }
-  for (auto& thread : threads) thread.join();
+  AppendGroup group(&producer, links_.get());
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(8);
+  for (auto& outcome : outcomes) Queue(group, Entry("n", "1"), &outcome);
+  ASSERT_TRUE(RunUntil([&] { return outcomes.back().has_value(); }));
   for (const auto& outcome : outcomes) {
-    EXPECT_EQ(outcome.status.code(), StatusCode::kServerError) << outcome.status.ToString();
-    EXPECT_NE(outcome.status.message().find("WRONGTYPE"), std::string::npos)
-        << outcome.status.message();
+    EXPECT_EQ(outcome->status.code(), StatusCode::kServerError) << outcome->status.ToString();
+    EXPECT_NE(outcome->status.message().find("WRONGTYPE"), std::string::npos);
   }
   server_.Kill();
   const auto down = AppendAndWait(group, Entry("n", "1"));
   EXPECT_TRUE(down.status.code() == StatusCode::kIo || down.status.code() == StatusCode::kTimeout)
       << down.status.ToString();
   EXPECT_GE(down.retry_after, 1);
+  // Down: answered at once, not after a connect timeout.
+  const auto start = SteadyClock::now();
+  const auto again = AppendAndWait(group, Entry("n", "1"));
+  EXPECT_EQ(again.status.code(), StatusCode::kIo) << again.status.ToString();
+  EXPECT_LT(SteadyClock::now() - start, std::chrono::milliseconds(500));
+}
+
+// Redis restarts while groups are on their way: every append is answered exactly once (by its
+// receipt, or 503-class for a group whose call was lost), the receipts given keep arrival order,
+// and appends succeed again within about a second of Redis's return (the reconnect cap), with the
+// script loaded again.
+TEST_F(AppendGroupTest, ARedisRestartMidGroupAnswersEveryAppendOnceAndAppendsResume) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendGroup group(&producer, links_.get());
+  WaitReady("feed");
+  constexpr int kAppends = 4000;
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(kAppends);
+  int queued = 0;
+  auto answered = [&] {
+    int n = 0;
+    for (int i = 0; i < queued; ++i) n += outcomes[i].has_value();
+    return n;
+  };
+  // A steady trickle: 200 per round of the loop, and the restart in the middle.
+  bool restarted = false;
+  while (queued < kAppends) {
+    for (int i = 0; i < 200 && queued < kAppends; ++i, ++queued) {
+      Queue(group, Entry("n", std::to_string(queued)), &outcomes[queued]);
+    }
+    loop_->RunOnce(Millis(1));
+    if (!restarted && queued >= kAppends / 2) {
+      server_.Kill();
+      server_.Start();
+      restarted = true;
+    }
+  }
+  ASSERT_TRUE(RunUntil([&] { return answered() == kAppends; }));
+  std::string last;
+  int ok = 0;
+  int lost = 0;
+  for (const auto& outcome : outcomes) {
+    if (outcome->status.ok()) {
+      ++ok;
+      if (!last.empty()) {
+        EXPECT_LT(ParseId(last), ParseId(outcome->result.id));
+      }
+      last = outcome->result.id;
+    } else {
+      ++lost;
+      EXPECT_TRUE(outcome->status.code() == StatusCode::kIo ||
+                  outcome->status.code() == StatusCode::kTimeout)
+          << outcome->status.ToString();
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(lost, 0) << "the restart failed some group";
+  // Back: an append succeeds within a couple of seconds (each 503 is retried after a moment).
+  bool back = false;
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(3);
+  while (!back && SteadyClock::now() < deadline) {
+    back = AppendAndWait(group, Entry("n", "after")).status.ok();
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(back);
+  // SCRIPT FLUSH: the next group is refused NOSCRIPT and sent again with the script.
+  server_.Run({"SCRIPT", "FLUSH"});
+  EXPECT_TRUE(AppendAndWait(group, Entry("n", "flushed")).status.ok());
+}
+
+// A call that Redis does not answer within the command timeout fails every append of its group
+// with kTimeout, and the lane goes on once Redis answers again.
+TEST_F(AppendGroupTest, ALaneWhoseCallTimesOutFailsItsGroupAndGoesOn) {
+  auto options = server_.ClientOptions();
+  options.command_timeout = Millis(300);
+  Connect(options);
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendGroup group(&producer, links_.get());
+  WaitReady("feed");
+  server_.Signal(SIGSTOP);
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(20);
+  for (auto& outcome : outcomes) Queue(group, Entry("n", "1"), &outcome);
+  const bool all = RunUntil([&] { return outcomes.back().has_value(); }, Millis(5000));
+  server_.Signal(SIGCONT);
+  ASSERT_TRUE(all);
+  for (const auto& outcome : outcomes) {
+    EXPECT_EQ(outcome->status.code(), StatusCode::kTimeout) << outcome->status.ToString();
+  }
+  bool back = false;
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(3);
+  while (!back && SteadyClock::now() < deadline) {
+    back = AppendAndWait(group, Entry("n", "after")).status.ok();
+  }
+  EXPECT_TRUE(back);
 }
 
 TEST_F(AppendGroupTest, AShardedStreamGroupsByEntryKeyAndEachLandsInItsShard) {
@@ -280,27 +368,23 @@ TEST_F(AppendGroupTest, AShardedStreamGroupsByEntryKeyAndEachLandsInItsShard) {
   stream.shards = 4;
   stream.shard_key_pattern = "orders:{%d}";
   Producer producer(stream, Millis(60000));
-  AppendGroup group(&producer, &sessions_, kSessionWait);
-  std::vector<std::thread> threads;
-  std::mutex mutex;
-  std::set<std::string> receipts;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 40; ++i) {
-        AppendRequest request = Entry("n", std::to_string(i));
-        request.shard_key = "customer-" + std::to_string((t * 40 + i) % 10);
-        auto outcome = AppendAndWait(group, request);
-        ASSERT_TRUE(outcome.status.ok()) << outcome.status.ToString();
-        std::lock_guard lock(mutex);
-        receipts.insert(request.shard_key + " " + outcome.result.id);
-      }
-    });
+  AppendGroup group(&producer, links_.get());
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(320);
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    AppendRequest request = Entry("n", std::to_string(i));
+    request.shard_key = "customer-" + std::to_string(i % 10);
+    Queue(group, request, &outcomes[i]);
   }
-  for (auto& thread : threads) thread.join();
-  EXPECT_EQ(receipts.size(), size_t{8 * 40});
+  ASSERT_TRUE(RunUntil([&] { return outcomes.back().has_value(); }));
+  std::set<std::string> receipts;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    ASSERT_TRUE(outcomes[i]->status.ok()) << outcomes[i]->status.ToString();
+    receipts.insert(std::to_string(i % 10) + " " + outcomes[i]->result.id);
+  }
+  EXPECT_EQ(receipts.size(), outcomes.size());
   int64_t total = 0;
   for (int shard = 0; shard < 4; ++shard) total += Len("orders:{" + std::to_string(shard) + "}");
-  EXPECT_EQ(total, 8 * 40);
+  EXPECT_EQ(total, 320);
 }
 
 }  // namespace

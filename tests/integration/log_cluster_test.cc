@@ -1,16 +1,23 @@
 // The log API's Redis side (SPEC 10) on a real 3-master Redis Cluster (SPEC 8: "every section
 // below works in every mode"): appends with idempotency keys and reads by time on each stream's
 // master, and following: one XREAD may only name keys of one slot, so the hub reads each slot's
-// streams on that slot's master, and interrupts each of those reads on its own node.
+// streams on that slot's master, and interrupts each of those reads on its own node. The API's
+// group commit of single appends follows a slot migration in the cluster and a failover behind
+// Sentinel.
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sidecar/keys/key_slot.h"
+#include "sidecar/log/append_group.h"
+#include "sidecar/log/entry_id.h"
 #include "sidecar/log/follow_hub.h"
 #include "sidecar/log/log_reader.h"
 #include "sidecar/log/producer.h"
@@ -19,6 +26,7 @@
 #include "sidecar/redis/topology/topology_routes.h"
 #include "tests/e2e/e2e_fixture.h"
 #include "tests/support/redis_cluster.h"
+#include "tests/support/redis_sentinel.h"
 #include "tests/support/sidecar_process.h"
 
 namespace streamcar::log {
@@ -178,6 +186,153 @@ TEST_F(LogClusterTest, AStreamJoiningABlockedLaneOnAnotherMasterJoinsAtOnce) {
   auto got = Collect(*late, 1, milliseconds(20000));
   ASSERT_EQ(got.size(), 1u) << "the lane's 60 s block was not interrupted on its node";
   EXPECT_EQ(got[0].id, id);
+}
+
+// The API's group commit (append_group.h) on the cluster while the stream's slot migrates to
+// another master under a steady flow of appends with idempotency keys: the groups that meet -ASK,
+// -TRYAGAIN or -MOVED go again once the lane's connection has followed the slot, so every append
+// is answered once, with its own receipt, in arrival order, and the stream holds each once.
+TEST_F(LogClusterTest, GroupCommitFollowsTheSlotThroughAMigration) {
+  auto loop = EventLoop::Create(SystemClock::Instance());
+  ASSERT_TRUE(loop.ok());
+  const std::string& stream = streams_[0];
+  const int slot = keys::KeySlot(stream);
+  config::LogStream config;
+  config.name = stream;
+  Producer producer(config, Millis(60000));
+  auto links = std::make_unique<AppendLinks>(loop->get(), HubOptions());
+  auto group = std::make_unique<AppendGroup>(&producer, links.get());
+  constexpr int kAppends = 3000;
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(kAppends);
+  std::atomic<int> answered{0};
+  int queued = 0;
+  // 20 appends every 2 ms on the loop, until all are queued.
+  std::unique_ptr<EventLoop::Timer> feed;
+  feed = (*loop)->CreateTimer([&] {
+    for (int i = 0; i < 20 && queued < kAppends; ++i, ++queued) {
+      auto refused = group->Append(AppendRequest{.fields = {{"n", std::to_string(queued)}},
+                                                 .idempotency_key = "k" + std::to_string(queued)},
+                                   [&, at = queued](AppendGroup::Outcome outcome) {
+                                     EXPECT_FALSE(outcomes[at].has_value()) << "answered twice";
+                                     outcomes[at] = std::move(outcome);
+                                     ++answered;
+                                   });
+      ASSERT_FALSE(refused.has_value()) << refused->status.ToString();
+    }
+    if (queued < kAppends) feed->ArmIn(Millis(2));
+  });
+  feed->ArmIn(Millis(0));
+  std::thread runner([&] { (*loop)->Run(); });
+  ASSERT_TRUE(testing::Eventually([&] { return answered >= kAppends / 5; }, seconds(20)));
+  cluster_->BeginMigration(slot, 0, 1);
+  cluster_->MoveKeys(slot);
+  cluster_->FinishMigration(slot);
+  const bool all = testing::Eventually([&] { return answered == kAppends; }, seconds(30));
+  (*loop)->Stop();
+  runner.join();
+  ASSERT_TRUE(all) << answered << " of " << kAppends << " answered";
+  std::string last;
+  for (int i = 0; i < kAppends; ++i) {
+    ASSERT_TRUE(outcomes[i]->status.ok()) << i << ": " << outcomes[i]->status.ToString();
+    EXPECT_EQ(outcomes[i]->result.kind, AppendResult::Kind::kAppended) << i;
+    if (!last.empty()) {
+      EXPECT_LT(ParseId(last), ParseId(outcomes[i]->result.id)) << i;
+    }
+    last = outcomes[i]->result.id;
+  }
+  EXPECT_EQ(cluster_->Run(stream, {"XLEN", stream}).view().Integer(), kAppends);
+  EXPECT_EQ(cluster_->MasterOfSlot(slot), 1);
+  feed.reset();
+  group.reset();
+  links.reset();
+}
+
+// The same behind Sentinel: SENTINEL FAILOVER under a steady flow of appends. The lane's
+// connection follows +switch-master to the new master (the old one still says master for a while):
+// every append is answered once, with a receipt or a 503-class failure for a call the switch cut
+// short, the receipts keep arrival order, and the appends after the switch land on the new master.
+TEST(LogSentinelTest, GroupCommitFollowsTheMasterThroughAFailover) {
+  if (testing::UnderSanitizer()) GTEST_SKIP() << "five redis-servers and a failover: plain stage";
+  testing::SentinelSet set;
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  redis::TopologyOptions topology_options;
+  topology_options.mode = config::RedisMode::kSentinel;
+  topology_options.data = set.data(0).ClientOptions();
+  topology_options.data.endpoint.port = 1;  // the url's host and port are not used under Sentinel
+  topology_options.sentinel.master = "mymaster";
+  for (int i = 0; i < set.sentinel_count(); ++i) {
+    topology_options.sentinel.addresses.push_back(set.sentinel(i).address());
+  }
+  auto topology = std::make_shared<redis::Topology>(std::move(topology_options), nullptr);
+  ASSERT_TRUE(topology->Resolve(SteadyClock::now() + seconds(20)).ok());
+  topology->Start();
+  redis::ConnectionOptions options = set.data(0).ClientOptions();
+  options.topology = topology;
+
+  auto loop = EventLoop::Create(SystemClock::Instance());
+  ASSERT_TRUE(loop.ok());
+  config::LogStream config;
+  config.name = "feed";
+  Producer producer(config, Millis(60000));
+  auto links = std::make_unique<AppendLinks>(loop->get(), options);
+  auto group = std::make_unique<AppendGroup>(&producer, links.get());
+  constexpr int kAppends = 3000;
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(kAppends + 1);
+  std::atomic<int> answered{0};
+  int queued = 0;
+  auto append = [&](int at) {
+    auto refused = group->Append(AppendRequest{.fields = {{"n", std::to_string(at)}},
+                                               .idempotency_key = "k" + std::to_string(at)},
+                                 [&, at](AppendGroup::Outcome outcome) {
+                                   EXPECT_FALSE(outcomes[at].has_value()) << "answered twice";
+                                   outcomes[at] = std::move(outcome);
+                                   ++answered;
+                                 });
+    ASSERT_FALSE(refused.has_value()) << refused->status.ToString();
+  };
+  std::unique_ptr<EventLoop::Timer> feed;
+  feed = (*loop)->CreateTimer([&] {
+    for (int i = 0; i < 10 && queued < kAppends; ++i) append(queued++);
+    if (queued < kAppends) feed->ArmIn(Millis(2));
+  });
+  feed->ArmIn(Millis(0));
+  std::thread runner([&] { (*loop)->Run(); });
+  ASSERT_TRUE(testing::Eventually([&] { return answered >= kAppends / 5; }, seconds(20)));
+  const int new_master = set.Failover();
+  const bool all = testing::Eventually([&] { return answered == kAppends; }, seconds(30));
+  // One more, once the switch is known: it lands on the new master.
+  if (all) {
+    (*loop)->Post([&] { append(kAppends); });
+    testing::Eventually([&] { return answered == kAppends + 1; }, seconds(10));
+  }
+  (*loop)->Stop();
+  runner.join();
+  ASSERT_TRUE(all) << answered << " of " << kAppends << " answered";
+  std::string last;
+  int ok = 0;
+  for (int i = 0; i <= kAppends; ++i) {
+    ASSERT_TRUE(outcomes[i].has_value()) << i;
+    if (!outcomes[i]->status.ok()) {
+      EXPECT_TRUE(outcomes[i]->status.code() == StatusCode::kIo ||
+                  outcomes[i]->status.code() == StatusCode::kTimeout)
+          << i << ": " << outcomes[i]->status.ToString();
+      continue;
+    }
+    ++ok;
+    if (!last.empty()) {
+      EXPECT_LT(ParseId(last), ParseId(outcomes[i]->result.id)) << i;
+    }
+    last = outcomes[i]->result.id;
+  }
+  EXPECT_GT(ok, kAppends * 9 / 10);
+  ASSERT_TRUE(outcomes[kAppends]->status.ok()) << outcomes[kAppends]->status.ToString();
+  const redis::Reply on_new =
+      set.data(new_master)
+          .Run({"XRANGE", "feed", outcomes[kAppends]->result.id, outcomes[kAppends]->result.id});
+  EXPECT_EQ(on_new.view().Size(), 1U) << "the last append is on the new master";
+  feed.reset();
+  group.reset();
+  links.reset();
 }
 
 }  // namespace
