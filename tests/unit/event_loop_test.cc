@@ -407,7 +407,7 @@ TEST(EventLoopTest, KnownQuietSaysWhatTheRoundsPollReportedAndNotYetDispatched) 
   std::unique_ptr<EventLoop::FdWatch> watch_b;
   std::vector<std::string> seen;
   auto report = [&](EventLoop::FdWatch& other) {
-    seen.push_back(std::string(other.KnownQuiet() ? "quiet" : "unseen"));
+    seen.emplace_back(other.KnownQuiet() ? "quiet" : "unseen");
   };
   auto watch_quiet = std::move(*loop->Watch(quiet.read_end, EventLoop::kReadable, [](uint32_t) {}));
   watch_a = std::move(*loop->Watch(a.read_end, EventLoop::kReadable, [&](uint32_t) {
