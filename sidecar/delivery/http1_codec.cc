@@ -1,11 +1,11 @@
 #include "sidecar/delivery/http1_codec.h"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cstring>
 
 #include "sidecar/common/text.h"
+#include "sidecar/delivery/header_values.h"
 
 namespace streamcar::delivery::http1 {
 namespace {
@@ -13,24 +13,8 @@ namespace {
 // A chunk-size line ("1a2b;name=value") longer than this is an attack, not an answer.
 constexpr size_t kMaxChunkLine = 4096;
 
-// RFC 9110 tchar, as a table: every header name of every request and answer is checked.
-constexpr std::array<bool, 256> kTchar = [] {
-  std::array<bool, 256> table{};
-  for (int c = '0'; c <= '9'; ++c) table[static_cast<size_t>(c)] = true;
-  for (int c = 'a'; c <= 'z'; ++c) table[static_cast<size_t>(c)] = true;
-  for (int c = 'A'; c <= 'Z'; ++c) table[static_cast<size_t>(c)] = true;
-  for (const char c : std::string_view("!#$%&'*+-.^_`|~")) {
-    table[static_cast<unsigned char>(c)] = true;
-  }
-  return table;
-}();
-
-bool IsTchar(unsigned char c) { return kTchar[c]; }
-
-bool IsToken(std::string_view text) {
-  if (text.empty()) return false;
-  return std::all_of(text.begin(), text.end(), [](char c) { return IsTchar(c); });
-}
+// RFC 9110 token (a method, a header name): header_values.h holds the one tchar table.
+bool IsToken(std::string_view text) { return IsHeaderName(text); }
 
 // field-vchar / SP / HTAB: printable ASCII, obs-text, blanks; no other control character.
 bool IsFieldChar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
