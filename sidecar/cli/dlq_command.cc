@@ -325,7 +325,7 @@ int DlqReplayCommand(const Arguments& args) {
     letters->erase(letters->begin() + static_cast<std::ptrdiff_t>(limit), letters->end());
   }
   // In a cluster a dead-letter stream in another slot than its stream cannot share a script
-  // with it (CROSSSLOT): the replay is then two commands (README "dlq replay in a cluster").
+  // with it (CROSSSLOT): the replay is then two commands (docs/dead-letters.md).
   size_t replayed = 0;
   for (const auto& [letter, from] : *letters) {
     const bool two_step = session->connected->mode == redis::ResolvedMode::kCluster &&

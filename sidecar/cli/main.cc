@@ -1,5 +1,5 @@
 // streamcar: a Kubernetes sidecar that delivers a Redis/Valkey stream consumer group to an HTTP
-// handler. See SPEC.md for the contract and README.md for the tour.
+// handler. README.md is the tour; docs/ holds the reference.
 
 #include <malloc.h>
 

@@ -36,13 +36,15 @@ struct Base64Lists {
 void WritePayloadObject(JsonWriter& writer, const StreamEntry& entry, Base64Lists* lists) {
   const auto& fields = entry.fields;
   const size_t n = fields.size();
-  // Entries are small: the quadratic duplicate scan beats building a map for each of them.
-  std::vector<bool> done(n, false);
+  // Entries are small: the quadratic duplicate scans (a name written already, its later
+  // occurrences) beat building a map, or even a list of marks, for each of them.
   std::string encoded;
   writer.StartObject();
   for (size_t i = 0; i < n; ++i) {
-    if (done[i]) continue;
     const std::string& name = fields[i].first;
+    bool written = false;
+    for (size_t k = 0; k < i && !written; ++k) written = fields[k].first == name;
+    if (written) continue;  // with the first field of its name
     size_t occurrences = 0;
     bool binary = false;
     for (size_t k = i; k < n; ++k) {
@@ -65,14 +67,12 @@ void WritePayloadObject(JsonWriter& writer, const StreamEntry& entry, Base64List
     };
     if (occurrences == 1) {
       write_value(fields[i].second);
-      done[i] = true;
       continue;
     }
     writer.StartArray();
     for (size_t k = i; k < n; ++k) {
       if (fields[k].first != name) continue;
       write_value(fields[k].second);
-      done[k] = true;
     }
     writer.EndArray();
   }

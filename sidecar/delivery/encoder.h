@@ -24,7 +24,7 @@ struct HttpRequest {
 
 // One shard of a sharded subscription (SPEC 9): which, and the fence token of the grant the
 // delivering member holds. A handler with side effects keeps the highest fence it applied per
-// shard (README "Sharded subscriptions").
+// shard (docs/sharding.md).
 struct ShardStamp {
   int shard = 0;
   int64_t fence = 0;

@@ -40,7 +40,7 @@ AsyncConnection::AsyncConnection(EventLoop& loop, Connector& connector, Connecti
       role_(std::move(role)),
       health_(health),
       scripts_(scripts.begin(), scripts.end()),
-      reader_(redisReaderCreate(), &redisReaderFree),
+      reader_(NewReader()),
       reconnect_(kReconnectInitial,
                  options_.topology != nullptr ? kTopologyRetryCap : kReconnectCap) {
   deadline_timer_ = loop_.CreateTimer(
@@ -480,7 +480,7 @@ void AsyncConnection::Break(const Status& status, bool reconnect) {
   pending_failure_ = Status::Ok();
   watch_.reset();
   transport_.reset();
-  reader_.reset(redisReaderCreate());
+  reader_ = NewReader();
   output_.clear();
   output_sent_ = 0;
   stream_queued_ = 0;

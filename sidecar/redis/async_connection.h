@@ -32,8 +32,6 @@
 #include "sidecar/redis/script.h"
 #include "sidecar/redis/session.h"
 
-struct redisReader;
-
 namespace streamcar::redis {
 
 struct BatchResult {
@@ -155,7 +153,7 @@ class AsyncConnection {
   State state_ = State::kConnecting;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<EventLoop::FdWatch> watch_;
-  std::unique_ptr<redisReader, void (*)(redisReader*)> reader_;
+  ReaderPtr reader_;
   std::deque<Batch> batches_;
   std::multiset<SteadyTime> deadlines_;
   std::string output_;  // queued bytes; those before output_sent_ are written

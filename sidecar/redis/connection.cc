@@ -36,9 +36,7 @@ Status ErrorOf(const ReplyView& reply) {
 }
 
 Connection::Connection(std::unique_ptr<Transport> transport, Millis command_timeout)
-    : transport_(std::move(transport)),
-      reader_(redisReaderCreate(), &redisReaderFree),
-      command_timeout_(command_timeout) {}
+    : transport_(std::move(transport)), reader_(NewReader()), command_timeout_(command_timeout) {}
 
 Connection::~Connection() = default;
 

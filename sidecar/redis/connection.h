@@ -18,8 +18,6 @@
 #include "sidecar/redis/reply.h"
 #include "sidecar/redis/transport.h"
 
-struct redisReader;  // NOLINT(readability-identifier-naming): hiredis's name
-
 namespace streamcar::redis {
 
 class Topology;  // redis/topology/topology.h
@@ -79,7 +77,7 @@ class Connection {
   Status Fail(Status status);
 
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<redisReader, void (*)(redisReader*)> reader_;
+  ReaderPtr reader_;
   Millis command_timeout_;
   bool broken_ = false;
   std::string write_buffer_;

@@ -60,8 +60,4 @@ ReplyView ReplyView::operator[](size_t index) const {
   return ReplyView(reply_->element[index]);
 }
 
-void ReplyDeleter::operator()(redisReply* reply) const {
-  if (reply != nullptr) freeReplyObject(reply);
-}
-
 }  // namespace streamcar::redis

@@ -7,7 +7,8 @@
 #include <string>
 #include <string_view>
 
-struct redisReply;  // NOLINT(readability-identifier-naming): hiredis's name
+struct redisReply;   // NOLINT(readability-identifier-naming): hiredis's name
+struct redisReader;  // NOLINT(readability-identifier-naming): hiredis's name
 
 namespace streamcar::redis {
 
@@ -50,10 +51,16 @@ class ReplyView {
   const redisReply* reply_;
 };
 
+// Frees a reply of a NewReader() reader (its arena; see reply_reader.cc). A reply of any other
+// reader (redisReaderCreate's) must not be put in a ReplyPtr.
 struct ReplyDeleter {
   void operator()(redisReply* reply) const;
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+using ReaderPtr = std::unique_ptr<redisReader, void (*)(redisReader*)>;
+// hiredis's reader, building each reply in one arena: every reader whose replies become a Reply.
+ReaderPtr NewReader();
 
 // An owned top-level reply.
 class Reply {

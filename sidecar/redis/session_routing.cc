@@ -26,8 +26,7 @@ Reply ErrorReplyOf(const Status& status) {
     if (c == '\r' || c == '\n') c = ' ';
   }
   wire += "\r\n";
-  std::unique_ptr<redisReader, void (*)(redisReader*)> reader(redisReaderCreate(),
-                                                              &redisReaderFree);
+  ReaderPtr reader = NewReader();
   void* raw = nullptr;
   if (reader == nullptr || redisReaderFeed(reader.get(), wire.data(), wire.size()) != REDIS_OK ||
       redisReaderGetReply(reader.get(), &raw) != REDIS_OK || raw == nullptr) {

@@ -163,14 +163,22 @@ void DeliveryPump::OnAnswer(const std::vector<EntryRef>& refs, const std::vector
     return;
   }
   std::vector<delivery::BatchItem> items;
-  std::vector<EntryRef> live;
   items.reserve(refs.size());
-  for (const auto& ref : refs) {
-    const StreamEntry* entry = ledger_->Entry(ref);
-    if (entry == nullptr) continue;  // let go meanwhile
+  // The refs whose entries are still held: `refs` itself unless some were let go meanwhile (a
+  // copy then, which is rare: each EntryRef copied is an id copied).
+  std::vector<EntryRef> kept;
+  bool all_held = true;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const StreamEntry* entry = ledger_->Entry(refs[i]);
+    if (entry == nullptr) {
+      if (all_held) kept.assign(refs.begin(), refs.begin() + static_cast<ptrdiff_t>(i));
+      all_held = false;
+      continue;
+    }
     items.push_back({entry->id, entry->attempts});
-    live.push_back(ref);
+    if (!all_held) kept.push_back(refs[i]);
   }
+  const std::vector<EntryRef>& live = all_held ? refs : kept;
   auto decided =
       delivery::DecideBatch(policy_, response, items, now_ms, [] { return UnitRandom(); });
   if (decided.unknown_ids > 0) {
@@ -202,9 +210,9 @@ void DeliveryPump::SettleInOrder(const std::vector<EntryRef>& refs,
     return;
   }
   // A shard's batch is a run of consecutive entries that the handler processes in order and
-  // stops at the first failure (README, "Batches in a shard"): that entry is the first whose
-  // decision is not an ack. What it did not reach goes back behind it, so that nothing after a
-  // retry goes out first.
+  // stops at the first failure (docs/sharding.md, "Batches in a shard"): that entry is the first
+  // whose decision is not an ack. What it did not reach goes back behind it, so that nothing after
+  // a retry goes out first.
   size_t failed = 0;
   while (failed < refs.size() && decisions[failed].action == delivery::Action::kAck) ++failed;
   for (size_t i = 0; i < failed; ++i) {

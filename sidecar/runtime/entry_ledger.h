@@ -195,10 +195,10 @@ class EntryLedger {
   void HandBack(std::span<const EntryRef> refs);
   // One lane only: entries of a hand-out that the handler did not process, back to the head of
   // the lane in their order; no attempt is spent and delivery does not pause. A lost one is let
-  // go. Two uses (README, "Batches in a shard"): the entries after the one the handler failed
-  // (it processes a shard's batch in order and stops at its first failure), which go behind that
-  // entry's retry or dead letter; and every entry of a run that failed as a whole (a non-2xx, a
-  // timeout), with `alone`: which entry failed is unknown, so each goes out alone until it is
+  // go. Two uses (docs/sharding.md, "Batches in a shard"): the entries after the one the handler
+  // failed (it processes a shard's batch in order and stops at its first failure), which go behind
+  // that entry's retry or dead letter; and every entry of a run that failed as a whole (a non-2xx,
+  // a timeout), with `alone`: which entry failed is unknown, so each goes out alone until it is
   // settled, and meets its own outcome.
   void Redeliver(std::span<const EntryRef> refs, bool alone = false);
 

@@ -475,7 +475,7 @@ void GroupIntake::ReadFailed(const Status& status) {
   }
   if (status.code() == StatusCode::kFatal) return Fatal(status);
   if (redis::IsAclRefusal(status)) {
-    // The ACL user may not run a command the subscription needs (README "Redis topologies" lists
+    // The ACL user may not run a command the subscription needs (docs/topologies.md lists
     // them): no retry fixes that, and the refusal would repeat once a second for ever.
     return Fatal(Status(StatusCode::kFatal, "subscription " + sub_.name +
                                                 ": the Redis ACL user may not run a command "

@@ -48,15 +48,19 @@ void Settlement::QueueDeadLetter(std::string id, redis::DeadLetterMeta meta) {
 
 void Settlement::OnOutcome(const EntryRef& ref, const delivery::Decision& decision,
                            SteadyTime now) {
+  if (decision.action == delivery::Action::kAck) {
+    // A lost entry's 2xx still counts: acknowledged like any other (SPEC 3.2). Accept finds a
+    // stale ref stale by itself (one lookup of the id instead of two: issue 34).
+    if (ledger_->Accept(ref) == EntryLedger::Applied::kApplied) QueueAck(ref.id, true);
+    return;
+  }
   const StreamEntry* entry = ledger_->Entry(ref);
   if (entry == nullptr) return;  // stale: let go or handed out again meanwhile
   const int attempts = entry->attempts;
   EntryLedger::Applied applied = EntryLedger::Applied::kApplied;
   switch (decision.action) {
     case delivery::Action::kAck:
-      // A lost entry's 2xx still counts: acknowledged like any other (SPEC 3.2).
-      if (ledger_->Accept(ref) == EntryLedger::Applied::kApplied) QueueAck(ref.id, true);
-      return;
+      return;  // above
     case delivery::Action::kRetry:
       applied = ledger_->ScheduleRetry(ref, now + decision.delay);
       if (applied == EntryLedger::Applied::kApplied) {

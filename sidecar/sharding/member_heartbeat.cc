@@ -95,8 +95,8 @@ bool ShardedSubscription::OnBeatAnswer(const StatusOr<redis::Reply>& reply, Stea
                        SecondsSince(sent));
   }
   if (!reply.ok() && redis::IsAclRefusal(reply.status())) {
-    // As in plain mode: the ACL user may not run what the heartbeat script runs (README lists
-    // the rules); no retry fixes that, and the member would never join.
+    // As in plain mode: the ACL user may not run what the heartbeat script runs (docs/sharding.md
+    // lists the rules); no retry fixes that, and the member would never join.
     deps_.fatal(Status(StatusCode::kFatal, "subscription " + sub_.name +
                                                ": the Redis ACL user may not run a command "
                                                "the coordinator's heartbeat needs (" +

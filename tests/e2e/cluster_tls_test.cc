@@ -1,8 +1,8 @@
 // The real binary on a Redis Cluster that serves TLS only (clients, bus and replication), as an
 // ACL user (SPEC 2 and 8, issue 14: "TLS (`rediss://`) and ACL users work in cluster mode"):
-// delivery, retries and dead letters on both paths on every master; the ACL rules README.md
-// documents for cluster mode, exactly, and a clear refusal when one is missing; `status` over TLS.
-// The password never reaches a log.
+// delivery, retries and dead letters on both paths on every master; the ACL rules
+// docs/topologies.md documents for cluster mode, exactly, and a clear refusal when one is missing;
+// `status` over TLS. The password never reaches a log.
 
 #include <rapidjson/document.h>
 
@@ -18,9 +18,10 @@ constexpr char kUser[] = "streamcar";
 // Distinctive, so that any trace of it in a log is found.
 constexpr char kPassword[] = "Tls-Cluster-Pw-5c81e0";
 
-// README.md "Redis topologies", cluster: the command rules an ACL user needs, as documented, with
+// docs/topologies.md, "Configuring each mode", cluster: the command rules an ACL user needs, as
+// documented, with
 // `~*` narrowed to the streams (orders-*) and their dead-letter streams ({orders-*}:dlq, and
-// explicit ones named orders-*) as the README allows.
+// explicit ones named orders-*) as docs/topologies.md allows.
 const std::vector<std::string> kKeyRules = {"~orders*", "~{orders*"};
 const std::vector<std::string> kDocumentedCommandRules = {"+@stream",
                                                           "+evalsha",
@@ -43,7 +44,8 @@ const std::vector<std::string> kDocumentedCommandRules = {"+@stream",
                                                           "+hdel",
                                                           "+pexpire",
                                                           "+pttl"};
-// What README.md adds for `ack.delete` (XACK + XDEL in MULTI/EXEC on a server without XACKDEL).
+// What docs/configuration.md says of `ack.delete` (XACK + XDEL in MULTI/EXEC on a server without
+// XACKDEL).
 const std::vector<std::string> kAckDeleteRules = {"+command|info", "+multi", "+exec"};
 
 class ClusterTlsE2eTest : public TopologyE2eTest {
@@ -270,10 +272,10 @@ TEST_F(ClusterTlsE2eTest, DeliversRetriesAndDeadLettersOnEveryMasterOverTlsAsAnA
   DeliverEverywhere(/*credentials_in_url=*/true);
 }
 
-// Case 2: the user has exactly the rules README.md documents for cluster mode (keys narrowed to
-// the streams and their dead-letter streams, and the rules for ack.delete, which subscription c
-// uses), the credentials in redis.username/password. A replica per master: a dead letter in
-// another slot waits for one (ROLE, WAIT).
+// Case 2: the user has exactly the rules docs/topologies.md documents for cluster mode (keys
+// narrowed to the streams and their dead-letter streams, and the rules for ack.delete, which
+// subscription c uses), the credentials in redis.username/password. A replica per master: a dead
+// letter in another slot waits for one (ROLE, WAIT).
 TEST_F(ClusterTlsE2eTest, DeliversWithExactlyTheDocumentedAclRules) {
   StartCluster(/*replicas_per_master=*/1);
   ASSERT_FALSE(HasFatalFailure());

@@ -138,8 +138,8 @@ TEST_F(ShardedTest, AnEntryWaitingForItsRetryHoldsBackTheRestOfItsShard) {
   }
 }
 
-// batch_size > 1 on a shard (README, "Batches in a shard"): a request carries a run of the
-// shard's consecutive entries, which the handler processes in order up to its first failure. A
+// batch_size > 1 on a shard (docs/sharding.md, "Batches in a shard"): a request carries a run of
+// the shard's consecutive entries, which the handler processes in order up to its first failure. A
 // RETRY in the failures list acknowledges what came before it, retries that entry, and sends
 // everything after it again, after the retry and without an attempt spent. A 500 for the whole
 // request charges no entry: each is sent again alone, and only then do runs resume. A handler
@@ -672,10 +672,11 @@ TEST_F(ShardedTest, ForgottenScriptsAreLoadedAgainAndTheMemberKeepsItsShards) {
       << sidecar->Logs();
 }
 
-// README.md "ACL for sharded members": a member, `status` and the dlq commands run as a user with
-// exactly the documented rules (the base rules of "Redis topologies" and the sharded ones, with the
-// key patterns for stream orders and group billing). Redis checks the commands inside scripts
-// against them too. Entries are delivered, retried and dead-lettered, and ACL LOG stays empty.
+// docs/sharding.md "ACL for sharded members": a member, `status` and the dlq commands run as a user
+// with exactly the documented rules (the base rules of "Redis topologies" and the sharded ones,
+// with the key patterns for stream orders and group billing). Redis checks the commands inside
+// scripts against them too. Entries are delivered, retried and dead-lettered, and ACL LOG stays
+// empty.
 TEST_F(ShardedTest, AUserWithTheDocumentedAclRulesRunsAMemberStatusAndDlq) {
   const std::vector<std::string> base_rules = {
       "+@stream",        "+evalsha",        "+eval",           "+script|load",

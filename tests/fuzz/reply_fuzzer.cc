@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (AnnouncesHugeSize(data, size)) return 0;
   using streamcar::redis::SubscriptionOps;
   namespace redis = streamcar::redis;
-  redisReader* reader = redisReaderCreate();
+  redis::ReaderPtr owned = redis::NewReader();
+  redisReader* reader = owned.get();
   redisReaderFeed(reader, reinterpret_cast<const char*>(data), size);
   std::vector<redis::Reply> replies;
   for (int i = 0; i < 16; ++i) {
@@ -79,6 +80,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)SubscriptionOps::ApplyDeliveryCounts(replies, &entries);
   std::vector<std::string> ids(replies.size(), "1-1");
   (void)SubscriptionOps::ParseFetch(replies, ids);
-  redisReaderFree(reader);
   return 0;
 }

@@ -14,11 +14,10 @@ namespace streamcar::testing {
 
 // The one reply `resp` holds; a nil view (IsNil) when the bytes are not one whole reply.
 inline redis::Reply ReplyOf(std::string_view resp) {
-  redisReader* reader = redisReaderCreate();
-  redisReaderFeed(reader, resp.data(), resp.size());
+  redis::ReaderPtr reader = redis::NewReader();
+  redisReaderFeed(reader.get(), resp.data(), resp.size());
   void* raw = nullptr;
-  if (redisReaderGetReply(reader, &raw) != REDIS_OK) raw = nullptr;
-  redisReaderFree(reader);
+  if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK) raw = nullptr;
   return redis::Reply(redis::ReplyPtr(static_cast<redisReply*>(raw)));
 }
 

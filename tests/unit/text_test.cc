@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace streamcar {
 namespace {
 
@@ -25,6 +27,21 @@ TEST(Text, Utf8Validation) {
   EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));          // overlong
   EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate
   EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // past U+10FFFF
+}
+
+TEST(Text, Utf8ValidationAtEveryOffset) {
+  // ASCII is checked eight bytes at a time: a bad byte, a truncated sequence and a valid
+  // multi-byte character are found wherever they fall against those words.
+  for (size_t at = 0; at < 24; ++at) {
+    const std::string before(at, 'a');
+    const std::string after(24 - at, 'z');
+    EXPECT_FALSE(IsValidUtf8(before + "\xFF" + after)) << at;
+    EXPECT_FALSE(IsValidUtf8(before + "\xE2\x82")) << at;          // truncated at the end
+    EXPECT_FALSE(IsValidUtf8(before + "\xC0\xAF" + after)) << at;  // overlong
+    EXPECT_TRUE(IsValidUtf8(before + "\xE2\x82\xAC" + after)) << at;
+    EXPECT_TRUE(IsValidUtf8(before + "\xF0\x9F\x98\x80")) << at;
+    EXPECT_TRUE(IsValidUtf8(before)) << at;
+  }
 }
 
 TEST(Text, EntryIds) {

@@ -12,7 +12,7 @@ constexpr std::string_view kChannel = "+switch-master";
 }  // namespace
 
 SwitchMasterWatch::SwitchMasterWatch(std::unique_ptr<Transport> transport)
-    : transport_(std::move(transport)), reader_(redisReaderCreate(), &redisReaderFree) {}
+    : transport_(std::move(transport)), reader_(NewReader()) {}
 
 SwitchMasterWatch::~SwitchMasterWatch() = default;
 

@@ -14,8 +14,6 @@
 #include "sidecar/keys/node_address.h"
 #include "sidecar/redis/connection.h"
 
-struct redisReader;
-
 namespace streamcar::redis {
 
 class SwitchMasterWatch {
@@ -36,7 +34,7 @@ class SwitchMasterWatch {
   explicit SwitchMasterWatch(std::unique_ptr<Transport> transport);
 
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<redisReader, void (*)(redisReader*)> reader_;
+  ReaderPtr reader_;
 };
 
 }  // namespace streamcar::redis
