@@ -28,6 +28,7 @@ uint32_t EpollEventsOf(uint32_t interest) {
   uint32_t events = 0;
   if ((interest & EventLoop::kReadable) != 0) events |= EPOLLIN;
   if ((interest & EventLoop::kWritable) != 0) events |= EPOLLOUT;
+  if ((interest & EventLoop::kPeerClosed) != 0) events |= EPOLLRDHUP;
   return events;
 }
 
@@ -36,6 +37,7 @@ uint32_t ReadyOf(uint32_t epoll_events) {
   if ((epoll_events & EPOLLIN) != 0) ready |= EventLoop::kReadable;
   if ((epoll_events & EPOLLOUT) != 0) ready |= EventLoop::kWritable;
   if ((epoll_events & (EPOLLHUP | EPOLLERR)) != 0) ready |= EventLoop::kHangup;
+  if ((epoll_events & EPOLLRDHUP) != 0) ready |= EventLoop::kPeerClosed;
   return ready;
 }
 
@@ -104,6 +106,10 @@ void EventLoop::FdWatch::SetInterest(uint32_t events) { loop_->SetWatchInterest(
 
 uint32_t EventLoop::FdWatch::interest() const { return loop_->watches_.at(id_)->interest; }
 
+bool EventLoop::FdWatch::KnownQuiet() const {
+  return loop_->in_round_ && loop_->watches_.at(id_)->unseen == 0;
+}
+
 void EventLoop::Unwatch(uint64_t id) {
   auto it = watches_.find(id);
   if (it == watches_.end()) return;
@@ -135,6 +141,7 @@ bool EventLoop::DispatchFd(uint64_t id, uint32_t ready) {
   // Unwatched by an earlier callback of this round (the id is never reused).
   if (it == watches_.end()) return false;
   WatchState& state = *it->second;
+  state.unseen = 0;
   ready &= state.interest | kHangup;
   if (ready == 0) return false;  // interest dropped by an earlier callback of this round
   running_watch_ = id;
@@ -303,6 +310,15 @@ bool EventLoop::RunOnceFor(int timeout_ms) {
   }
   bool ran = false;
   bool woken = false;
+  in_round_ = true;
+  // What this poll reported for each watch, before any callback runs: a callback that reuses
+  // another fd (a keep-alive connection) learns whether it has unseen input (KnownQuiet).
+  for (int i = 0; i < n; ++i) {
+    const epoll_event& event = events[static_cast<size_t>(i)];
+    if (auto it = watches_.find(event.data.u64); it != watches_.end()) {
+      it->second->unseen = ReadyOf(event.events);
+    }
+  }
   for (int i = 0; i < n && !failed_; ++i) {
     const uint64_t id = events[static_cast<size_t>(i)].data.u64;
     if (id == kWakeFdId) {
@@ -318,6 +334,7 @@ bool EventLoop::RunOnceFor(int timeout_ms) {
   }
   if (woken && !failed_) ran = RunPosted() || ran;
   if (!failed_) ran = FireDueTimers() || ran;
+  in_round_ = false;
   return ran;
 }
 

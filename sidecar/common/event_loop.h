@@ -36,8 +36,9 @@ namespace streamcar {
 class EventLoop {
  public:
   // Readiness bits, for Watch/SetInterest and the callback's `ready`. kHangup (the peer hung up,
-  // or the socket has an error) is always reported, whatever the interest.
-  enum : uint32_t { kReadable = 1, kWritable = 2, kHangup = 4 };
+  // or the socket has an error) is always reported, whatever the interest; kPeerClosed (the peer
+  // ended its side of a stream socket: EPOLLRDHUP) only when asked for.
+  enum : uint32_t { kReadable = 1, kWritable = 2, kHangup = 4, kPeerClosed = 8 };
 
   // Creates the epoll instance, the timerfd and the eventfd; kIo when the process is out of
   // file descriptors.
@@ -57,6 +58,11 @@ class EventLoop {
     // while output is pending, or the loop never sleeps.
     void SetInterest(uint32_t events);
     uint32_t interest() const;
+    // True only inside a callback of this loop's round when the kernel reported nothing for
+    // this fd at the round's poll that its callback has not been given yet: what the fd held
+    // when the loop last asked has all been seen, with no syscall. False outside a round (what
+    // arrived since the last poll is unknown): ask the socket.
+    bool KnownQuiet() const;
 
    private:
     friend class EventLoop;
@@ -119,6 +125,7 @@ class EventLoop {
     int fd;
     uint32_t interest;
     std::function<void(uint32_t)> callback;
+    uint32_t unseen = 0;  // reported by this round's poll, its callback not run yet
   };
   // Timers are ordered by (deadline, arming sequence).
   using TimerKey = std::pair<SteadyTime, uint64_t>;
@@ -162,6 +169,7 @@ class EventLoop {
   std::unique_ptr<TimerState> doomed_timer_;
   uint64_t running_watch_ = 0;
   uint64_t running_timer_ = 0;
+  bool in_round_ = false;  // between a round's poll and its end: its callbacks run
 
   std::mutex posted_mutex_;
   std::vector<std::function<void()>> posted_;  // guarded by posted_mutex_

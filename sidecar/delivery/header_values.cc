@@ -1,5 +1,6 @@
 #include "sidecar/delivery/header_values.h"
 
+#include <array>
 #include <set>
 
 namespace streamcar::delivery {
@@ -18,30 +19,19 @@ bool IsDigit(unsigned char c) { return c >= '0' && c <= '9'; }
 bool IsLowAlpha(unsigned char c) { return c >= 'a' && c <= 'z'; }
 bool IsLowHex(unsigned char c) { return IsDigit(c) || (c >= 'a' && c <= 'f'); }
 
-// RFC 9110 tchar.
-bool IsTokenChar(unsigned char c) {
-  if (IsAlpha(c) || IsDigit(c)) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
+// RFC 9110 tchar, as a table: every header name of every request and answer is checked.
+constexpr std::array<bool, 256> kTokenChar = [] {
+  std::array<bool, 256> table{};
+  for (int c = '0'; c <= '9'; ++c) table[static_cast<size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c) table[static_cast<size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) table[static_cast<size_t>(c)] = true;
+  for (const char c : std::string_view("!#$%&'*+-.^_`|~")) {
+    table[static_cast<unsigned char>(c)] = true;
   }
-}
+  return table;
+}();
+
+bool IsTokenChar(unsigned char c) { return kTokenChar[c]; }
 
 bool IsToken(std::string_view text) {
   if (text.empty()) return false;

@@ -216,7 +216,14 @@ Http1Client::Connection* Http1Client::TakeIdle(Pool& pool) {
     pool.idle.pop_back();
     // Bytes on a connection with no request outstanding: an unsolicited answer is never taken
     // for the next request's. The end of the connection is an idle timeout on the handler's side.
-    const Idle idle = CheckIdle(connection->fd.get(), connection->ssl.get());
+    // Inside a loop round, a plain socket's idle watch already says it (level-triggered: any byte
+    // or end that came before the round's poll is reported, and OnIdleEvent closes the
+    // connection), so a quiet one is reused without a syscall; TLS may hold a record in OpenSSL's
+    // buffer that the socket no longer shows, and outside a round the socket is asked. Either way
+    // what arrives after the check and before the request is written cannot be told apart from
+    // the answer: the peek never closed that window, only this one is a round wide.
+    const bool quiet = connection->ssl == nullptr && connection->watch->KnownQuiet();
+    const Idle idle = quiet ? Idle::kClean : CheckIdle(connection->fd.get(), connection->ssl.get());
     if (idle == Idle::kClean) return connection;
     if (idle == Idle::kUnread) {
       LogWarn("handler sent bytes while no request was outstanding; connection closed",
@@ -255,10 +262,10 @@ void Http1Client::OnEvent(Connection* connection, uint32_t ready) {
         return;
       }
       if ((ready & (EventLoop::kReadable | EventLoop::kHangup)) == 0) return;
-      ReadAnswer(connection);
+      ReadAnswer(connection, ready);
       return;
     case Connection::State::kAwaiting:
-      ReadAnswer(connection);
+      ReadAnswer(connection, ready);
       return;
   }
 }
@@ -322,11 +329,11 @@ bool Http1Client::WriteSome(Connection* connection, bool inside_send) {
     connection->out.clear();
   }
   connection->state = Connection::State::kAwaiting;
-  connection->watch->SetInterest(EventLoop::kReadable);
+  connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kPeerClosed);
   return true;
 }
 
-void Http1Client::ReadAnswer(Connection* connection) {
+void Http1Client::ReadAnswer(Connection* connection, uint32_t ready) {
   http1::ResponseParser& parser = connection->parser;
   const std::string& origin = connection->pool->target.origin;
   bool ended = false;
@@ -375,7 +382,11 @@ void Http1Client::ReadAnswer(Connection* connection) {
     LogDebug("handler's 2xx answer has a body over the cap; counted without it, connection closed",
              {{"url", origin}, {"status", static_cast<int64_t>(answer.status)}});
   }
-  Finish(connection, std::move(response), answer.keep_alive && !ended);
+  // The handler ended its side with the answer (kPeerClosed: at this round's poll): the
+  // connection is not kept, as the peek found before (KnownQuiet cannot see an end already
+  // given to this callback).
+  const bool peer_closed = (ready & EventLoop::kPeerClosed) != 0;
+  Finish(connection, std::move(response), answer.keep_alive && !ended && !peer_closed);
 }
 
 void Http1Client::Finish(Connection* connection, HandlerResponse response, bool keep) {
@@ -386,7 +397,7 @@ void Http1Client::Finish(Connection* connection, HandlerResponse response, bool 
   if (keep) {
     connection->timer->Cancel();
     connection->state = Connection::State::kIdle;
-    connection->watch->SetInterest(EventLoop::kReadable);
+    connection->watch->SetInterest(EventLoop::kReadable | EventLoop::kPeerClosed);
     pool.idle.push_back(connection);
   } else {
     Close(connection);

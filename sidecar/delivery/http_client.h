@@ -110,7 +110,8 @@ class Http1Client final : public HandlerClient {
   // Writes what is pending; false when the request failed (already finished, or posted when
   // `inside_send`: Send and Probe never run a callback themselves).
   bool WriteSome(Connection* connection, bool inside_send = false);
-  void ReadAnswer(Connection* connection);
+  // `ready`: the round's readiness of the connection (kPeerClosed: not kept after the answer).
+  void ReadAnswer(Connection* connection, uint32_t ready);
 
   // Ends the request on `connection`: keeps the connection (idle) or closes it, frees the slot,
   // then runs `done` (last: it may Send again).

@@ -209,6 +209,68 @@ TEST(HttpClientAsyncTest, UnsolicitedAnswerOnAnIdleConnectionIsNeverTakenForTheN
   EXPECT_EQ(client.connections_opened(), 2);
 }
 
+// The same inside a loop round, where a plain socket's idle watch (not a peek) says whether the
+// connection is clean: the smuggled answer came before the round's poll, so it is seen.
+TEST(HttpClientAsyncTest, UnsolicitedAnswerIsNeverTakenByASendInsideALoopRound) {
+  std::atomic<bool> extra_sent{false};
+  RawServer server([&](Peer& peer, int index) {
+    if (index == 0) {
+      if (peer.ReadRequest().empty()) return;
+      peer.Send(Answer(503, "no"));
+      std::this_thread::sleep_for(milliseconds(50));
+      peer.Send(Answer(200, "smuggled"));
+      extra_sent = true;
+      peer.ReadRequest();
+      return;
+    }
+    Always(202)(peer, index);
+  });
+  AsyncClient client(server.url(), milliseconds(5000));
+  ASSERT_EQ(client.Post(Request()).status, 503);
+  ASSERT_TRUE(WaitUntil([&] { return extra_sent.load(); }));
+  std::optional<HandlerResponse> second;
+  client.loop().Post([&] { client.Start(Request(), &second); });
+  client.RunUntil([&] { return second.has_value(); });
+  ASSERT_EQ(second->kind, Kind::kAnswered) << second->error;
+  EXPECT_EQ(second->status, 202) << "the smuggled 200 was taken as the answer";
+  EXPECT_EQ(client.connections_opened(), 2);
+}
+
+// A handler that ends the connection right after an answer that did not say so: the end came
+// with the answer, in the same poll, and the request sent from inside `done` (the same round)
+// goes on a new connection instead of failing on the ended one.
+TEST(HttpClientAsyncTest, AnAnswerThatArrivesWithTheEndIsNotReusedInsideItsRound) {
+  std::atomic<bool> ended{false};
+  RawServer server([&](Peer& peer, int index) {
+    if (index == 0) {
+      if (peer.ReadRequest().empty() || !peer.Send(Answer(200, "first"))) return;
+      if (peer.ReadRequest().empty()) return;
+      peer.Send(Answer(200, "second"));
+      ::shutdown(peer.fd, SHUT_WR);
+      ended = true;
+      peer.ReadRequest();  // a request sent on the ended connection is never answered
+      return;
+    }
+    Always(202)(peer, index);
+  });
+  AsyncClient client(server.url(), milliseconds(5000));
+  ASSERT_EQ(client.Post(Request()).status, 200);
+  std::optional<HandlerResponse> second;
+  std::optional<HandlerResponse> third;
+  // Written at once on the kept connection; the loop does not run until the end has arrived.
+  ASSERT_TRUE(client.client().Send(Request(), milliseconds(5000), [&](HandlerResponse response) {
+    second = std::move(response);
+    client.Start(Request(), &third);
+  }));
+  ASSERT_TRUE(WaitUntil([&] { return ended.load(); }));
+  client.RunUntil([&] { return third.has_value(); });
+  ASSERT_EQ(second->kind, Kind::kAnswered) << second->error;
+  EXPECT_EQ(second->status, 200);
+  ASSERT_EQ(third->kind, Kind::kAnswered) << third->error;
+  EXPECT_EQ(third->status, 202);
+  EXPECT_EQ(client.connections_opened(), 2);
+}
+
 TEST(HttpClientAsyncTest, TwoAnswersToOneRequestFailTheRequest) {
   RawServer server([](Peer& peer, int index) {
     if (index == 0) {

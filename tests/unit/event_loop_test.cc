@@ -12,6 +12,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -391,6 +392,46 @@ TEST(EventLoopTest, AWatchRemovedByAnEarlierCallbackOfTheSameRoundIsNotCalled) {
   b.Write();
   EXPECT_TRUE(loop->RunOnce(milliseconds(0)));
   EXPECT_EQ(calls, 1);
+}
+
+// KnownQuiet (what lets a keep-alive connection be reused without a peek): inside a round, false
+// for a watch whose readiness that round reported and whose callback has not run yet, true once
+// it ran and for a watch the round reported nothing for; outside a round always false.
+TEST(EventLoopTest, KnownQuietSaysWhatTheRoundsPollReportedAndNotYetDispatched) {
+  ManualClock clock;
+  auto loop = MakeLoop(clock);
+  Pipe a;
+  Pipe b;
+  Pipe quiet;
+  std::unique_ptr<EventLoop::FdWatch> watch_a;
+  std::unique_ptr<EventLoop::FdWatch> watch_b;
+  std::vector<std::string> seen;
+  auto report = [&](EventLoop::FdWatch& other) {
+    seen.emplace_back(other.KnownQuiet() ? "quiet" : "unseen");
+  };
+  auto watch_quiet = std::move(*loop->Watch(quiet.read_end, EventLoop::kReadable, [](uint32_t) {}));
+  watch_a = std::move(*loop->Watch(a.read_end, EventLoop::kReadable, [&](uint32_t) {
+    report(*watch_b);
+    report(*watch_quiet);
+    a.Drain();
+  }));
+  watch_b = std::move(*loop->Watch(b.read_end, EventLoop::kReadable, [&](uint32_t) {
+    report(*watch_a);
+    report(*watch_quiet);
+    b.Drain();
+  }));
+  EXPECT_FALSE(watch_quiet->KnownQuiet()) << "outside a round nothing is known";
+  a.Write();
+  b.Write();
+  EXPECT_TRUE(loop->RunOnce(milliseconds(0)));
+  // Whichever ran first saw the other unseen; the second saw the first already dispatched.
+  EXPECT_EQ(seen, (std::vector<std::string>{"unseen", "quiet", "quiet", "quiet"}));
+  EXPECT_FALSE(watch_a->KnownQuiet());
+  // A round whose poll reported nothing for a: a posted callback sees it quiet.
+  std::optional<bool> in_post;
+  loop->Post([&] { in_post = watch_a->KnownQuiet(); });
+  EXPECT_TRUE(loop->RunOnce(milliseconds(0)));
+  EXPECT_EQ(in_post, std::optional<bool>(true));
 }
 
 TEST(EventLoopTest, AnExceptionInACallbackReachesTheFatalHookAndStopsTheLoop) {
