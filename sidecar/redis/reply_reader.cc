@@ -43,6 +43,10 @@ constexpr size_t kSecondBlock = 4096;
 // Blocks double up to this, staying under glibc's mmap threshold (128 KiB) so that a large
 // reply reuses heap memory instead of mapping and unmapping pages.
 constexpr size_t kMaxBlock = size_t{64} * 1024;
+// The most elements one array may announce: 16 Mi (a 128 MiB block of slots, reserved, not
+// touched), where streamcar's largest replies (a read of COUNT entries, a cluster's slot map)
+// hold thousands.
+constexpr size_t kMaxElements = size_t{1} << 24;
 
 constexpr size_t RoundUp(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
@@ -108,12 +112,20 @@ redisReply* NewNode(const redisReadTask* task, int type, size_t room) {
   return node;
 }
 
+// A node whose own storage could not be had: hiredis records a root only when its function
+// succeeds, so a root's arena that nothing will free is freed here (a child stays in its root's
+// arena, which the reader frees with the half-read reply).
+void* DropNode(const redisReadTask* task, redisReply* node) {
+  if (task->parent == nullptr) FreeArena(node);
+  return nullptr;
+}
+
 void* CreateString(const redisReadTask* task, char* str, size_t len) {
   redisReply* node = NewNode(task, task->type, RoundUp(len + 1));
   if (node == nullptr) return nullptr;
   Arena* arena = task->parent == nullptr ? reinterpret_cast<Arena*>(node) : ArenaOf(task);
   auto* copy = static_cast<char*>(Allocate(arena, len + 1));
-  if (copy == nullptr) return nullptr;  // the node is in the arena: freed with it
+  if (copy == nullptr) return DropNode(task, node);
   std::memcpy(copy, str, len);
   copy[len] = '\0';
   node->str = copy;
@@ -122,19 +134,21 @@ void* CreateString(const redisReadTask* task, char* str, size_t len) {
 }
 
 void* CreateArray(const redisReadTask* task, int elements) {
-  // hiredis passes a nil array (-1) to CreateNil; any other negative count is not RESP, and
-  // hiredis's own function would record it as an array of 2^64 - n elements. Refused (hiredis
-  // reports it as out of memory and the connection breaks).
-  if (elements < 0) return nullptr;
+  // The count is the server's word, not bytes received: a 12-byte `*2000000000` header must not
+  // cost memory. So the slots are never written ahead (hiredis fills each as its element
+  // arrives, and FreeArena never reads them: untouched pages of a large block cost no RSS), and a
+  // count past kMaxElements, far above any reply streamcar asks for, is refused (hiredis reports
+  // it as out of memory and the connection breaks). hiredis itself refuses a negative count other
+  // than -1 (a nil array, passed to CreateNil); the check below only keeps the cast sound.
+  if (elements < 0 || static_cast<size_t>(elements) > kMaxElements) return nullptr;
   const auto count = static_cast<size_t>(elements);
   redisReply* node = NewNode(task, REDIS_REPLY_ARRAY, kFirstArrayRoom);
   if (node == nullptr) return nullptr;
   if (count > 0) {
     Arena* arena = task->parent == nullptr ? reinterpret_cast<Arena*>(node) : ArenaOf(task);
     void* slots = Allocate(arena, count * sizeof(redisReply*));
-    if (slots == nullptr) return nullptr;
+    if (slots == nullptr) return DropNode(task, node);
     node->element = static_cast<redisReply**>(slots);
-    std::fill_n(node->element, count, nullptr);
   }
   node->elements = count;
   return node;

@@ -6,10 +6,12 @@
 #include <hiredis.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "sidecar/redis/reply.h"
+#include "tests/support/sanitizer.h"
 #include "tests/unit/resp_reply.h"
 
 namespace streamcar::redis {
@@ -156,7 +158,7 @@ TEST(ReplyReaderTest, BadBytesFailTheReaderAsHiredisDoes) {
   EXPECT_TRUE(ReadAll("*3\r\n" + Bulk("a") + "?x\r\n", 2, &failed).empty());
   EXPECT_TRUE(failed);
   failed = false;
-  // A negative count other than -1 is no RESP: refused, not an array of 2^64 - 5 elements.
+  // A negative count other than -1 is no RESP (hiredis refuses it before any object function).
   EXPECT_TRUE(ReadAll("*-5\r\n", 5, &failed).empty());
   EXPECT_TRUE(failed);
   failed = false;
@@ -171,6 +173,37 @@ TEST(ReplyReaderTest, BadBytesFailTheReaderAsHiredisDoes) {
   EXPECT_TRUE(failed);
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].view().Integer(), 3);
+}
+
+int64_t ResidentKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+TEST(ReplyReaderTest, AnAnnouncedCountCostsNoMemoryUntilItsElementsArrive) {
+  // The count is the server's word: a header of ten million elements (80 MB of slots) followed
+  // by two elements must not make the process resident in proportion to the header.
+  ReaderPtr reader = NewReader();
+  const int64_t before = ResidentKib();
+  const std::string head = "*10000000\r\n" + Bulk("a") + Int(2);
+  ASSERT_EQ(redisReaderFeed(reader.get(), head.data(), head.size()), REDIS_OK);
+  void* raw = nullptr;
+  ASSERT_EQ(redisReaderGetReply(reader.get(), &raw), REDIS_OK);
+  EXPECT_EQ(raw, nullptr);  // not whole yet
+  const int64_t grown = ResidentKib() - before;
+  if (!testing::UnderSanitizer()) {
+    EXPECT_LT(grown, 16 * 1024) << grown << " KiB";
+  }
+  reader.reset();  // the half-read reply is freed with its reader
+
+  // Past 16 Mi elements the count is refused outright, and the reader fails.
+  bool failed = false;
+  EXPECT_TRUE(ReadAll("*100000000\r\n", 64, &failed).empty());
+  EXPECT_TRUE(failed);
 }
 
 }  // namespace
