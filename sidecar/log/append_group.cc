@@ -57,9 +57,17 @@ void AppendGroup::KickIn(Millis delay) {
 }
 
 void AppendGroup::Kick() {
+  // A held lane waits out its backoff even when another lane's append kicks sooner: each early
+  // send would spend one of its tries on a connection that is still following its slot.
+  const SteadyTime now = links_->loop().clock().Now();
   std::vector<std::string> idle;
   for (const auto& [key, lane] : lanes_) {
-    if (!lane.in_flight) idle.push_back(key);
+    if (lane.in_flight) continue;
+    if (lane.hold_until && *lane.hold_until > now) {
+      KickIn(std::chrono::ceil<Millis>(*lane.hold_until - now));
+      continue;
+    }
+    idle.push_back(key);
   }
   for (const std::string& key : idle) SendNext(key);
 }
@@ -68,6 +76,7 @@ void AppendGroup::SendNext(const std::string& key) {
   auto it = lanes_.find(key);
   if (it == lanes_.end() || it->second.in_flight) return;
   Lane& lane = it->second;
+  lane.hold_until.reset();
   if (lane.waiting.empty()) {
     lanes_.erase(it);
     return;
@@ -158,12 +167,11 @@ void AppendGroup::OnAnswer(const std::string& key, Group group, Producer::Prepar
       return;
     }
     lane.load_script = false;
-    // Still redirected after every try: the cluster is between states, which a retry outlives
-    // (503), unlike an error of the script's own (WRONGTYPE: 500).
-    Decide(group, rerouted
-                      ? Status(StatusCode::kIo, "Redis Cluster kept redirecting the appends: " +
-                                                    std::string(reply.view().Str()))
-                      : Producer::Finish(std::move(prepared), reply));
+    // Still turned away after every try (a cluster between states, a server loading its data),
+    // which a retry outlives (503), unlike an error of the script's own (WRONGTYPE: 500).
+    Decide(group, rerouted ? Status(StatusCode::kIo, "Redis kept turning the appends away: " +
+                                                         std::string(reply.view().Str()))
+                           : Producer::Finish(std::move(prepared), reply));
   }
   // The answers (a pipelined request among them may queue another append meanwhile), then what
   // queued while the call was out.
@@ -186,7 +194,9 @@ void AppendGroup::Hold(Lanes::iterator it) {
   }
   Millis delay = kHoldFirst;
   for (int i = 1; i < lane.tries && delay < kHoldCap; ++i) delay *= 2;
-  KickIn(std::min(delay, kHoldCap));
+  delay = std::min(delay, kHoldCap);
+  lane.hold_until = now + delay;
+  KickIn(delay);
 }
 
 void AppendGroup::Requeue(Lane& lane, Group group) {

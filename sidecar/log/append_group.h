@@ -97,6 +97,7 @@ class AppendGroup {
     int tries = 0;               // sends of the group at the front that came to nothing
     bool load_script = false;    // Redis lost the script: load it in front of the next call
     std::optional<SteadyTime> held_since;  // waiting for its connection since
+    std::optional<SteadyTime> hold_until;  // its backoff: no send before (another lane's kick)
   };
   using Lanes = std::map<std::string, Lane>;
 
