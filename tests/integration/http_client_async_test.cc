@@ -181,15 +181,14 @@ TEST(HttpClientAsyncTest, TheRequestOnTheWireIsExact) {
                 "Content-Length: 7\r\nStreamcar-Id: 1-0\r\n\r\n{\"a\":1}");
 }
 
-// The loss of issue 10: a handler answers 503 and then a second, unsolicited 200 on the same
-// connection. The 200 must not become the answer of the next request.
-TEST(HttpClientAsyncTest, UnsolicitedAnswerOnAnIdleConnectionIsNeverTakenForTheNext) {
-  std::atomic<bool> extra_sent{false};
-  RawServer server([&](Peer& peer, int index) {
+// The loss of issue 10: a handler answers 503 on its first connection and then, with no request
+// outstanding, a second, unsolicited 200 (`extra_sent` once it has); every later connection
+// answers 202. The 200 must not become the answer of the next request.
+RawServer::Script AnswersTwiceOnItsFirstConnection(std::atomic<bool>& extra_sent) {
+  return [&extra_sent](Peer& peer, int index) {
     if (index == 0) {
       if (peer.ReadRequest().empty()) return;
       peer.Send(Answer(503, "no"));
-      // Later, with no request outstanding:
       std::this_thread::sleep_for(milliseconds(50));
       peer.Send(Answer(200, "smuggled"));
       extra_sent = true;
@@ -197,7 +196,12 @@ TEST(HttpClientAsyncTest, UnsolicitedAnswerOnAnIdleConnectionIsNeverTakenForTheN
       return;
     }
     Always(202)(peer, index);
-  });
+  };
+}
+
+TEST(HttpClientAsyncTest, UnsolicitedAnswerOnAnIdleConnectionIsNeverTakenForTheNext) {
+  std::atomic<bool> extra_sent{false};
+  RawServer server(AnswersTwiceOnItsFirstConnection(extra_sent));
   AsyncClient client(server.url(), milliseconds(5000));
   auto first = client.Post(Request());
   ASSERT_EQ(first.kind, Kind::kAnswered) << first.error;
@@ -213,18 +217,7 @@ TEST(HttpClientAsyncTest, UnsolicitedAnswerOnAnIdleConnectionIsNeverTakenForTheN
 // connection is clean: the smuggled answer came before the round's poll, so it is seen.
 TEST(HttpClientAsyncTest, UnsolicitedAnswerIsNeverTakenByASendInsideALoopRound) {
   std::atomic<bool> extra_sent{false};
-  RawServer server([&](Peer& peer, int index) {
-    if (index == 0) {
-      if (peer.ReadRequest().empty()) return;
-      peer.Send(Answer(503, "no"));
-      std::this_thread::sleep_for(milliseconds(50));
-      peer.Send(Answer(200, "smuggled"));
-      extra_sent = true;
-      peer.ReadRequest();
-      return;
-    }
-    Always(202)(peer, index);
-  });
+  RawServer server(AnswersTwiceOnItsFirstConnection(extra_sent));
   AsyncClient client(server.url(), milliseconds(5000));
   ASSERT_EQ(client.Post(Request()).status, 503);
   ASSERT_TRUE(WaitUntil([&] { return extra_sent.load(); }));
