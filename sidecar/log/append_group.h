@@ -1,15 +1,18 @@
 #pragma once
 // Group commit of the log API's single appends (SPEC section 10, POST .../entries with one
-// entry), sent from the API server's event loop: appends to one stream queue as data, and each
-// lane has at most one script call (Producer::Prepare) outstanding on its event-loop connection
-// (append_links.h); when it answers, everything that queued meanwhile goes in the next call, in
-// arrival order. No thread waits on Redis: a group costs one write and one read on the loop, and
-// its answers are written on the loop in the turn its reply arrives.
+// entry), sent from the API server's event loop: appends to one stream queue as data, and at the
+// end of each round of the loop what a lane holds goes as one group (Producer::Prepare: one
+// script call, or a pipeline of plain XADDs) on its event-loop connection (append_links.h), in
+// arrival order. Up to kMaxInFlight groups of a lane are on their way at once: an append never
+// waits for another group's round trip to Redis, and Redis, which runs one connection's commands
+// in the order they came, appends them in the order they were sent. No thread waits on Redis: a
+// group costs one write and one read on the loop, and its answers are written on the loop in the
+// turn its reply arrives.
 //
 // Each append is decided on its own inside the group, exactly as it would be alone: its own
 // idempotency key, its own explicit id, its own receipt. A malformed append never joins a group
-// (it is refused before it queues), so it cannot fail the others. What fails the whole call fails
-// every append of the group with the same status: Redis unreachable or the connection lost with
+// (it is refused before it queues), so it cannot fail the others. What fails the whole group fails
+// every append of it with the same status: Redis unreachable or the connection lost with
 // the call on its way (kIo/kTimeout; the idempotency keys make the client's retry safe, as for
 // one append) or a WRONGTYPE stream key.
 //
@@ -21,7 +24,11 @@
 //
 // A group that did not reach Redis, or that Redis sent elsewhere (Cluster MOVED or ASK, TRYAGAIN,
 // CLUSTERDOWN, a demoted master: the script ran nowhere), goes back to the front of its lane and
-// is sent again once the lane's connection has followed its slot, up to kMaxTries sends and
+// is sent again, ahead of what arrived since and behind the groups sent before it that went back
+// too (the connection answers in the order it sent: a group sent later comes back later); of a
+// plain pipeline that Redis turned away part of the way (a slot that moved
+// while it was on its way), the XADDs it answered are decided and the rest goes back. It is sent
+// again once the lane's connection has followed its slot, up to kMaxTries sends and
 // connect timeout + command timeout of holding; the same holding covers a connection still
 // connecting. A connection whose last connect failed answers its lane's appends at once (503).
 //
@@ -33,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,11 +63,15 @@ class AppendGroup {
 
   static constexpr size_t kMaxQueued = 4 * Producer::kMaxBatch;
   static constexpr size_t kMaxQueuedBytes = size_t{32} << 20;
-  // Entries' bytes in one script call (at least one entry): Redis holds its arguments at once.
+  // Entries' bytes in one group (at least one entry): Redis holds a script call's arguments at
+  // once.
   static constexpr size_t kMaxGroupBytes = size_t{4} << 20;
   // Sends of one group that Redis redirected or that did not reach it (RouteLimits' redirects,
   // plus the first send).
   static constexpr int kMaxTries = 6;
+  // Groups of one lane on their way to Redis at once. Past it, what arrives waits for an answer
+  // and goes in the group after it.
+  static constexpr size_t kMaxInFlight = 8;
 
   // `producer` and `links` are borrowed and outlive the group; the group sends on links' loop.
   AppendGroup(const Producer* producer, AppendLinks* links);
@@ -85,17 +97,22 @@ class AppendGroup {
   };
   // One call's appends, in arrival order.
   struct Group {
+    uint64_t number = 0;  // the lane's sends so far, when it was sent
     std::vector<AppendRequest> requests;
     std::vector<Done> dones;
     std::vector<size_t> bytes;
   };
   // The appends to one target stream key: one call appends in one slot.
   struct Lane {
-    std::deque<Queued> waiting;  // arrival order
+    std::deque<Queued> waiting;  // the groups that went back, in their order; then arrival order
+    size_t requeued = 0;         // how many of `waiting` went back (at its front)
     size_t bytes = 0;            // of the waiting appends
-    bool in_flight = false;      // a call of this lane awaits its answer
+    size_t in_flight = 0;        // groups of this lane awaiting their answers
+    uint64_t sent = 0;           // groups this lane sent
     int tries = 0;               // sends of the group at the front that came to nothing
-    bool load_script = false;    // Redis lost the script: load it in front of the next call
+    // A group sent before the last try was counted met the same trouble: not another try.
+    uint64_t counted_through = 0;
+    bool load_script = false;  // Redis lost the script: load it in front of the next call
     std::optional<SteadyTime> held_since;  // waiting for its connection since
     std::optional<SteadyTime> hold_until;  // its backoff: no send before (another lane's kick)
   };
@@ -104,15 +121,22 @@ class AppendGroup {
   // Sends every idle lane that has appends waiting (the kick timer).
   void Kick();
   void KickIn(Millis delay);
-  // Sends the lane's next group if it has one and no call outstanding; removes an empty idle lane.
+  // Sends what the lane holds, while fewer than kMaxInFlight groups are out; removes an empty
+  // lane with nothing out.
   void SendNext(const std::string& key);
+  // `replies` are the append's own (result's, without a SCRIPT LOAD in front of them).
   void OnAnswer(const std::string& key, Group group, Producer::Prepared prepared,
-                redis::BatchResult result);
+                std::span<const redis::Reply> replies, const redis::BatchResult& result);
   // The lane waits for its connection, or gives up when it waited too long.
   void Hold(Lanes::iterator lane);
-  // Puts `group` back at the front of its lane, in its order.
+  // Puts `group` back at the front of its lane, behind the groups that went back before it.
   static void Requeue(Lane& lane, Group group);
-  // Answers every append of the lane with `status` and removes the lane.
+  // Counts a try of `group` that came to nothing; whether it may be sent again.
+  static bool CountTry(Lane& lane, const Group& group);
+  // Takes the first `count` appends out of `group` into a group of their own.
+  static Group SplitFront(Group& group, size_t count);
+  // Answers every waiting append of the lane with `status`; removes the lane unless groups of it
+  // are out (their answers still come).
   void FailAll(Lanes::iterator lane, const Status& status);
   // Runs every `done` of `group` with its result, or with the failure of the whole call.
   static void Decide(Group& group, StatusOr<std::vector<AppendResult>> results);

@@ -5,6 +5,7 @@
 #include "sidecar/keys/sharding_keys.h"
 #include "sidecar/keys/stream_keys.h"
 #include "sidecar/log/entry_id.h"
+#include "sidecar/redis/capped_add.h"
 #include "sidecar/redis/capped_add_lua.h"
 #include "sidecar/redis/script.h"
 
@@ -92,20 +93,26 @@ std::optional<AppendResult::Kind> KindOf(std::string_view kind) {
   return std::nullopt;
 }
 
-// Runs the append script on `session`, connecting first if needed, and loading it once if Redis
-// lost it (a restarted server or SCRIPT FLUSH: nothing ran the first time).
-StatusOr<redis::Reply> RunAppendScript(redis::Session& session, const redis::Command& call) {
+// Sends `prepared`'s commands on `session`, connecting first if needed. The script is loaded once
+// if Redis lost it (a restarted server or SCRIPT FLUSH: nothing ran the first time).
+StatusOr<std::vector<redis::Reply>> RunAppend(redis::Session& session,
+                                              const Producer::Prepared& prepared) {
   if (!session.connected()) {
     Millis retry_in{0};
     if (Status status = session.ConnectOnce(&retry_in); !status.ok()) return status;
   }
+  if (prepared.plain) return session.RunPipeline(prepared.commands);
+  const redis::Command& call = prepared.commands.front();
   auto reply = session.Run(call);
   if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
     auto loaded = session.Run(kAppendScript.Load());
     if (!loaded.ok()) return loaded.status();
     reply = session.Run(call);
   }
-  return reply;
+  if (!reply.ok()) return reply.status();
+  std::vector<redis::Reply> replies;
+  replies.push_back(std::move(*reply));
+  return replies;
 }
 
 // The script's two values per sent entry, merged in order with the results decided before it.
@@ -214,11 +221,25 @@ StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> re
       key_index[i] = static_cast<int64_t>(keys.size());
     }
   }
-  std::vector<std::string_view> key_views(keys.begin(), keys.end());
-  redis::Command call = kAppendScript.Call(key_views);
   // An archived stream is trimmed only by its folder, below the watermark (SPEC 10): a MAXLEN
   // here would drop entries that were never folded.
-  call.Arg(stream_.max_len > 0 && !stream_.archive ? stream_.max_len : int64_t{0});
+  const int64_t max_len = stream_.max_len > 0 && !stream_.archive ? stream_.max_len : 0;
+  prepared.plain = !stream_.notify && keys.size() == 1 &&
+                   std::ranges::all_of(requests, [](const AppendRequest& request) {
+                     return request.entry_id.empty();
+                   });
+  if (prepared.plain) {
+    for (const AppendRequest& request : requests) {
+      redis::Command add = redis::CappedAdd(*target, max_len, "*");
+      for (const auto& [field, value] : request.fields) add.Arg(field).Arg(value);
+      prepared.commands.push_back(std::move(add));
+    }
+    prepared.sent = requests.size();
+    return prepared;
+  }
+  std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  redis::Command call = kAppendScript.Call(key_views);
+  call.Arg(max_len);
   call.Arg(static_cast<int64_t>(idempotency_ttl_.count()));
   call.Arg(stream_.notify ? keys::NotifyChannel(stream_.name) : std::string());
   call.Arg(static_cast<int64_t>(max_future_skew_.count()));
@@ -231,15 +252,41 @@ StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> re
     for (const auto& [field, value] : request.fields) call.Arg(field).Arg(value);
     ++prepared.sent;
   }
-  if (prepared.sent > 0) prepared.call = std::move(call);
+  if (prepared.sent > 0) prepared.commands.push_back(std::move(call));
   return prepared;
 }
 
-StatusOr<std::vector<AppendResult>> Producer::Finish(Prepared prepared, const redis::Reply& reply) {
-  if (reply.IsError()) return redis::ErrorOf(reply.view());
+Producer::Prepared Producer::PlainHead(size_t count) {
+  Prepared head;
+  head.plain = true;
+  head.decided.resize(count);
+  head.sent = count;
+  return head;
+}
+
+StatusOr<std::vector<AppendResult>> Producer::Finish(Prepared prepared,
+                                                     std::span<const redis::Reply> replies) {
+  auto unexpected = [] { return Status(StatusCode::kProtocol, "unexpected reply to the append"); };
+  // The first error reply ends the batch, as it ends the script.
+  for (const redis::Reply& reply : replies) {
+    if (reply.IsError()) return redis::ErrorOf(reply.view());
+  }
   std::vector<AppendResult> results;
   results.reserve(prepared.decided.size());
-  if (Status read = ReadResults(reply.view(), prepared.sent, &prepared.decided, &results);
+  if (prepared.plain) {
+    // Every entry was sent (a plain batch has no explicit id to decide without Redis).
+    if (replies.size() != prepared.sent || prepared.decided.size() != prepared.sent) {
+      return unexpected();
+    }
+    for (const redis::Reply& reply : replies) {
+      if (!reply.view().IsString()) return unexpected();
+      results.push_back(
+          AppendResult{AppendResult::Kind::kAppended, std::string(reply.view().Str())});
+    }
+    return results;
+  }
+  if (replies.size() != 1) return unexpected();
+  if (Status read = ReadResults(replies.front().view(), prepared.sent, &prepared.decided, &results);
       !read.ok()) {
     return read;
   }
@@ -250,14 +297,14 @@ StatusOr<std::vector<AppendResult>> Producer::AppendAll(
     redis::Session& session, std::span<const AppendRequest> requests) const {
   auto prepared = Prepare(requests);
   if (!prepared.ok()) return prepared.status();
-  if (!prepared->call) {
+  if (prepared->commands.empty()) {
     std::vector<AppendResult> results;
     for (auto& one : prepared->decided) results.push_back(std::move(*one));
     return results;
   }
-  auto reply = RunAppendScript(session, *prepared->call);
-  if (!reply.ok()) return reply.status();
-  return Finish(std::move(*prepared), *reply);
+  auto replies = RunAppend(session, *prepared);
+  if (!replies.ok()) return replies.status();
+  return Finish(std::move(*prepared), *replies);
 }
 
 }  // namespace streamcar::log

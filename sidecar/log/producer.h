@@ -50,7 +50,7 @@ class Producer {
   // (the append may or may not have happened: the idempotency key makes a retry safe).
   StatusOr<AppendResult> Append(redis::Session& session, const AppendRequest& request) const;
 
-  // Appends `requests` in order in one script call (one round trip), one result per request.
+  // Appends `requests` in order in one round trip, one result per request.
   // Each entry is decided on its own (a duplicate or a refused id does not stop the others); all
   // must go to the same stream key (Target). kInvalid (nothing sent) when any request is malformed.
   // An error reply from Redis (WRONGTYPE) ends the batch: entries before it may have been appended,
@@ -58,17 +58,28 @@ class Producer {
   StatusOr<std::vector<AppendResult>> AppendAll(redis::Session& session,
                                                 std::span<const AppendRequest> requests) const;
 
-  // AppendAll in two halves, for a caller that sends the call itself (append_group.h sends it on
-  // the API's event loop): Prepare builds the one script call (none when every entry is decided
-  // without Redis), Finish reads Redis's reply to it (an error reply is kServerError with its
-  // message). Prepare refuses what AppendAll refuses, before anything is sent.
+  // AppendAll in two halves, for a caller that sends the commands itself (append_group.h sends
+  // them on the API's event loop): Prepare builds what goes to Redis (nothing when every entry is
+  // decided without Redis), Finish reads Redis's replies to it, in order (an error reply is
+  // kServerError with its message). Prepare refuses what AppendAll refuses, before anything is
+  // sent.
+  //
+  // What goes is one script call, or, when no entry sent needs the script (no idempotency key,
+  // no explicit id, no `notify`), one plain capped XADD per entry in one pipeline: Redis runs
+  // each for a few µs less than the script's call of it, and the script would only do the same
+  // XADD. An error reply ends the batch either way (below).
   struct Prepared {
-    std::optional<redis::Command> call;
+    std::vector<redis::Command> commands;              // in order; empty: nothing to send
+    bool plain = false;                                // one XADD per sent entry, not the script
     std::vector<std::optional<AppendResult>> decided;  // per request: decided without Redis
-    size_t sent = 0;                                   // requests the call carries
+    size_t sent = 0;                                   // requests the commands carry
   };
   StatusOr<Prepared> Prepare(std::span<const AppendRequest> requests) const;
-  static StatusOr<std::vector<AppendResult>> Finish(Prepared prepared, const redis::Reply& reply);
+  static StatusOr<std::vector<AppendResult>> Finish(Prepared prepared,
+                                                    std::span<const redis::Reply> replies);
+  // The first `count` entries of a plain `prepared`, which Redis answered before it turned the
+  // rest away (a slot that moved while the pipeline was on its way): Finish reads their replies.
+  static Prepared PlainHead(size_t count);
   // The script the call runs: a connection that loads it up front saves a NOSCRIPT round trip.
   static const redis::Script& Script();
 

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "sidecar/redis/capped_add.h"
 #include "sidecar/redis/connection.h"
 #include "sidecar/redis/settle_scripts.h"
 
@@ -34,10 +35,7 @@ void AppendDeadLetterFields(std::string_view stream, std::string_view group,
 
 Command DeadLetterAdd(const DeadLetterTarget& dlq, std::string_view stream, std::string_view group,
                       const StreamEntry& entry, const DeadLetterMeta& meta) {
-  Command command("XADD");
-  command.Arg(dlq.stream);
-  if (dlq.max_len != 0) command.Arg("MAXLEN").Arg("~").Arg(dlq.max_len);
-  command.Arg("*");
+  Command command = CappedAdd(dlq.stream, dlq.max_len, "*");
   AppendDeadLetterFields(stream, group, entry, meta, &command);
   return command;
 }

@@ -291,11 +291,15 @@ TEST_F(AppendGroupTest, ARedisRestartMidGroupAnswersEveryAppendOnceAndAppendsRes
     for (int i = 0; i < queued; ++i) n += outcomes[i].has_value();
     return n;
   };
-  // A steady trickle: 200 per round of the loop, and the restart in the middle.
+  // A steady trickle: 200 per round of the loop, and the restart in the middle. Every other
+  // round's appends carry idempotency keys: their groups are script calls, the others' plain
+  // XADDs.
   bool restarted = false;
   while (queued < kAppends) {
+    const bool keyed = queued % 400 >= 200;
     for (int i = 0; i < 200 && queued < kAppends; ++i, ++queued) {
-      Queue(group, Entry("n", std::to_string(queued)), &outcomes[queued]);
+      Queue(group, Entry("n", std::to_string(queued), keyed ? "k" + std::to_string(queued) : ""),
+            &outcomes[queued]);
     }
     loop_->RunOnce(Millis(1));
     if (!restarted && queued >= kAppends / 2) {
@@ -332,9 +336,80 @@ TEST_F(AppendGroupTest, ARedisRestartMidGroupAnswersEveryAppendOnceAndAppendsRes
     if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(back);
-  // SCRIPT FLUSH: the next group is refused NOSCRIPT and sent again with the script.
+  // SCRIPT FLUSH: the next group that needs the script is refused NOSCRIPT and sent again with
+  // the script.
   server_.Run({"SCRIPT", "FLUSH"});
-  EXPECT_TRUE(AppendAndWait(group, Entry("n", "flushed")).status.ok());
+  EXPECT_TRUE(AppendAndWait(group, Entry("n", "flushed", "k-flushed")).status.ok());
+  EXPECT_EQ(server_.Run({"XRANGE", "feed", "+", "-", "COUNT", "1"}).view().Size(), 0u);
+}
+
+// While a lane's group is on its way, the next round's appends go at once as a group of their
+// own, up to kMaxInFlight groups out; past it they wait for an answer and go together. Redis
+// appends them in the order they were sent.
+TEST_F(AppendGroupTest, AnAppendDoesNotWaitForTheGroupOnItsWayUpToTheCap) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendGroup group(&producer, links_.get());
+  WaitReady("feed");
+  // Redis reads the XADDs but runs none until the pause ends.
+  server_.Run({"CLIENT", "PAUSE", "10000", "WRITE"});
+  constexpr size_t kCap = AppendGroup::kMaxInFlight;
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(kCap + 2);
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    Queue(group, Entry("n", std::to_string(i)), &outcomes[i]);
+    const uint64_t expected = std::min<uint64_t>(i + 1, kCap);
+    ASSERT_TRUE(RunUntil([&] { return group.groups_sent() == expected; }, Millis(2000))) << i;
+  }
+  loop_->RunOnce(Millis(50));
+  EXPECT_EQ(group.groups_sent(), kCap) << "past the cap, appends wait for an answer";
+  for (const auto& outcome : outcomes) EXPECT_FALSE(outcome.has_value());
+  server_.Run({"CLIENT", "UNPAUSE"});
+  ASSERT_TRUE(RunUntil([&] { return outcomes.back().has_value(); }));
+  auto stored = server_.Run({"XRANGE", "feed", "-", "+"});
+  ASSERT_EQ(stored.view().Size(), outcomes.size());
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    ASSERT_TRUE(outcomes[i]->status.ok()) << outcomes[i]->status.ToString();
+    EXPECT_EQ(outcomes[i]->result.id, stored.view()[i][0].Str()) << i;
+    EXPECT_EQ(stored.view()[i][1][1].Str(), std::to_string(i));
+  }
+  EXPECT_EQ(group.groups_sent(), kCap + 1) << "the two that waited went together";
+}
+
+// A group of plain XADDs that Redis refuses part of the way (here: out of memory after the
+// first ones): the appends Redis took get their receipts, only the rest fail.
+TEST_F(AppendGroupTest, APlainGroupRefusedPartOfTheWayKeepsTheReceiptsOfWhatWasAppended) {
+  Producer producer(Stream("feed"), Millis(60000));
+  AppendGroup group(&producer, links_.get());
+  WaitReady("feed");
+  const std::string memory(server_.Run({"INFO", "memory"}).view().Str());
+  const size_t at = memory.find("used_memory:") + std::string("used_memory:").size();
+  const int64_t used = std::stoll(memory.substr(at));
+  // Redis reads a large argument alone, so its query buffer holds about one entry at a time:
+  // the first two of 900 KB fit under the limit, the third does not.
+  constexpr int64_t kEntry = 900 * 1024;
+  server_.Run({"CONFIG", "SET", "maxmemory", std::to_string(used + 2300 * 1024)});
+  std::vector<std::optional<AppendGroup::Outcome>> outcomes(4);
+  for (auto& outcome : outcomes) {
+    Queue(group, Entry("v", std::string(static_cast<size_t>(kEntry), 'x')), &outcome);
+  }
+  ASSERT_TRUE(RunUntil([&] { return outcomes.back().has_value(); }));
+  server_.Run({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(group.groups_sent(), 1U);
+  size_t appended = 0;
+  for (const auto& outcome : outcomes) {
+    if (outcome->status.ok()) {
+      EXPECT_EQ(appended, &outcome - outcomes.data()) << "the receipts are a prefix";
+      ++appended;
+    } else {
+      EXPECT_NE(outcome->status.message().find("OOM"), std::string::npos)
+          << outcome->status.ToString();
+    }
+  }
+  EXPECT_GE(appended, 1U);
+  EXPECT_LT(appended, outcomes.size());
+  auto stored = server_.Run({"XRANGE", "feed", "-", "+"});
+  ASSERT_EQ(stored.view().Size(), appended);
+  for (size_t i = 0; i < appended; ++i)
+    EXPECT_EQ(outcomes[i]->result.id, stored.view()[i][0].Str());
 }
 
 // A call that Redis does not answer within the command timeout fails every append of its group

@@ -73,6 +73,8 @@ class LogClusterTest : public ::testing::Test {
     ASSERT_TRUE(topology_->Resolve(SteadyClock::now() + seconds(20)).ok());
   }
 
+  void AppendThroughAMigration(bool keyed);
+
   redis::ConnectionOptions HubOptions() const {
     redis::ConnectionOptions options = cluster_->node(0).ClientOptions();
     options.topology = topology_;
@@ -189,10 +191,12 @@ TEST_F(LogClusterTest, AStreamJoiningABlockedLaneOnAnotherMasterJoinsAtOnce) {
 }
 
 // The API's group commit (append_group.h) on the cluster while the stream's slot migrates to
-// another master under a steady flow of appends with idempotency keys: the groups that meet -ASK,
-// -TRYAGAIN or -MOVED go again once the lane's connection has followed the slot, so every append
-// is answered once, with its own receipt, in arrival order, and the stream holds each once.
-TEST_F(LogClusterTest, GroupCommitFollowsTheSlotThroughAMigration) {
+// another master under a steady flow of appends, several groups on their way at once: the groups
+// that meet -ASK, -TRYAGAIN or -MOVED go again once the lane's connection has followed the slot,
+// so every append is answered once, with its own receipt, in arrival order, and the stream holds
+// each once. With idempotency keys the groups are script calls; without, pipelines of plain XADDs
+// (of which Redis may turn away only the tail).
+void LogClusterTest::AppendThroughAMigration(bool keyed) {
   auto loop = EventLoop::Create(SystemClock::Instance());
   ASSERT_TRUE(loop.ok());
   const std::string& stream = streams_[0];
@@ -210,13 +214,14 @@ TEST_F(LogClusterTest, GroupCommitFollowsTheSlotThroughAMigration) {
   std::unique_ptr<EventLoop::Timer> feed;
   feed = (*loop)->CreateTimer([&] {
     for (int i = 0; i < 20 && queued < kAppends; ++i, ++queued) {
-      auto refused = group->Append(AppendRequest{.fields = {{"n", std::to_string(queued)}},
-                                                 .idempotency_key = "k" + std::to_string(queued)},
-                                   [&, at = queued](AppendGroup::Outcome outcome) {
-                                     EXPECT_FALSE(outcomes[at].has_value()) << "answered twice";
-                                     outcomes[at] = std::move(outcome);
-                                     ++answered;
-                                   });
+      auto refused =
+          group->Append(AppendRequest{.fields = {{"n", std::to_string(queued)}},
+                                      .idempotency_key = keyed ? "k" + std::to_string(queued) : ""},
+                        [&, at = queued](AppendGroup::Outcome outcome) {
+                          EXPECT_FALSE(outcomes[at].has_value()) << "answered twice";
+                          outcomes[at] = std::move(outcome);
+                          ++answered;
+                        });
       ASSERT_FALSE(refused.has_value()) << refused->status.ToString();
     }
     if (queued < kAppends) feed->ArmIn(Millis(2));
@@ -245,6 +250,14 @@ TEST_F(LogClusterTest, GroupCommitFollowsTheSlotThroughAMigration) {
   feed.reset();
   group.reset();
   links.reset();
+}
+
+TEST_F(LogClusterTest, GroupCommitFollowsTheSlotThroughAMigration) {
+  AppendThroughAMigration(true);
+}
+
+TEST_F(LogClusterTest, PlainGroupsFollowTheSlotThroughAMigration) {
+  AppendThroughAMigration(false);
 }
 
 // The same behind Sentinel: SENTINEL FAILOVER under a steady flow of appends. The lane's

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstring>
+#include <initializer_list>
 #include <set>
 #include <thread>
 
@@ -182,18 +182,24 @@ TEST_F(ProducerTest, IdsTooFarAheadOrTheMaximumIdAreOutOfRange) {
   EXPECT_EQ(Len("feed"), 2);
 }
 
-// The script calls Redis has run (EVALSHA and EVAL), from INFO commandstats.
-int64_t ScriptCalls(const RedisServer& server) {
+// The calls of `commands` Redis has run, from INFO commandstats (a script's own XADDs count as
+// XADD calls too).
+int64_t Calls(const RedisServer& server, std::initializer_list<const char*> commands) {
   const std::string info(server.Run({"INFO", "commandstats"}).view().Str());
   int64_t calls = 0;
-  for (const char* command : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-    const size_t at = info.find(command);
-    if (at != std::string::npos) calls += std::stoll(info.substr(at + std::strlen(command)));
+  for (const char* command : commands) {
+    const std::string field = std::string("cmdstat_") + command + ":calls=";
+    const size_t at = info.find(field);
+    if (at != std::string::npos) calls += std::stoll(info.substr(at + field.size()));
   }
   return calls;
 }
 
-// Issue 29: a batch is one script call; each entry is decided on its own, in order.
+// The script calls Redis has run (EVALSHA and EVAL).
+int64_t ScriptCalls(const RedisServer& server) { return Calls(server, {"evalsha", "eval"}); }
+
+// Issue 29: a batch that needs the script is one script call; each entry is decided on its own, in
+// order.
 TEST_F(ProducerTest, AppendAllIsOneScriptCallWithOneResultPerEntryInOrder) {
   Producer producer(Stream("feed"), Millis(60000));
   ASSERT_TRUE(
@@ -222,6 +228,49 @@ TEST_F(ProducerTest, AppendAllIsOneScriptCallWithOneResultPerEntryInOrder) {
   batch.assign(Producer::kMaxBatch + 1, {.fields = {{"a", "1"}}});
   EXPECT_EQ(producer.AppendAll(*session_, batch).status().code(), StatusCode::kInvalid);
   EXPECT_EQ(Len("feed"), 4);
+}
+
+// Entries that need no script (no idempotency key, no explicit id, a stream without `notify`) go
+// as one plain XADD each, in one pipeline; one entry that needs it takes the whole batch there.
+TEST_F(ProducerTest, EntriesThatNeedNoScriptArePlainXaddsInOnePipeline) {
+  Producer producer(Stream("other"), Millis(60000));
+  // Loads the script (its first call is refused NOSCRIPT), so that each later one counts once.
+  ASSERT_TRUE(producer.Append(*session_, {.fields = {{"warm", "1"}}, .idempotency_key = "w"}).ok());
+  producer = Producer(Stream("feed"), Millis(60000));
+  std::vector<AppendRequest> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back({.fields = {{"i", std::to_string(i)}}});
+  int64_t scripts = ScriptCalls(server_);
+  int64_t adds = Calls(server_, {"xadd"});
+  auto results = producer.AppendAll(*session_, batch);
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  EXPECT_EQ(ScriptCalls(server_) - scripts, 0);
+  EXPECT_EQ(Calls(server_, {"xadd"}) - adds, 5);
+  ASSERT_EQ(results->size(), 5u);
+  auto stored = server_.Run({"XRANGE", "feed", "-", "+"});
+  ASSERT_EQ(stored.view().Size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ((*results)[i].kind, AppendResult::Kind::kAppended);
+    EXPECT_EQ((*results)[i].id, stored.view()[i][0].Str()) << "receipts in order";
+    EXPECT_EQ(stored.view()[i][1][1].Str(), std::to_string(i));
+  }
+
+  batch[2].idempotency_key = "k";
+  scripts = ScriptCalls(server_);
+  results = producer.AppendAll(*session_, batch);
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  EXPECT_EQ(ScriptCalls(server_) - scripts, 1);
+  batch[2].idempotency_key.clear();
+  const auto top = ParseId((*results)[4].id);
+  ASSERT_TRUE(top.has_value());
+  // 1 s ahead of the last receipt, within the skew and above what this batch mints before it.
+  const std::string explicit_id = FormatId(EntryId{top->ms + 1000, 0});
+  batch[4].entry_id = explicit_id;
+  scripts = ScriptCalls(server_);
+  results = producer.AppendAll(*session_, batch);
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  EXPECT_EQ(ScriptCalls(server_) - scripts, 1);
+  EXPECT_EQ((*results)[4].id, explicit_id);
+  EXPECT_EQ(Len("feed"), 15);
 }
 
 TEST_F(ProducerTest, InvalidRequestsAreRefusedBeforeRedis) {
@@ -269,27 +318,36 @@ TEST_F(ProducerTest, ASharedStreamAppendsToTheShardOfTheKey) {
   EXPECT_EQ(Len("orders:{6}"), 1);
 }
 
+// Both ways of appending cap alike: the plain XADD and the script's (an idempotency key).
 TEST_F(ProducerTest, MaxLenCapsTheStreamApproximately) {
-  auto stream = Stream("feed");
-  stream.max_len = 100;
-  Producer producer(stream, Millis(60000));
-  AppendRequest request;
-  request.fields = {{"a", "1"}};
-  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(producer.Append(*session_, request).ok());
-  const int64_t len = Len("feed");
-  EXPECT_GE(len, 100);
-  EXPECT_LT(len, 300);  // MAXLEN ~ trims whole nodes (100 entries each by default)
+  for (const bool keyed : {false, true}) {
+    auto stream = Stream(keyed ? "keyed" : "plain");
+    stream.max_len = 100;
+    Producer producer(stream, Millis(60000));
+    for (int i = 0; i < 1000; ++i) {
+      AppendRequest request{.fields = {{"a", "1"}},
+                            .idempotency_key = keyed ? "k" + std::to_string(i) : ""};
+      ASSERT_TRUE(producer.Append(*session_, request).ok());
+    }
+    const int64_t len = Len(stream.name);
+    EXPECT_GE(len, 100) << stream.name;
+    EXPECT_LT(len, 300) << stream.name;  // MAXLEN ~ trims whole nodes (100 entries each)
+  }
 }
 
 TEST_F(ProducerTest, AnArchivedStreamIsNeverCappedByTheAppend) {
-  auto stream = Stream("feed");
-  stream.max_len = 100;
-  stream.archive = true;  // only the folder trims it, after folding
-  Producer producer(stream, Millis(60000));
-  AppendRequest request;
-  request.fields = {{"a", "1"}};
-  for (int i = 0; i < 500; ++i) ASSERT_TRUE(producer.Append(*session_, request).ok());
-  EXPECT_EQ(Len("feed"), 500);
+  for (const bool keyed : {false, true}) {
+    auto stream = Stream(keyed ? "keyed" : "plain");
+    stream.max_len = 100;
+    stream.archive = true;  // only the folder trims it, after folding
+    Producer producer(stream, Millis(60000));
+    for (int i = 0; i < 500; ++i) {
+      AppendRequest request{.fields = {{"a", "1"}},
+                            .idempotency_key = keyed ? "k" + std::to_string(i) : ""};
+      ASSERT_TRUE(producer.Append(*session_, request).ok());
+    }
+    EXPECT_EQ(Len(stream.name), 500) << stream.name;
+  }
 }
 
 TEST_F(ProducerTest, NotifyPublishesTheIdAfterTheAppendOnly) {
@@ -334,14 +392,20 @@ TEST_F(ProducerTest, WrongTypeIsAServerErrorAndNoKeyIsRecorded) {
   ASSERT_FALSE(result.ok());
   EXPECT_TRUE(result.status().IsServerError("WRONGTYPE")) << result.status().ToString();
   EXPECT_EQ(server_.Run({"EXISTS", keys::IdempotencyKey("feed", "k")}).view().Integer(), 0);
+  request.idempotency_key.clear();  // a plain XADD
+  auto plain = producer.Append(*session_, request);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_TRUE(plain.status().IsServerError("WRONGTYPE")) << plain.status().ToString();
 }
 
 TEST_F(ProducerTest, ReloadsTheScriptAfterAFlush) {
   Producer producer(Stream("feed"), Millis(60000));
   AppendRequest request;
   request.fields = {{"a", "1"}};
+  request.idempotency_key = "k1";  // an append that needs the script
   ASSERT_TRUE(producer.Append(*session_, request).ok());
   server_.Run({"SCRIPT", "FLUSH"});
+  request.idempotency_key = "k2";
   auto again = producer.Append(*session_, request);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(Len("feed"), 2);  // NOSCRIPT ran nothing; the retry appended once
