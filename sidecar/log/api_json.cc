@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "sidecar/common/text.h"
 #include "sidecar/delivery/encoder.h"
 
 namespace streamcar::log {
@@ -168,10 +169,13 @@ StatusOr<std::vector<EntryFields>> ParseEntries(std::string_view body, bool batc
   rapidjson::Reader reader;
   rapidjson::MemoryStream stream(body.data(), body.size());
   // Strict RFC 8259: UTF-8 validated, no comments, no trailing commas, nothing after the value.
-  constexpr unsigned kFlags = rapidjson::kParseValidateEncodingFlag |
-                              rapidjson::kParseIterativeFlag |
-                              rapidjson::kParseNumbersAsStringsFlag;
-  auto result = reader.Parse<kFlags>(stream, handler);
+  // A body that is valid UTF-8 as a whole (checked eight bytes at a time) is parsed without
+  // rapidjson's check of each string byte; any other is parsed with it, which names the byte.
+  constexpr unsigned kFlags =
+      rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag;
+  auto result = IsValidUtf8(body)
+                    ? reader.Parse<kFlags>(stream, handler)
+                    : reader.Parse<kFlags | rapidjson::kParseValidateEncodingFlag>(stream, handler);
   if (handler.wrong_shape()) {
     return Status(StatusCode::kInvalid, batch ? "a JSON array body must hold objects of fields"
                                               : "a JSON body must be an object of fields");

@@ -15,7 +15,12 @@ namespace streamcar::redis {
 // One command, encoded as it is built: Command("XACK").Arg(stream).Arg(group).Arg(id).
 class Command {
  public:
-  explicit Command(std::string_view name) { Arg(name); }
+  // Room for a typical command's arguments up front: most outgrow the inline string at their
+  // second argument anyway, and growing by doubling would copy them three or four times.
+  explicit Command(std::string_view name) {
+    body_.reserve(kInitialBytes);
+    Arg(name);
+  }
   Command& Arg(std::string_view value);
   Command& Arg(int64_t value);
   // The RESP bytes of the command.
@@ -26,6 +31,7 @@ class Command {
   std::string_view name() const { return name_; }
 
  private:
+  static constexpr size_t kInitialBytes = 128;
   std::string body_;
   std::string name_;
   size_t count_ = 0;
