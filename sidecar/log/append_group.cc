@@ -82,6 +82,9 @@ void AppendGroup::SendNext(const std::string& key) {
     return;
   }
   if (lane.in_flight >= kMaxInFlight) return;  // the next answer sends it
+  // What went back is sent again only once every group sent before it has answered: those may
+  // go back too, behind it, and none of them may land ahead of it.
+  if (lane.requeued > 0 && lane.in_flight > 0) return;
   redis::AsyncConnection& connection = links_->For(key);
   if (connection.unreachable()) {
     FailAll(it, Status(StatusCode::kIo, "Redis is unreachable"));
@@ -106,7 +109,7 @@ void AppendGroup::SendNext(const std::string& key) {
   }
   lane.bytes -= group_bytes;
   lane.requeued -= std::min(lane.requeued, group.requests.size());
-  auto prepared = producer_->Prepare(group.requests);
+  auto prepared = producer_->Prepare(group.requests, Producer::Grouping::kIndependent);
   if (!prepared.ok() || prepared->commands.empty()) {
     // Decided without Redis (every id out of range; or refused, which Validate rules out).
     StatusOr<std::vector<AppendResult>> results = prepared.status();
@@ -120,7 +123,8 @@ void AppendGroup::SendNext(const std::string& key) {
     return;
   }
   std::vector<redis::Command> commands;
-  const size_t loads = lane.load_script && !prepared->plain ? 1 : 0;
+  const bool plain = prepared->form == Producer::Form::kPlain;
+  const size_t loads = lane.load_script && !plain ? 1 : 0;
   if (loads > 0) commands.push_back(Producer::Script().Load());
   for (redis::Command& command : prepared->commands) commands.push_back(std::move(command));
   prepared->commands.clear();
@@ -150,54 +154,36 @@ void AppendGroup::OnAnswer(const std::string& key, Group group, Producer::Prepar
   auto it = lanes_.find(key);  // a lane with a call out stays
   Lane& lane = it->second;
   --lane.in_flight;
+  bool settled = true;
   if (!result.failure.ok()) {
-    const bool again = CountTry(lane, group);
-    if (!result.written && again) {
+    if (!result.written && CountTry(lane, group)) {
       // Nothing reached Redis (the connection is moving to the slot's new master, or broke
       // before the write): sending it again cannot append twice.
       Requeue(lane, std::move(group));
       Hold(it);
       return;
     }
-    Decide(group, result.failure);
+    // The XADDs of a plain group that answered before the connection failed have their
+    // answers; the rest share the failure (the script's call has one answer, which did not come).
+    const bool plain = prepared.form == Producer::Form::kPlain;
+    const size_t answered = plain ? std::min(replies.size(), group.dones.size()) : 0;
+    bool appended = false;
+    for (size_t i = 0; i < group.dones.size(); ++i) {
+      if (i < answered) {
+        auto one = Producer::PlainResult(replies[i].view());
+        appended = appended || one.ok();
+        group.dones[i](OutcomeOf(std::move(one)));
+      } else {
+        group.dones[i](Outcome{result.failure, {}, 1});
+      }
+    }
+    if (appended) FailRequeued(key);
+  } else if (prepared.form == Producer::Form::kPlain) {
+    settled = SettlePlain(it, std::move(group), replies);
   } else {
-    // The first error reply: the script's own, or the first XADD of a plain group that Redis
-    // turned away (the ones before it were appended).
-    const auto error = std::ranges::find_if(replies, &redis::Reply::IsError);
-    const size_t answered = static_cast<size_t>(error - replies.begin());
-    const bool again = error == replies.end() || CountTry(lane, group);
-    if (error != replies.end() && !prepared.plain && redis::IsNoScript(error->view()) && again) {
-      // Redis lost the script (a restart, SCRIPT FLUSH): nothing ran; load it and send again.
-      lane.load_script = true;
-      Requeue(lane, std::move(group));
-      SendNext(key);
-      return;
-    }
-    const bool rerouted = error != replies.end() && redis::RouteAttempt::Reroutes(error->view());
-    if (error != replies.end() && answered > 0) {
-      // A plain group that Redis turned away part of the way (its slot moved while it was on its
-      // way, a write refused): what Redis appended before is decided; the rest is the group from
-      // here on.
-      Group head = SplitFront(group, answered);
-      Decide(head, Producer::Finish(Producer::PlainHead(answered), replies.first(answered)));
-      replies = replies.subspan(answered);
-      it = lanes_.find(key);  // the answers may have queued appends; the lane stays (in use)
-    }
-    Lane& current = it->second;
-    if (rerouted && again) {
-      // Sent elsewhere (MOVED, ASK ...): the script or the XADD ran nowhere. The connection
-      // follows its slot; the group goes again once it has.
-      Requeue(current, std::move(group));
-      Hold(it);
-      return;
-    }
-    current.load_script = false;
-    // Still turned away after every try (a cluster between states, a server loading its data),
-    // which a retry outlives (503), unlike an error of the append's own (WRONGTYPE: 500).
-    Decide(group, rerouted ? Status(StatusCode::kIo, "Redis kept turning the appends away: " +
-                                                         std::string(error->view().Str()))
-                           : Producer::Finish(std::move(prepared), replies));
+    settled = SettleScript(it, std::move(group), std::move(prepared), replies);
   }
+  if (!settled) return;  // it went back: the lane waits, or sent it again
   // The answers (a pipelined request among them may queue another append meanwhile), then what
   // waited while kMaxInFlight groups were out.
   it = lanes_.find(key);
@@ -206,6 +192,125 @@ void AppendGroup::OnAnswer(const std::string& key, Group group, Producer::Prepar
     it->second.held_since.reset();
   }
   SendNext(key);
+}
+
+bool AppendGroup::SettleScript(Lanes::iterator it, Group group, Producer::Prepared prepared,
+                               std::span<const redis::Reply> replies) {
+  Lane& lane = it->second;
+  if (replies.size() != 1) {
+    Decide(group, Status(StatusCode::kProtocol, "unexpected replies to the append script"));
+    return true;
+  }
+  const redis::Reply& reply = replies.front();
+  const bool again = !reply.IsError() || CountTry(lane, group);
+  if (reply.IsError() && redis::IsNoScript(reply.view()) && again) {
+    // Redis lost the script (a restart, SCRIPT FLUSH): nothing ran; load it and send again.
+    lane.load_script = true;
+    Requeue(lane, std::move(group));
+    const std::string key = it->first;  // SendNext may end the lane
+    SendNext(key);
+    return false;
+  }
+  const bool rerouted = reply.IsError() && redis::RouteAttempt::Reroutes(reply.view());
+  if (rerouted && again) {
+    // Sent elsewhere (MOVED, ASK ...): the script ran nowhere. The connection follows its slot;
+    // the group goes again once it has.
+    Requeue(lane, std::move(group));
+    Hold(it);
+    return false;
+  }
+  lane.load_script = false;  // the script ran (or was refused for a reason of its own)
+  auto results = rerouted ? Status(StatusCode::kIo, "Redis kept turning the appends away: " +
+                                                        std::string(reply.view().Str()))
+                          : Producer::Finish(std::move(prepared), reply);
+  // Still turned away after every try (a cluster between states, a server loading its data),
+  // which a retry outlives (503), unlike an error of the script's own (WRONGTYPE: 500).
+  const bool appended =
+      results.ok() && std::ranges::any_of(*results, [](const AppendResult& result) {
+        return result.kind == AppendResult::Kind::kAppended;
+      });
+  Decide(group, std::move(results));
+  if (appended) FailRequeued(it->first);
+  return true;
+}
+
+bool AppendGroup::SettlePlain(Lanes::iterator it, Group group,
+                              std::span<const redis::Reply> replies) {
+  // Each XADD has its own reply: a receipt, an error of its own (OOM: the ones around it may
+  // have been appended), or a redirect (a slot that moved while the pipeline was on its way, a
+  // cluster between states): that one ran nowhere. A redirected XADD goes again only when none
+  // after it was appended; else it would land behind them, and it is answered that it was not
+  // appended (503, to retry).
+  size_t tail = group.dones.size();  // the redirected XADDs from here on go again
+  bool appended = false;
+  while (tail > 0 && tail - 1 < replies.size() && Redirected(replies[tail - 1])) --tail;
+  Group back;
+  back.number = group.number;
+  std::string redirect;
+  for (size_t i = 0; i < group.dones.size(); ++i) {
+    if (i >= replies.size()) {
+      group.dones[i](Outcome{Status(StatusCode::kProtocol, "no reply to an XADD"), {}, 1});
+    } else if (i >= tail) {
+      if (redirect.empty()) redirect = std::string(replies[i].view().Str());
+      back.requests.push_back(std::move(group.requests[i]));
+      back.dones.push_back(std::move(group.dones[i]));
+      back.bytes.push_back(group.bytes[i]);
+    } else if (Redirected(replies[i])) {
+      group.dones[i](Outcome{Status(StatusCode::kIo, "Redis turned the append away (" +
+                                                         std::string(replies[i].view().Str()) +
+                                                         ") and appends after it landed: "
+                                                         "nothing was appended; try again"),
+                             {},
+                             1});
+    } else {
+      auto result = Producer::PlainResult(replies[i].view());
+      appended = appended || result.ok();
+      group.dones[i](OutcomeOf(std::move(result)));
+    }
+  }
+  // The answers may have queued appends; the lane stays (it was in use).
+  it = lanes_.find(it->first);
+  if (appended) FailRequeued(it->first);
+  if (back.requests.empty()) return true;
+  if (CountTry(it->second, back)) {
+    Requeue(it->second, std::move(back));
+    Hold(it);
+    return false;
+  }
+  Decide(back, Status(StatusCode::kIo, "Redis kept turning the appends away: " + redirect));
+  return true;
+}
+
+bool AppendGroup::Redirected(const redis::Reply& reply) {
+  return reply.IsError() && redis::RouteAttempt::Reroutes(reply.view());
+}
+
+AppendGroup::Outcome AppendGroup::OutcomeOf(StatusOr<AppendResult> result) {
+  return result.ok() ? Outcome{Status::Ok(), std::move(*result), 1}
+                     : Outcome{result.status(), {}, 1};
+}
+
+void AppendGroup::FailRequeued(const std::string& key) {
+  // Appends that went back were sent before the group that just landed: sent again now they
+  // would land behind it. They ran nowhere, so a retry is safe.
+  Lane& lane = lanes_.at(key);
+  if (lane.requeued == 0) return;
+  std::vector<Queued> failed;
+  for (size_t i = 0; i < lane.requeued; ++i) {
+    lane.bytes -= lane.waiting.front().bytes;
+    failed.push_back(std::move(lane.waiting.front()));
+    lane.waiting.pop_front();
+  }
+  lane.requeued = 0;
+  lane.held_since.reset();
+  lane.hold_until.reset();
+  for (Queued& queued : failed) {
+    queued.done(Outcome{Status(StatusCode::kIo,
+                               "Redis turned the append away and appends sent after it landed: "
+                               "nothing was appended; try again"),
+                        {},
+                        1});
+  }
 }
 
 void AppendGroup::Hold(Lanes::iterator it) {
@@ -245,24 +350,13 @@ bool AppendGroup::CountTry(Lane& lane, const Group& group) {
   return lane.tries < kMaxTries;
 }
 
-AppendGroup::Group AppendGroup::SplitFront(Group& group, size_t count) {
-  Group head;
-  const auto take = [count](auto& from, auto& to) {
-    to.assign(std::make_move_iterator(from.begin()),
-              std::make_move_iterator(from.begin() + static_cast<std::ptrdiff_t>(count)));
-    from.erase(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(count));
-  };
-  take(group.requests, head.requests);
-  take(group.dones, head.dones);
-  take(group.bytes, head.bytes);
-  return head;
-}
-
 void AppendGroup::FailAll(Lanes::iterator it, const Status& status) {
   std::deque<Queued> waiting = std::move(it->second.waiting);
   it->second.waiting.clear();
   it->second.bytes = 0;
   it->second.requeued = 0;
+  it->second.held_since.reset();  // a lane that stays (groups out) starts its next wait afresh
+  it->second.hold_until.reset();
   if (it->second.in_flight == 0) lanes_.erase(it);
   for (Queued& queued : waiting) queued.done(Outcome{status, {}, 1});
 }

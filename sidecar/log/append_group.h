@@ -14,7 +14,8 @@
 // (it is refused before it queues), so it cannot fail the others. What fails the whole group fails
 // every append of it with the same status: Redis unreachable or the connection lost with
 // the call on its way (kIo/kTimeout; the idempotency keys make the client's retry safe, as for
-// one append) or a WRONGTYPE stream key.
+// one append; of a plain pipeline, the XADDs answered before the loss keep their receipts) or a
+// WRONGTYPE stream key.
 //
 // A lane is one target stream key (a sharded stream has one per shard), so there are at most
 // 1 + shards lanes per stream whatever keys the entries carry. What a lane may hold waiting is
@@ -25,12 +26,14 @@
 // A group that did not reach Redis, or that Redis sent elsewhere (Cluster MOVED or ASK, TRYAGAIN,
 // CLUSTERDOWN, a demoted master: the script ran nowhere), goes back to the front of its lane and
 // is sent again, ahead of what arrived since and behind the groups sent before it that went back
-// too (the connection answers in the order it sent: a group sent later comes back later); of a
-// plain pipeline that Redis turned away part of the way (a slot that moved
-// while it was on its way), the XADDs it answered are decided and the rest goes back. It is sent
-// again once the lane's connection has followed its slot, up to kMaxTries sends and
-// connect timeout + command timeout of holding; the same holding covers a connection still
-// connecting. A connection whose last connect failed answers its lane's appends at once (503).
+// too (the connection answers in the order it sent: a group sent later comes back later), once
+// every group sent before it has answered. Each XADD of a plain pipeline is decided by its own
+// reply (a receipt, or its own error such as OOM), and only a tail of redirected ones goes back.
+// What went back never lands behind an append sent after it: once one of those lands, what waits
+// to go again is answered that nothing was appended (503, to retry). It is sent again once the
+// lane's connection has followed its slot, up to kMaxTries sends and connect timeout + command
+// timeout of holding; the same holding covers a connection still connecting. A connection whose
+// last connect failed answers its lane's appends at once (503).
 //
 // Threads: the API server's loop thread only (or while the loop does not run).
 
@@ -124,17 +127,27 @@ class AppendGroup {
   // Sends what the lane holds, while fewer than kMaxInFlight groups are out; removes an empty
   // lane with nothing out.
   void SendNext(const std::string& key);
-  // `replies` are the append's own (result's, without a SCRIPT LOAD in front of them).
+  // `replies` are the appends' own (result's, without a SCRIPT LOAD in front of them).
   void OnAnswer(const std::string& key, Group group, Producer::Prepared prepared,
                 std::span<const redis::Reply> replies, const redis::BatchResult& result);
+  // What Redis answered to a script call, or to a plain group's XADDs: each append is decided,
+  // or the group (of a plain one, the XADDs that Redis redirected) goes back. False when it went
+  // back: the lane waits for its connection, or sent it again.
+  bool SettleScript(Lanes::iterator it, Group group, Producer::Prepared prepared,
+                    std::span<const redis::Reply> replies);
+  bool SettlePlain(Lanes::iterator it, Group group, std::span<const redis::Reply> replies);
+  // A reply that says the command ran nowhere (MOVED, ASK, TRYAGAIN, CLUSTERDOWN ...).
+  static bool Redirected(const redis::Reply& reply);
+  static Outcome OutcomeOf(StatusOr<AppendResult> result);
+  // Answers the appends that went back and wait to be sent again (503: they ran nowhere), once a
+  // group sent after them has appended.
+  void FailRequeued(const std::string& key);
   // The lane waits for its connection, or gives up when it waited too long.
   void Hold(Lanes::iterator lane);
   // Puts `group` back at the front of its lane, behind the groups that went back before it.
   static void Requeue(Lane& lane, Group group);
   // Counts a try of `group` that came to nothing; whether it may be sent again.
   static bool CountTry(Lane& lane, const Group& group);
-  // Takes the first `count` appends out of `group` into a group of their own.
-  static Group SplitFront(Group& group, size_t count);
   // Answers every waiting append of the lane with `status`; removes the lane unless groups of it
   // are out (their answers still come).
   void FailAll(Lanes::iterator lane, const Status& status);

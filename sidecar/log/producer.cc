@@ -8,6 +8,7 @@
 #include "sidecar/redis/capped_add.h"
 #include "sidecar/redis/capped_add_lua.h"
 #include "sidecar/redis/script.h"
+#include "sidecar/redis/topology/route_attempt.h"
 
 namespace streamcar::log {
 namespace {
@@ -93,26 +94,20 @@ std::optional<AppendResult::Kind> KindOf(std::string_view kind) {
   return std::nullopt;
 }
 
-// Sends `prepared`'s commands on `session`, connecting first if needed. The script is loaded once
-// if Redis lost it (a restarted server or SCRIPT FLUSH: nothing ran the first time).
-StatusOr<std::vector<redis::Reply>> RunAppend(redis::Session& session,
-                                              const Producer::Prepared& prepared) {
+// Runs the append script on `session`, connecting first if needed, and loading it once if Redis
+// lost it (a restarted server or SCRIPT FLUSH: nothing ran the first time).
+StatusOr<redis::Reply> RunAppendScript(redis::Session& session, const redis::Command& call) {
   if (!session.connected()) {
     Millis retry_in{0};
     if (Status status = session.ConnectOnce(&retry_in); !status.ok()) return status;
   }
-  if (prepared.plain) return session.RunPipeline(prepared.commands);
-  const redis::Command& call = prepared.commands.front();
   auto reply = session.Run(call);
   if (!reply.ok() && reply.status().IsServerError("NOSCRIPT")) {
     auto loaded = session.Run(kAppendScript.Load());
     if (!loaded.ok()) return loaded.status();
     reply = session.Run(call);
   }
-  if (!reply.ok()) return reply.status();
-  std::vector<redis::Reply> replies;
-  replies.push_back(std::move(*reply));
-  return replies;
+  return reply;
 }
 
 // The script's two values per sent entry, merged in order with the results decided before it.
@@ -185,7 +180,8 @@ StatusOr<AppendResult> Producer::Append(redis::Session& session,
 
 const redis::Script& Producer::Script() { return kAppendScript; }
 
-StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> requests) const {
+StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> requests,
+                                               Grouping grouping) const {
   Prepared prepared;
   if (requests.empty()) return prepared;
   if (requests.size() > kMaxBatch) {
@@ -224,16 +220,19 @@ StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> re
   // An archived stream is trimmed only by its folder, below the watermark (SPEC 10): a MAXLEN
   // here would drop entries that were never folded.
   const int64_t max_len = stream_.max_len > 0 && !stream_.archive ? stream_.max_len : 0;
-  prepared.plain = !stream_.notify && keys.size() == 1 &&
-                   std::ranges::all_of(requests, [](const AppendRequest& request) {
-                     return request.entry_id.empty();
-                   });
-  if (prepared.plain) {
+  const bool plain = !stream_.notify && keys.size() == 1 &&
+                     std::ranges::all_of(requests, [](const AppendRequest& request) {
+                       return request.entry_id.empty();
+                     });
+  if (plain) {
+    prepared.form = grouping == Grouping::kBatch ? Form::kTransaction : Form::kPlain;
+    if (prepared.form == Form::kTransaction) prepared.commands.emplace_back("MULTI");
     for (const AppendRequest& request : requests) {
       redis::Command add = redis::CappedAdd(*target, max_len, "*");
       for (const auto& [field, value] : request.fields) add.Arg(field).Arg(value);
       prepared.commands.push_back(std::move(add));
     }
+    if (prepared.form == Form::kTransaction) prepared.commands.emplace_back("EXEC");
     prepared.sent = requests.size();
     return prepared;
   }
@@ -256,37 +255,52 @@ StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> re
   return prepared;
 }
 
-Producer::Prepared Producer::PlainHead(size_t count) {
-  Prepared head;
-  head.plain = true;
-  head.decided.resize(count);
-  head.sent = count;
-  return head;
+StatusOr<AppendResult> Producer::PlainResult(const redis::ReplyView& reply) {
+  if (reply.IsError()) return redis::ErrorOf(reply);
+  if (!reply.IsString()) return Status(StatusCode::kProtocol, "unexpected reply to XADD");
+  return AppendResult{AppendResult::Kind::kAppended, std::string(reply.Str())};
 }
 
-StatusOr<std::vector<AppendResult>> Producer::Finish(Prepared prepared,
-                                                     std::span<const redis::Reply> replies) {
-  auto unexpected = [] { return Status(StatusCode::kProtocol, "unexpected reply to the append"); };
-  // The first error reply ends the batch, as it ends the script.
-  for (const redis::Reply& reply : replies) {
-    if (reply.IsError()) return redis::ErrorOf(reply.view());
+StatusOr<std::vector<AppendResult>> Producer::FinishTransaction(
+    const Prepared& prepared, std::span<const redis::Reply> replies) {
+  if (replies.size() != prepared.sent + 2) {
+    return Status(StatusCode::kProtocol, "unexpected replies to the append transaction");
+  }
+  // An XADD refused as it queued (OOM, a slot that moved: MOVED, ASK, CLUSTERDOWN) discards the
+  // transaction: EXEC answers EXECABORT and nothing ran. Its refusal says why.
+  const redis::ReplyView exec = replies.back().view();
+  if (exec.IsError()) {
+    for (const redis::Reply& queued : replies.subspan(1, prepared.sent)) {
+      if (!queued.IsError()) continue;
+      if (redis::RouteAttempt::Reroutes(queued.view())) {
+        return Status(StatusCode::kIo,
+                      "Redis turned the batch away: " + std::string(queued.view().Str()));
+      }
+      return redis::ErrorOf(queued.view());
+    }
+    return redis::ErrorOf(exec);
+  }
+  if (!exec.IsArray() || exec.Size() != prepared.sent) {
+    return Status(StatusCode::kProtocol, "unexpected reply to EXEC");
+  }
+  std::vector<AppendResult> results;
+  results.reserve(prepared.sent);
+  for (size_t i = 0; i < exec.Size(); ++i) {
+    auto result = PlainResult(exec[i]);  // an error (WRONGTYPE) ends the batch, as in the script
+    if (!result.ok()) return result.status();
+    results.push_back(std::move(*result));
+  }
+  return results;
+}
+
+StatusOr<std::vector<AppendResult>> Producer::Finish(Prepared prepared, const redis::Reply& reply) {
+  if (reply.IsError()) return redis::ErrorOf(reply.view());
+  if (prepared.form != Form::kScript) {
+    return Status(StatusCode::kProtocol, "plain XADDs are read by PlainResult");
   }
   std::vector<AppendResult> results;
   results.reserve(prepared.decided.size());
-  if (prepared.plain) {
-    // Every entry was sent (a plain batch has no explicit id to decide without Redis).
-    if (replies.size() != prepared.sent || prepared.decided.size() != prepared.sent) {
-      return unexpected();
-    }
-    for (const redis::Reply& reply : replies) {
-      if (!reply.view().IsString()) return unexpected();
-      results.push_back(
-          AppendResult{AppendResult::Kind::kAppended, std::string(reply.view().Str())});
-    }
-    return results;
-  }
-  if (replies.size() != 1) return unexpected();
-  if (Status read = ReadResults(replies.front().view(), prepared.sent, &prepared.decided, &results);
+  if (Status read = ReadResults(reply.view(), prepared.sent, &prepared.decided, &results);
       !read.ok()) {
     return read;
   }
@@ -302,9 +316,14 @@ StatusOr<std::vector<AppendResult>> Producer::AppendAll(
     for (auto& one : prepared->decided) results.push_back(std::move(*one));
     return results;
   }
-  auto replies = RunAppend(session, *prepared);
-  if (!replies.ok()) return replies.status();
-  return Finish(std::move(*prepared), *replies);
+  if (prepared->form == Form::kTransaction) {
+    auto replies = session.RunPipeline(prepared->commands);
+    if (!replies.ok()) return replies.status();
+    return FinishTransaction(*prepared, *replies);
+  }
+  auto reply = RunAppendScript(session, prepared->commands.front());
+  if (!reply.ok()) return reply.status();
+  return Finish(std::move(*prepared), *reply);
 }
 
 }  // namespace streamcar::log

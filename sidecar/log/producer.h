@@ -50,7 +50,7 @@ class Producer {
   // (the append may or may not have happened: the idempotency key makes a retry safe).
   StatusOr<AppendResult> Append(redis::Session& session, const AppendRequest& request) const;
 
-  // Appends `requests` in order in one round trip, one result per request.
+  // Appends `requests` in order in one script call (one round trip), one result per request.
   // Each entry is decided on its own (a duplicate or a refused id does not stop the others); all
   // must go to the same stream key (Target). kInvalid (nothing sent) when any request is malformed.
   // An error reply from Redis (WRONGTYPE) ends the batch: entries before it may have been appended,
@@ -60,26 +60,33 @@ class Producer {
 
   // AppendAll in two halves, for a caller that sends the commands itself (append_group.h sends
   // them on the API's event loop): Prepare builds what goes to Redis (nothing when every entry is
-  // decided without Redis), Finish reads Redis's replies to it, in order (an error reply is
-  // kServerError with its message). Prepare refuses what AppendAll refuses, before anything is
-  // sent.
+  // decided without Redis), and Finish reads Redis's reply to a script call (an error reply is
+  // kServerError with its message), PlainResult each reply of kPlain XADDs. Prepare refuses what
+  // AppendAll refuses, before anything is sent.
   //
-  // What goes is one script call, or, when no entry sent needs the script (no idempotency key,
-  // no explicit id, no `notify`), one plain capped XADD per entry in one pipeline: Redis runs
-  // each for a few µs less than the script's call of it, and the script would only do the same
-  // XADD. An error reply ends the batch either way (below).
+  // When no entry needs the script (no idempotency key, no explicit id, no `notify`), the
+  // entries go as plain capped XADDs, which Redis runs for a few µs less each than the script's
+  // call of them: kIndependent entries (concurrent single appends that only share a round trip,
+  // each decided on its own) as one XADD each in a pipeline, a kBatch (AppendAll: a batch append,
+  // `produce`) between MULTI and EXEC, so that it lands as one atomic step, contiguous and in
+  // order, or not at all. Any other entries go as one script call.
+  enum class Grouping { kBatch, kIndependent };
+  enum class Form { kScript, kPlain, kTransaction };
   struct Prepared {
-    std::vector<redis::Command> commands;              // in order; empty: nothing to send
-    bool plain = false;                                // one XADD per sent entry, not the script
+    std::vector<redis::Command> commands;  // in order; empty: nothing to send
+    Form form = Form::kScript;
     std::vector<std::optional<AppendResult>> decided;  // per request: decided without Redis
     size_t sent = 0;                                   // requests the commands carry
   };
-  StatusOr<Prepared> Prepare(std::span<const AppendRequest> requests) const;
-  static StatusOr<std::vector<AppendResult>> Finish(Prepared prepared,
-                                                    std::span<const redis::Reply> replies);
-  // The first `count` entries of a plain `prepared`, which Redis answered before it turned the
-  // rest away (a slot that moved while the pipeline was on its way): Finish reads their replies.
-  static Prepared PlainHead(size_t count);
+  StatusOr<Prepared> Prepare(std::span<const AppendRequest> requests,
+                             Grouping grouping = Grouping::kBatch) const;
+  static StatusOr<std::vector<AppendResult>> Finish(Prepared prepared, const redis::Reply& reply);
+  // The replies to a kTransaction's MULTI, XADDs and EXEC: every receipt, or why none was given
+  // (a redirected XADD is kIo: it ran nowhere, and a retry is safe).
+  static StatusOr<std::vector<AppendResult>> FinishTransaction(
+      const Prepared& prepared, std::span<const redis::Reply> replies);
+  // What one plain XADD's reply says of its entry: appended with its id, or Redis's error.
+  static StatusOr<AppendResult> PlainResult(const redis::ReplyView& reply);
   // The script the call runs: a connection that loads it up front saves a NOSCRIPT round trip.
   static const redis::Script& Script();
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <initializer_list>
 #include <set>
 #include <thread>
@@ -198,8 +199,7 @@ int64_t Calls(const RedisServer& server, std::initializer_list<const char*> comm
 // The script calls Redis has run (EVALSHA and EVAL).
 int64_t ScriptCalls(const RedisServer& server) { return Calls(server, {"evalsha", "eval"}); }
 
-// Issue 29: a batch that needs the script is one script call; each entry is decided on its own, in
-// order.
+// Issue 29: a batch is one script call; each entry is decided on its own, in order.
 TEST_F(ProducerTest, AppendAllIsOneScriptCallWithOneResultPerEntryInOrder) {
   Producer producer(Stream("feed"), Millis(60000));
   ASSERT_TRUE(
@@ -230,22 +230,20 @@ TEST_F(ProducerTest, AppendAllIsOneScriptCallWithOneResultPerEntryInOrder) {
   EXPECT_EQ(Len("feed"), 4);
 }
 
-// Entries that need no script (no idempotency key, no explicit id, a stream without `notify`) go
-// as one plain XADD each, in one pipeline; one entry that needs it takes the whole batch there.
-TEST_F(ProducerTest, EntriesThatNeedNoScriptArePlainXaddsInOnePipeline) {
-  Producer producer(Stream("other"), Millis(60000));
-  // Loads the script (its first call is refused NOSCRIPT), so that each later one counts once.
-  ASSERT_TRUE(producer.Append(*session_, {.fields = {{"warm", "1"}}, .idempotency_key = "w"}).ok());
-  producer = Producer(Stream("feed"), Millis(60000));
+// Entries that need no script go as plain capped XADDs: a batch (AppendAll: a batch append,
+// `produce`) between MULTI and EXEC, one atomic step; concurrent single appends (kIndependent)
+// as one XADD each. One entry that needs the script (an idempotency key, an explicit id, a
+// `notify` stream) takes the whole call there.
+TEST_F(ProducerTest, EntriesThatNeedNoScriptArePlainXaddsABatchInOneTransaction) {
+  Producer producer(Stream("feed"), Millis(60000));
   std::vector<AppendRequest> batch;
   for (int i = 0; i < 5; ++i) batch.push_back({.fields = {{"i", std::to_string(i)}}});
-  int64_t scripts = ScriptCalls(server_);
-  int64_t adds = Calls(server_, {"xadd"});
+  const int64_t scripts = ScriptCalls(server_);
+  const int64_t execs = Calls(server_, {"exec"});
   auto results = producer.AppendAll(*session_, batch);
   ASSERT_TRUE(results.ok()) << results.status().ToString();
   EXPECT_EQ(ScriptCalls(server_) - scripts, 0);
-  EXPECT_EQ(Calls(server_, {"xadd"}) - adds, 5);
-  ASSERT_EQ(results->size(), 5u);
+  EXPECT_EQ(Calls(server_, {"exec"}) - execs, 1);
   auto stored = server_.Run({"XRANGE", "feed", "-", "+"});
   ASSERT_EQ(stored.view().Size(), 5u);
   for (size_t i = 0; i < 5; ++i) {
@@ -254,23 +252,49 @@ TEST_F(ProducerTest, EntriesThatNeedNoScriptArePlainXaddsInOnePipeline) {
     EXPECT_EQ(stored.view()[i][1][1].Str(), std::to_string(i));
   }
 
-  batch[2].idempotency_key = "k";
-  scripts = ScriptCalls(server_);
-  results = producer.AppendAll(*session_, batch);
-  ASSERT_TRUE(results.ok()) << results.status().ToString();
-  EXPECT_EQ(ScriptCalls(server_) - scripts, 1);
-  batch[2].idempotency_key.clear();
-  const auto top = ParseId((*results)[4].id);
-  ASSERT_TRUE(top.has_value());
-  // 1 s ahead of the last receipt, within the skew and above what this batch mints before it.
-  const std::string explicit_id = FormatId(EntryId{top->ms + 1000, 0});
-  batch[4].entry_id = explicit_id;
-  scripts = ScriptCalls(server_);
-  results = producer.AppendAll(*session_, batch);
-  ASSERT_TRUE(results.ok()) << results.status().ToString();
-  EXPECT_EQ(ScriptCalls(server_) - scripts, 1);
-  EXPECT_EQ((*results)[4].id, explicit_id);
-  EXPECT_EQ(Len("feed"), 15);
+  auto independent = producer.Prepare(batch, Producer::Grouping::kIndependent);
+  ASSERT_TRUE(independent.ok());
+  EXPECT_EQ(independent->form, Producer::Form::kPlain);
+  ASSERT_EQ(independent->commands.size(), 5u);
+  EXPECT_EQ(independent->commands[0].name(), "XADD");
+  EXPECT_EQ(producer.Prepare(batch)->form, Producer::Form::kTransaction) << "a batch by default";
+  for (const auto& [what, change] :
+       std::vector<std::pair<std::string, std::function<void(AppendRequest&)>>>{
+           {"idempotency key", [](AppendRequest& r) { r.idempotency_key = "k"; }},
+           {"explicit id", [](AppendRequest& r) { r.entry_id = "1-1"; }}}) {
+    std::vector<AppendRequest> mixed = batch;
+    change(mixed[2]);
+    for (const auto grouping : {Producer::Grouping::kBatch, Producer::Grouping::kIndependent}) {
+      auto prepared = producer.Prepare(mixed, grouping);
+      ASSERT_TRUE(prepared.ok());
+      EXPECT_EQ(prepared->form, Producer::Form::kScript) << what;
+      EXPECT_EQ(prepared->commands.size(), 1u) << what;
+    }
+  }
+  auto notify = Stream("events");
+  notify.notify = true;
+  EXPECT_EQ(Producer(notify, Millis(60000)).Prepare(batch)->form, Producer::Form::kScript);
+}
+
+// A batch of plain XADDs that Redis refuses as it queues (out of memory) appends nothing: the
+// transaction is discarded whole, and the refusal is the answer.
+TEST_F(ProducerTest, ABatchRefusedAsItQueuesAppendsNothing) {
+  Producer producer(Stream("feed"), Millis(60000));
+  const std::string memory(server_.Run({"INFO", "memory"}).view().Str());
+  const size_t at = memory.find("used_memory:") + std::string("used_memory:").size();
+  server_.Run(
+      {"CONFIG", "SET", "maxmemory", std::to_string(std::stoll(memory.substr(at)) + 2300 * 1024)});
+  std::vector<AppendRequest> batch(4,
+                                   AppendRequest{.fields = {{"v", std::string(900 * 1024, 'x')}}});
+  auto results = producer.AppendAll(*session_, batch);
+  server_.Run({"CONFIG", "SET", "maxmemory", "0"});
+  ASSERT_FALSE(results.ok());
+  EXPECT_TRUE(results.status().IsServerError("OOM")) << results.status().ToString();
+  EXPECT_EQ(server_.Run({"EXISTS", "feed"}).view().Integer(), 0) << "nothing appended";
+  server_.Run({"SET", "feed", "not a stream"});
+  results = producer.AppendAll(*session_, std::vector<AppendRequest>(2, {.fields = {{"a", "1"}}}));
+  ASSERT_FALSE(results.ok());
+  EXPECT_TRUE(results.status().IsServerError("WRONGTYPE")) << results.status().ToString();
 }
 
 TEST_F(ProducerTest, InvalidRequestsAreRefusedBeforeRedis) {
@@ -318,7 +342,8 @@ TEST_F(ProducerTest, ASharedStreamAppendsToTheShardOfTheKey) {
   EXPECT_EQ(Len("orders:{6}"), 1);
 }
 
-// Both ways of appending cap alike: the plain XADD and the script's (an idempotency key).
+// Both ways of appending cap alike: the plain XADDs (a transaction) and the script's (an
+// idempotency key).
 TEST_F(ProducerTest, MaxLenCapsTheStreamApproximately) {
   for (const bool keyed : {false, true}) {
     auto stream = Stream(keyed ? "keyed" : "plain");
@@ -392,10 +417,6 @@ TEST_F(ProducerTest, WrongTypeIsAServerErrorAndNoKeyIsRecorded) {
   ASSERT_FALSE(result.ok());
   EXPECT_TRUE(result.status().IsServerError("WRONGTYPE")) << result.status().ToString();
   EXPECT_EQ(server_.Run({"EXISTS", keys::IdempotencyKey("feed", "k")}).view().Integer(), 0);
-  request.idempotency_key.clear();  // a plain XADD
-  auto plain = producer.Append(*session_, request);
-  ASSERT_FALSE(plain.ok());
-  EXPECT_TRUE(plain.status().IsServerError("WRONGTYPE")) << plain.status().ToString();
 }
 
 TEST_F(ProducerTest, ReloadsTheScriptAfterAFlush) {
