@@ -167,17 +167,13 @@ void AppendGroup::OnAnswer(const std::string& key, Group group, Producer::Prepar
     // answers; the rest share the failure (the script's call has one answer, which did not come).
     const bool plain = prepared.form == Producer::Form::kPlain;
     const size_t answered = plain ? std::min(replies.size(), group.dones.size()) : 0;
-    bool appended = false;
     for (size_t i = 0; i < group.dones.size(); ++i) {
-      if (i < answered) {
-        auto one = Producer::PlainResult(replies[i].view());
-        appended = appended || one.ok();
-        group.dones[i](OutcomeOf(std::move(one)));
-      } else {
-        group.dones[i](Outcome{result.failure, {}, 1});
-      }
+      group.dones[i](i < answered ? OutcomeOf(Producer::PlainResult(replies[i].view()))
+                                  : Outcome{result.failure, {}, 1});
     }
-    if (appended) FailRequeued(key);
+    // What was written may have run without its answer coming back: sent again, what went back
+    // before it could land behind it.
+    FailRequeued(key);
   } else if (prepared.form == Producer::Form::kPlain) {
     settled = SettlePlain(it, std::move(group), replies);
   } else {
@@ -241,16 +237,18 @@ bool AppendGroup::SettlePlain(Lanes::iterator it, Group group,
   // cluster between states): that one ran nowhere. A redirected XADD goes again only when none
   // after it was appended; else it would land behind them, and it is answered that it was not
   // appended (503, to retry).
-  size_t tail = group.dones.size();  // the redirected XADDs from here on go again
+  size_t landed_before = 0;  // one past the last XADD that appended: a redirect after it goes again
+  for (size_t i = 0; i < replies.size() && i < group.dones.size(); ++i) {
+    if (!replies[i].IsError()) landed_before = i + 1;
+  }
   bool appended = false;
-  while (tail > 0 && tail - 1 < replies.size() && Redirected(replies[tail - 1])) --tail;
   Group back;
   back.number = group.number;
   std::string redirect;
   for (size_t i = 0; i < group.dones.size(); ++i) {
     if (i >= replies.size()) {
       group.dones[i](Outcome{Status(StatusCode::kProtocol, "no reply to an XADD"), {}, 1});
-    } else if (i >= tail) {
+    } else if (i >= landed_before && Redirected(replies[i])) {
       if (redirect.empty()) redirect = std::string(replies[i].view().Str());
       back.requests.push_back(std::move(group.requests[i]));
       back.dones.push_back(std::move(group.dones[i]));

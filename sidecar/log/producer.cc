@@ -110,6 +110,15 @@ StatusOr<redis::Reply> RunAppendScript(redis::Session& session, const redis::Com
   return reply;
 }
 
+// True when Redis Cluster turned a transaction away as it queued (MOVED, ASK, TRYAGAIN ...):
+// EXEC discarded it, nothing ran.
+bool Redirected(const Producer::Prepared& prepared, std::span<const redis::Reply> replies) {
+  if (replies.size() != prepared.sent + 2 || !replies.back().IsError()) return false;
+  return std::ranges::any_of(replies.subspan(1, prepared.sent), [](const redis::Reply& queued) {
+    return queued.IsError() && redis::RouteAttempt::Reroutes(queued.view());
+  });
+}
+
 // The script's two values per sent entry, merged in order with the results decided before it.
 Status ReadResults(const redis::ReplyView& view, size_t sent,
                    std::vector<std::optional<AppendResult>>* decided,
@@ -220,7 +229,7 @@ StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> re
   // An archived stream is trimmed only by its folder, below the watermark (SPEC 10): a MAXLEN
   // here would drop entries that were never folded.
   const int64_t max_len = stream_.max_len > 0 && !stream_.archive ? stream_.max_len : 0;
-  const bool plain = !stream_.notify && keys.size() == 1 &&
+  const bool plain = grouping != Grouping::kScript && !stream_.notify && keys.size() == 1 &&
                      std::ranges::all_of(requests, [](const AppendRequest& request) {
                        return request.entry_id.empty();
                      });
@@ -269,6 +278,10 @@ StatusOr<std::vector<AppendResult>> Producer::FinishTransaction(
   // An XADD refused as it queued (OOM, a slot that moved: MOVED, ASK, CLUSTERDOWN) discards the
   // transaction: EXEC answers EXECABORT and nothing ran. Its refusal says why.
   const redis::ReplyView exec = replies.back().view();
+  if (exec.IsNil()) {
+    // No answer at all: the routed session could not reach the slot's node to send it.
+    return Status(StatusCode::kIo, "Redis did not answer the batch");
+  }
   if (exec.IsError()) {
     for (const redis::Reply& queued : replies.subspan(1, prepared.sent)) {
       if (!queued.IsError()) continue;
@@ -319,7 +332,13 @@ StatusOr<std::vector<AppendResult>> Producer::AppendAll(
   if (prepared->form == Form::kTransaction) {
     auto replies = session.RunPipeline(prepared->commands);
     if (!replies.ok()) return replies.status();
-    return FinishTransaction(*prepared, *replies);
+    if (!Redirected(*prepared, *replies)) return FinishTransaction(*prepared, *replies);
+    // Redis Cluster turned the transaction away as it queued (a slot that moved or migrates):
+    // nothing ran. The routed session follows a single command's MOVED or ASK, not a
+    // transaction's, so the batch goes once more as the script call, which it follows (and so
+    // learns the slot's new master for the batches after it).
+    prepared = Prepare(requests, Grouping::kScript);
+    if (!prepared.ok()) return prepared.status();
   }
   auto reply = RunAppendScript(session, prepared->commands.front());
   if (!reply.ok()) return reply.status();

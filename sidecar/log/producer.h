@@ -69,8 +69,9 @@ class Producer {
   // call of them: kIndependent entries (concurrent single appends that only share a round trip,
   // each decided on its own) as one XADD each in a pipeline, a kBatch (AppendAll: a batch append,
   // `produce`) between MULTI and EXEC, so that it lands as one atomic step, contiguous and in
-  // order, or not at all. Any other entries go as one script call.
-  enum class Grouping { kBatch, kIndependent };
+  // order, or not at all. Any other entries go as one script call, and so does a kScript batch
+  // whatever it holds (a batch that Redis Cluster turned away as a transaction).
+  enum class Grouping { kBatch, kIndependent, kScript };
   enum class Form { kScript, kPlain, kTransaction };
   struct Prepared {
     std::vector<redis::Command> commands;  // in order; empty: nothing to send

@@ -136,6 +136,45 @@ TEST_F(LogClusterTest, ProducesWithIdempotencyAndReadsByTimeOnEveryMaster) {
   }
 }
 
+// A batch append without idempotency keys goes as plain XADDs between MULTI and EXEC, which the
+// routed session sends to the slot's master but does not follow when it moved: Redis discards the
+// transaction (EXECABORT), nothing runs, and the batch goes once more as the script call, which
+// follows the MOVED. Every batch is appended once, in order, on the slot's new master.
+TEST_F(LogClusterTest, ABatchWhoseSlotMovedGoesAgainAsTheScriptAndLandsOnce) {
+  redis::RedisHealth health;
+  redis::Session session(HubOptions(), "test", &health,
+                         std::make_shared<redis::TopologyRoutes>(topology_));
+  Millis retry_in{0};
+  ASSERT_TRUE(session.ConnectOnce(&retry_in).ok());
+  const std::string& stream = streams_[0];
+  config::LogStream settings;
+  settings.name = stream;
+  Producer producer(settings, Millis(60000));
+  auto batch = [](const std::string& tag) {
+    std::vector<AppendRequest> requests;
+    for (int i = 0; i < 3; ++i) requests.push_back({.fields = {{"v", tag + std::to_string(i)}}});
+    return requests;
+  };
+  ASSERT_TRUE(producer.AppendAll(session, batch("before")).ok());
+  const int slot = keys::KeySlot(stream);
+  const int from = cluster_->MasterOfSlot(slot);
+  const int to = (from + 1) % 3;
+  cluster_->BeginMigration(slot, from, to);
+  cluster_->MoveKeys(slot);
+  cluster_->FinishMigration(slot);
+  for (const char* tag : {"after", "later"}) {
+    auto results = producer.AppendAll(session, batch(tag));
+    ASSERT_TRUE(results.ok()) << tag << ": " << results.status().ToString();
+    ASSERT_EQ(results->size(), 3u);
+  }
+  const redis::Reply all = cluster_->Run(stream, {"XRANGE", stream, "-", "+"});
+  ASSERT_EQ(all.view().Size(), 9u);
+  const std::vector<std::string> expected = {"before0", "before1", "before2", "after0", "after1",
+                                             "after2",  "later0",  "later1",  "later2"};
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(all.view()[i][1][1].Str(), expected[i]);
+  EXPECT_EQ(cluster_->MasterOfSlot(slot), to);
+}
+
 // Streams on every master, followed at once, each get their new entries (one XREAD over them all
 // is -CROSSSLOT), and history from before the follow (catch-up) comes from each stream's node.
 TEST_F(LogClusterTest, FollowsStreamsOnEveryMasterAtOnce) {
