@@ -28,9 +28,10 @@
 // is sent again, ahead of what arrived since and behind the groups sent before it that went back
 // too (the connection answers in the order it sent: a group sent later comes back later), once
 // every group sent before it has answered. Each XADD of a plain pipeline is decided by its own
-// reply (a receipt, or its own error such as OOM), and only a tail of redirected ones goes back.
-// What went back never lands behind an append sent after it: once one of those lands, what waits
-// to go again is answered that nothing was appended (503, to retry). It is sent again once the
+// reply (a receipt, or its own error such as OOM), and only the redirected ones after its last
+// appended XADD go back. What went back never lands behind an append sent after it: once one of
+// those lands, or a group sent after it fails once written (it may have run), what waits to go
+// again is answered that nothing was appended (503, to retry). It is sent again once the
 // lane's connection has followed its slot, up to kMaxTries sends and connect timeout + command
 // timeout of holding; the same holding covers a connection still connecting. A connection whose
 // last connect failed answers its lane's appends at once (503).
