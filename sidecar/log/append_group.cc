@@ -248,12 +248,12 @@ bool AppendGroup::SettlePlain(Lanes::iterator it, Group group,
   for (size_t i = 0; i < group.dones.size(); ++i) {
     if (i >= replies.size()) {
       group.dones[i](Outcome{Status(StatusCode::kProtocol, "no reply to an XADD"), {}, 1});
-    } else if (i >= landed_before && Redirected(replies[i])) {
+    } else if (i >= landed_before && Producer::Redirected(replies[i])) {
       if (redirect.empty()) redirect = std::string(replies[i].view().Str());
       back.requests.push_back(std::move(group.requests[i]));
       back.dones.push_back(std::move(group.dones[i]));
       back.bytes.push_back(group.bytes[i]);
-    } else if (Redirected(replies[i])) {
+    } else if (Producer::Redirected(replies[i])) {
       group.dones[i](Outcome{Status(StatusCode::kIo, "Redis turned the append away (" +
                                                          std::string(replies[i].view().Str()) +
                                                          ") and appends after it landed: "
@@ -277,10 +277,6 @@ bool AppendGroup::SettlePlain(Lanes::iterator it, Group group,
   }
   Decide(back, Status(StatusCode::kIo, "Redis kept turning the appends away: " + redirect));
   return true;
-}
-
-bool AppendGroup::Redirected(const redis::Reply& reply) {
-  return reply.IsError() && redis::RouteAttempt::Reroutes(reply.view());
 }
 
 AppendGroup::Outcome AppendGroup::OutcomeOf(StatusOr<AppendResult> result) {

@@ -137,8 +137,6 @@ class AppendGroup {
   bool SettleScript(Lanes::iterator it, Group group, Producer::Prepared prepared,
                     std::span<const redis::Reply> replies);
   bool SettlePlain(Lanes::iterator it, Group group, std::span<const redis::Reply> replies);
-  // A reply that says the command ran nowhere (MOVED, ASK, TRYAGAIN, CLUSTERDOWN ...).
-  static bool Redirected(const redis::Reply& reply);
   static Outcome OutcomeOf(StatusOr<AppendResult> result);
   // Answers the appends that went back and wait to be sent again (503: they ran nowhere), once a
   // group sent after them has appended.

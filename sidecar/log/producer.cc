@@ -112,11 +112,10 @@ StatusOr<redis::Reply> RunAppendScript(redis::Session& session, const redis::Com
 
 // True when Redis Cluster turned a transaction away as it queued (MOVED, ASK, TRYAGAIN ...):
 // EXEC discarded it, nothing ran.
-bool Redirected(const Producer::Prepared& prepared, std::span<const redis::Reply> replies) {
+bool TransactionRedirected(const Producer::Prepared& prepared,
+                           std::span<const redis::Reply> replies) {
   if (replies.size() != prepared.sent + 2 || !replies.back().IsError()) return false;
-  return std::ranges::any_of(replies.subspan(1, prepared.sent), [](const redis::Reply& queued) {
-    return queued.IsError() && redis::RouteAttempt::Reroutes(queued.view());
-  });
+  return std::ranges::any_of(replies.subspan(1, prepared.sent), &Producer::Redirected);
 }
 
 // The script's two values per sent entry, merged in order with the results decided before it.
@@ -264,6 +263,10 @@ StatusOr<Producer::Prepared> Producer::Prepare(std::span<const AppendRequest> re
   return prepared;
 }
 
+bool Producer::Redirected(const redis::Reply& reply) {
+  return reply.IsError() && redis::RouteAttempt::Reroutes(reply.view());
+}
+
 StatusOr<AppendResult> Producer::PlainResult(const redis::ReplyView& reply) {
   if (reply.IsError()) return redis::ErrorOf(reply);
   if (!reply.IsString()) return Status(StatusCode::kProtocol, "unexpected reply to XADD");
@@ -285,7 +288,7 @@ StatusOr<std::vector<AppendResult>> Producer::FinishTransaction(
   if (exec.IsError()) {
     for (const redis::Reply& queued : replies.subspan(1, prepared.sent)) {
       if (!queued.IsError()) continue;
-      if (redis::RouteAttempt::Reroutes(queued.view())) {
+      if (Redirected(queued)) {
         return Status(StatusCode::kIo,
                       "Redis turned the batch away: " + std::string(queued.view().Str()));
       }
@@ -332,7 +335,9 @@ StatusOr<std::vector<AppendResult>> Producer::AppendAll(
   if (prepared->form == Form::kTransaction) {
     auto replies = session.RunPipeline(prepared->commands);
     if (!replies.ok()) return replies.status();
-    if (!Redirected(*prepared, *replies)) return FinishTransaction(*prepared, *replies);
+    if (!TransactionRedirected(*prepared, *replies)) {
+      return FinishTransaction(*prepared, *replies);
+    }
     // Redis Cluster turned the transaction away as it queued (a slot that moved or migrates):
     // nothing ran. The routed session follows a single command's MOVED or ASK, not a
     // transaction's, so the batch goes once more as the script call, which it follows (and so

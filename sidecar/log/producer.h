@@ -86,6 +86,9 @@ class Producer {
   // (a redirected XADD is kIo: it ran nowhere, and a retry is safe).
   static StatusOr<std::vector<AppendResult>> FinishTransaction(
       const Prepared& prepared, std::span<const redis::Reply> replies);
+  // True for a reply that says the command ran nowhere and may go again where Redis points
+  // (MOVED, ASK, TRYAGAIN, CLUSTERDOWN ...).
+  static bool Redirected(const redis::Reply& reply);
   // What one plain XADD's reply says of its entry: appended with its id, or Redis's error.
   static StatusOr<AppendResult> PlainResult(const redis::ReplyView& reply);
   // The script the call runs: a connection that loads it up front saves a NOSCRIPT round trip.
