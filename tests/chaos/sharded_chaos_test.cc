@@ -423,7 +423,8 @@ void ShardedChaosTest::Run(const RunOptions& options) {
             slot.state = Slot::State::kDown;
             slot.next = now + milliseconds(500);
           } else if (now >= slot.next) {
-            failures.push_back(slot.member + " did not exit within 5 s of SIGTERM");
+            failures.push_back(slot.member + " did not exit within 5 s of SIGTERM; its threads:\n" +
+                               slot.process->ThreadStacks());
             slot.process->Kill();
             slot.state = Slot::State::kDown;
             slot.next = now;

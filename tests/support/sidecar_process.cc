@@ -105,11 +105,13 @@ SidecarProcess::SidecarProcess(const std::string& config_yaml, const std::vector
 SidecarProcess::~SidecarProcess() {
   if (paused_) Resume();
   bool hung = false;
+  std::string stacks;
   if (running()) {
     // A graceful stop, as Kubernetes does: drain, flush, exit 0; LeakSanitizer runs at exit.
     ::kill(pid_, SIGTERM);
     if (!Wait(std::chrono::seconds(60))) {
       hung = true;
+      stacks = ThreadStacks();
       ::kill(pid_, SIGKILL);
       Wait(std::chrono::seconds(10));
     }
@@ -117,7 +119,8 @@ SidecarProcess::~SidecarProcess() {
   const std::string log = Logs();
   if (hung) {
     ADD_FAILURE() << "sidecar (pid " << pid_ << ") did not exit within 60 s of SIGTERM\n"
-                  << Tail(log);
+                  << Tail(log) << "\nits threads then:\n"
+                  << stacks;
   } else if (!killed_ && exit_code_ != expected_exit_) {
     ADD_FAILURE() << "sidecar (pid " << pid_ << ") exited with "
                   << (exit_code_ ? std::to_string(*exit_code_) : "nothing") << ", expected "
@@ -167,6 +170,32 @@ std::optional<int> SidecarProcess::Wait(std::chrono::milliseconds timeout) {
 bool SidecarProcess::running() { return pid_ > 0 && !Wait(std::chrono::milliseconds(0)); }
 
 std::string SidecarProcess::Logs() const { return ReadFile(log_path_); }
+
+std::string SidecarProcess::ThreadStacks() const {
+  if (pid_ <= 0 || exit_code_) return "(the process has ended)";
+  // First what the kernel says of each thread (a process stuck in the kernel, in D state or
+  // half way through its exit, shows nothing in gdb), then gdb's user-space stacks.
+  std::string kernel;
+  std::error_code error;
+  const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    const std::string path = task.path().string();
+    kernel += "task " + task.path().filename().string() + ": " + ReadFile(path + "/stat") +
+              ReadFile(path + "/stack");
+  }
+  const std::string out = dir_ + "/stacks.txt";
+  const pid_t gdb = SpawnChild(
+      {.argv = {"gdb", "-p", std::to_string(pid_), "-batch", "-nx", "-ex", "thread apply all bt"},
+       .stdout_path = out,
+       .stderr_path = out});
+  if (!WaitFor(gdb, std::chrono::seconds(60))) {
+    ::kill(gdb, SIGKILL);
+    WaitFor(gdb, std::chrono::seconds(10));
+    return "(gdb took over 60 s)";
+  }
+  const std::string stacks = ReadFile(out);
+  return kernel + (stacks.empty() ? "(no stacks from gdb: is it installed?)" : stacks);
+}
 
 std::pair<int, std::string> HttpGet(int port, const std::string& path) {
   httplib::Client client("127.0.0.1", port);

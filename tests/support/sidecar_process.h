@@ -60,6 +60,9 @@ class SidecarProcess {
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   bool running();
   std::string Logs() const;
+  // Every thread's stack of the running process (gdb, attached for a moment), for the failure
+  // message of a process that hangs; a line saying why when there is none to take.
+  std::string ThreadStacks() const;
   const std::string& config_path() const { return config_path_; }
   pid_t pid() const { return pid_; }
   int admin_port() const { return admin_port_; }
