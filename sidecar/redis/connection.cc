@@ -1,8 +1,10 @@
 #include "sidecar/redis/connection.h"
 
 #include <hiredis.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "sidecar/redis/topology/sentinel_proto.h"
 #include "sidecar/redis/topology/topology.h"
@@ -139,6 +141,14 @@ StatusOr<std::unique_ptr<Transport>> Connection::TakeTransport() && {
   }
   broken_ = true;
   return std::move(transport_);
+}
+
+bool Connection::ClosedByPeer() const {
+  if (transport_ == nullptr) return true;
+  char byte = 0;
+  const ssize_t got = ::recv(transport_->fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (got >= 0) return got == 0;
+  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 Status Connection::Fail(Status status) {

@@ -61,6 +61,10 @@ class Connection {
   StatusOr<std::vector<Reply>> RunPipeline(const std::vector<Command>& commands);
 
   bool broken() const { return broken_; }
+  // The server ended the connection while it sat unused (a restart, its idle `timeout`, CLIENT
+  // KILL): a non-blocking peek at the socket sees the end of the stream or a reset. Bytes
+  // waiting (a TLS record) count as open; the next command finds out.
+  bool ClosedByPeer() const;
   // The node the topology chose; nullopt for a connection opened without one.
   const std::optional<keys::NodeAddress>& node() const { return node_; }
 

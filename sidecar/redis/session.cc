@@ -41,7 +41,10 @@ void Session::Drop() {
 
 Status Session::ConnectOnce(Millis* retry_in) {
   if (routes_) return RoutedConnectOnce(retry_in);
-  if (connection_ != nullptr && !connection_->broken()) return Status::Ok();
+  if (connection_ != nullptr && !connection_->broken()) {
+    if (!connection_->ClosedByPeer()) return Status::Ok();
+    Drop();
+  }
   auto opened = Connection::Open(options_);
   if (opened.ok()) {
     connection_ = std::move(*opened);

@@ -60,7 +60,8 @@ class Session {
   Status EnsureConnected(StopSignal& stop);
   // One connection attempt (no waiting); Ok when already connected. For loops that must keep
   // serving other work between attempts. Returns the delay to wait before the next attempt in
-  // *retry_in on failure.
+  // *retry_in on failure. A connection the server closed while it sat unused (a pooled session
+  // after a Redis restart) is replaced here, before a command is sent on it and fails.
   Status ConnectOnce(Millis* retry_in);
 
   // Like Connection's, but never on a broken connection: I/O failures drop it, and the next call
@@ -90,6 +91,9 @@ class Session {
   // The node's connection, opened when missing. kFatal when the node refuses our credentials.
   StatusOr<Connection*> ConnectionTo(const keys::NodeAddress& node);
   void DropNode(const keys::NodeAddress& node, std::string_view why);
+  // Closes the node's connection with nothing lost (no command in flight): DropNode's bookkeeping
+  // without counting a lost answer or reporting the node.
+  void ForgetNode(const keys::NodeAddress& node);
   // One send of `command` to `node` (ASKING first when `asking`). Error replies come back as
   // replies; a Status is an I/O failure (*sent: the command may have reached the node).
   StatusOr<Reply> SendTo(const keys::NodeAddress& node, const Command& command, Millis server_block,

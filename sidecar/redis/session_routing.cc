@@ -6,6 +6,7 @@
 #include <cctype>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sidecar/common/backoff.h"
 #include "sidecar/common/log.h"
@@ -51,6 +52,12 @@ int Session::RouteSlotOf(const Command& command) const {
 }
 
 Status Session::RoutedConnectOnce(Millis* retry_in) {
+  std::vector<keys::NodeAddress> closed;
+  for (const auto& [node, connection] : nodes_) {
+    if (connection->ClosedByPeer()) closed.push_back(node);
+  }
+  // Opened again on demand; the topology learns of a node that is really gone when it is.
+  for (const auto& node : closed) ForgetNode(node);
   if (!nodes_.empty()) return Status::Ok();
   auto master = routes_->MasterFor(-1);
   Status status = master.status();
@@ -93,8 +100,12 @@ StatusOr<Connection*> Session::ConnectionTo(const keys::NodeAddress& node) {
 
 void Session::DropNode(const keys::NodeAddress& node, std::string_view why) {
   ++lost_connections_;
-  nodes_.erase(node);
+  ForgetNode(node);
   routes_->OnNodeFailed(node, why);
+}
+
+void Session::ForgetNode(const keys::NodeAddress& node) {
+  nodes_.erase(node);
   if (nodes_.empty() && !counted_down_) {
     counted_down_ = true;
     health_->MarkDown();

@@ -731,6 +731,22 @@ TEST_F(ApiTest, RedisDownAnswers503WithRetryAfterWithinADeadline) {
       Eventually([&] { return PostJson("feed", R"({"a":"3"})").status == 201; }, seconds(15)));
 }
 
+// The API's pooled Redis sessions sat unused while Redis restarted: the first request after it
+// (a batch append; single appends take the API loop's own connection) is answered as always, not
+// 503 from a connection Redis had closed.
+TEST_F(ApiTest, TheFirstRequestAfterARedisRestartIsAnswered) {
+  StartApi();
+  ASSERT_EQ(PostJson("feed", R"([{"a":"1"},{"a":"2"}])").status, 201);
+  ASSERT_EQ(Call("GET", "/v1/streams/feed/entries").status, 200);
+  redis_->Kill();
+  redis_->Start();
+  const Reply batch = PostJson("feed", R"([{"a":"3"},{"a":"4"}])");
+  EXPECT_EQ(batch.status, 201) << batch.body;
+  const Reply read = Call("GET", "/v1/streams/feed/entries");
+  EXPECT_EQ(read.status, 200) << read.body;
+  EXPECT_NE(read.body.find(R"({"a":"4"})"), std::string::npos) << read.body;
+}
+
 TEST_F(ApiTest, FollowStreamsLaterEntriesInOrderAndResumesAfterLastEventId) {
   StartApi();
   std::vector<std::string> ids;

@@ -175,6 +175,34 @@ TEST(Session, ReconnectsAfterARestartAndReportsHealth) {
   EXPECT_EQ(value->view().Str(), "v");  // AOF kept it
 }
 
+// A session that sat unused while Redis restarted (the API's pooled sessions) connects again
+// before its next command instead of failing it: the server's close is seen at once.
+TEST(Session, ReplacesAConnectionRedisClosedWhileItSatUnused) {
+  RedisServer server(RedisServerOptions{.append_only = true});
+  RedisHealth health;
+  Session session(OptionsFor(server), "test", &health);
+  Millis retry_in{0};
+  ASSERT_TRUE(session.ConnectOnce(&retry_in).ok());
+  ASSERT_TRUE(session.Run(Command("SET").Arg("k").Arg("v")).ok());
+  const uint64_t first = session.generation();
+  server.Kill();
+  server.Start();
+  ASSERT_TRUE(session.ConnectOnce(&retry_in).ok());
+  EXPECT_EQ(session.generation(), first + 1);
+  auto value = session.Run(Command("GET").Arg("k"));
+  ASSERT_TRUE(value.ok()) << value.status().message();
+  EXPECT_EQ(value->view().Str(), "v");
+  EXPECT_EQ(session.lost_connections(), 0u);  // nothing was sent on the closed one
+
+  // Closed by the server while Redis stays up (CLIENT KILL; its idle `timeout` is the same).
+  const int64_t id = session.Run(Command("CLIENT").Arg("ID"))->view().Integer();
+  server.Run({"CLIENT", "KILL", "ID", std::to_string(id)});
+  ASSERT_TRUE(session.ConnectOnce(&retry_in).ok());
+  EXPECT_EQ(session.generation(), first + 2);
+  EXPECT_TRUE(session.Run(Command("PING")).ok());
+  EXPECT_TRUE(health.up());
+}
+
 TEST(Session, EnsureConnectedStopsOnRequest) {
   ConnectionOptions options;
   options.endpoint.host = "127.0.0.1";

@@ -87,6 +87,22 @@ TEST_F(RoutedSessionTest, FollowsMovedToTheKeysMaster) {
   EXPECT_EQ(read->view()[0][1].Size(), 1u);
 }
 
+// A node's connection that the node closed while it sat unused is opened again before the next
+// command (no failure for the caller, no node reported failed).
+TEST_F(RoutedSessionTest, ReplacesAConnectionTheNodeClosedWhileItSatUnused) {
+  const std::string key = cluster_->KeyOnMaster(0, "orders");
+  ASSERT_TRUE(session_->Run(Command("SET").Arg(key).Arg("v")).ok());
+  const int64_t id = session_->Run(Command("CLIENT").Arg("ID"))->view().Integer();
+  cluster_->RunOn(0, {"CLIENT", "KILL", "ID", std::to_string(id)});
+  Millis retry_in{0};
+  ASSERT_TRUE(session_->ConnectOnce(&retry_in).ok());
+  auto value = session_->Run(Command("GET").Arg(key));
+  ASSERT_TRUE(value.ok()) << value.status().message();
+  EXPECT_EQ(value->view().Str(), "v");
+  EXPECT_EQ(routes_->failed, 0);
+  EXPECT_EQ(session_->lost_connections(), 0u);
+}
+
 TEST_F(RoutedSessionTest, FollowsMovedAfterASlotMigration) {
   // The key starts on node 0 (where the stale routes point) and its slot moves to node 1.
   const std::string key = cluster_->KeyOnMaster(0, "moving");
