@@ -26,6 +26,9 @@ bool IsRoutingError(const Status& status) {
 
 // CLIENT UNBLOCK found the read not blocked yet (it had not reached Redis): try again this soon.
 constexpr Millis kUnblockAgain{10};
+// The command connection that sends CLIENT UNBLOCK is still opening (at start, after a
+// reconnect): look again this soon, rather than wait out the read's whole block.
+constexpr Millis kUnblockOnceConnected{50};
 
 bool IsServerSide(const Status& status) {
   return status.code() == StatusCode::kServerError || status.code() == StatusCode::kFatal;
@@ -112,6 +115,10 @@ void GroupIntake::EndTimers() {
 }
 
 void GroupIntake::Unblock() {
+  if (!command_->connected()) {
+    unblock_timer_->ArmIn(kUnblockOnceConnected);
+    return;
+  }
   const std::optional<int64_t> id = read_->client_id();
   // Without its id (the ACL refused CLIENT ID) or after a reconnect, the read's reply is awaited;
   // so too while the two connections are on different nodes (one followed a move, the other not
