@@ -1,10 +1,8 @@
 #include "sidecar/redis/connection.h"
 
 #include <hiredis.h>
-#include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
 
 #include "sidecar/redis/topology/sentinel_proto.h"
 #include "sidecar/redis/topology/topology.h"
@@ -144,11 +142,7 @@ StatusOr<std::unique_ptr<Transport>> Connection::TakeTransport() && {
 }
 
 bool Connection::ClosedByPeer() const {
-  if (transport_ == nullptr) return true;
-  char byte = 0;
-  const ssize_t got = ::recv(transport_->fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (got >= 0) return got == 0;
-  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  return transport_ == nullptr || transport_->ClosedByPeer();
 }
 
 Status Connection::Fail(Status status) {

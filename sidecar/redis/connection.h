@@ -62,8 +62,8 @@ class Connection {
 
   bool broken() const { return broken_; }
   // The server ended the connection while it sat unused (a restart, its idle `timeout`, CLIENT
-  // KILL): a non-blocking peek at the socket sees the end of the stream or a reset. Bytes
-  // waiting (a TLS record) count as open; the next command finds out.
+  // KILL): a non-blocking look at the socket (and, with TLS, at a record waiting: close_notify)
+  // that consumes no reply bytes.
   bool ClosedByPeer() const;
   // The node the topology chose; nullopt for a connection opened without one.
   const std::optional<keys::NodeAddress>& node() const { return node_; }

@@ -40,6 +40,17 @@ Status ConnectFd(int fd, const sockaddr* address, socklen_t length, SteadyTime d
 
 }  // namespace
 
+PeerState PeekPeer(int fd) {
+  char byte = 0;
+  while (true) {
+    const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got > 0) return PeerState::kBytesWaiting;
+    if (got == 0) return PeerState::kClosed;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? PeerState::kQuiet : PeerState::kClosed;
+  }
+}
+
 Status WaitReady(int fd, short events, SteadyTime deadline) {
   while (true) {
     pollfd pfd{fd, events, 0};

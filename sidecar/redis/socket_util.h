@@ -12,6 +12,10 @@ namespace streamcar::redis {
 // Waits until `fd` is ready for `events` (POLLIN / POLLOUT); kTimeout past the deadline.
 Status WaitReady(int fd, short events, SteadyTime deadline);
 
+// What a non-blocking peek at a connected socket finds, consuming nothing.
+enum class PeerState { kQuiet, kBytesWaiting, kClosed };  // kClosed: end of stream or a reset
+PeerState PeekPeer(int fd);
+
 // A connected non-blocking socket to the endpoint (TCP with TCP_NODELAY and keepalive, or a unix
 // socket), or why not.
 StatusOr<UniqueFd> ConnectEndpoint(const config::RedisEndpoint& endpoint, SteadyTime deadline);

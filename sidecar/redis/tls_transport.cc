@@ -72,6 +72,20 @@ class TlsTransport final : public Transport {
 
   bool HasBuffered() const override { return SSL_pending(ssl_.get()) > 0; }
   int fd() const override { return fd_.get(); }
+  bool ClosedByPeer() override {
+    const PeerState raw = PeekPeer(fd_.get());
+    if (raw == PeerState::kQuiet || SSL_pending(ssl_.get()) > 0) return false;
+    if (raw == PeerState::kClosed) return true;
+    // A record waits: Redis sends close_notify before it closes a TLS client; it may also be a
+    // TLS 1.3 session ticket (taken in, nothing to return) or data. SSL_peek returns none of it.
+    ERR_clear_error();
+    char byte = 0;
+    const int n = SSL_peek(ssl_.get(), &byte, 1);
+    if (n > 0) return false;
+    const int error = SSL_get_error(ssl_.get(), n);
+    ERR_clear_error();
+    return error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE;
+  }
 
  private:
   // A write failed because the server closed the connection. A server that refuses us (TLS 1.3

@@ -76,6 +76,8 @@ class SocketTransport final : public Transport {
 
   bool HasBuffered() const override { return false; }
   int fd() const override { return fd_.get(); }
+  // Unexpected bytes count as open: the next command's read finds them out of step.
+  bool ClosedByPeer() override { return PeekPeer(fd_.get()) == PeerState::kClosed; }
 
  private:
   UniqueFd fd_;

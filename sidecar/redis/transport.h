@@ -39,6 +39,9 @@ class Transport {
   virtual bool HasBuffered() const = 0;
   // The socket, to watch for readiness. Stays owned by the transport.
   virtual int fd() const = 0;
+  // Between commands, nothing expected: the server ended the connection while it sat unused (a
+  // restart, its idle `timeout`, CLIENT KILL). Consumes no reply bytes.
+  virtual bool ClosedByPeer() = 0;
 };
 
 // Opens the transport the endpoint asks for within `timeout`: TCP (TCP_NODELAY) or a unix socket,

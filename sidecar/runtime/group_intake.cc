@@ -26,8 +26,9 @@ bool IsRoutingError(const Status& status) {
 
 // CLIENT UNBLOCK found the read not blocked yet (it had not reached Redis): try again this soon.
 constexpr Millis kUnblockAgain{10};
-// The command connection that sends CLIENT UNBLOCK is still opening (at start, after a
-// reconnect): look again this soon, rather than wait out the read's whole block.
+// The command connection that sends CLIENT UNBLOCK is not ready (opening at start or after a
+// reconnect, moving to a slot's new master): look again this soon, rather than wait out the
+// read's whole block.
 constexpr Millis kUnblockOnceConnected{50};
 
 bool IsServerSide(const Status& status) {
@@ -49,7 +50,8 @@ GroupIntake::GroupIntake(const SourceParts& parts)
   backoff_timer_ = loop_.CreateTimer([this] { Pump(); });
   pause_timer_ = loop_.CreateTimer([this] { Pump(); });
   unblock_timer_ = loop_.CreateTimer([this] {
-    if (block_read_) Unblock();
+    // Still wanted: a stop, or a pause that has not ended meanwhile.
+    if (block_read_ && (stopping_ || ledger_->ReadPaused(loop_.clock().Now()))) Unblock();
   });
   linger_timer_ = loop_.CreateTimer([this] { Pump(); });
   read_->OnReady(Guard([this] { OnReadConnectionReady(); }));
@@ -115,8 +117,9 @@ void GroupIntake::EndTimers() {
 }
 
 void GroupIntake::Unblock() {
-  if (!command_->connected()) {
-    unblock_timer_->ArmIn(kUnblockOnceConnected);
+  if (!command_->ready()) {
+    // Armed once: every Poke comes here while a pause lasts, and must not push it back.
+    if (!unblock_timer_->armed()) unblock_timer_->ArmIn(kUnblockOnceConnected);
     return;
   }
   const std::optional<int64_t> id = read_->client_id();

@@ -206,8 +206,9 @@ class GroupIntake : public EntrySource, private PendingRecovery::Host {
   uint64_t block_generation_ = 0;  // the read connection's generation when it was sent
   std::unique_ptr<EventLoop::Timer> backoff_timer_;  // a step waits before it is tried again
   std::unique_ptr<EventLoop::Timer> pause_timer_;    // the refusal pause ends
-  std::unique_ptr<EventLoop::Timer> unblock_timer_;  // UNBLOCK again: it came before the read
-  std::unique_ptr<EventLoop::Timer> linger_timer_;   // the read linger ends
+  // UNBLOCK again: it came before the read, or the command connection was not ready.
+  std::unique_ptr<EventLoop::Timer> unblock_timer_;
+  std::unique_ptr<EventLoop::Timer> linger_timer_;  // the read linger ends
 
   bool skip_dead_letter_type_ = false;
   Millis read_linger_{0};

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "sidecar/redis/connection.h"
+#include "sidecar/redis/session.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/sidecar_process.h"
 
 namespace streamcar::redis {
 namespace {
@@ -19,6 +21,28 @@ TEST(Tls, TrustedServerWorks) {
   auto got = (*c)->Run(Command("GET").Arg("k"));
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->view().Str().size(), 100000u);  // many TLS records, read back whole
+}
+
+// Redis ends a TLS client with close_notify before its FIN: a pooled session sees that record as
+// the end too, and connects again before its next command instead of failing it.
+TEST(Tls, ASessionReplacesAConnectionRedisClosedWhileItSatUnused) {
+  RedisServer server(RedisServerOptions{.tls = true});
+  RedisHealth health;
+  Session session(server.ClientOptions(), "test", &health);
+  Millis retry_in{0};
+  ASSERT_TRUE(session.ConnectOnce(&retry_in).ok());
+  const uint64_t first = session.generation();
+  auto id = session.Run(Command("CLIENT").Arg("ID"));
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  // A second look while the connection is open keeps it (a TLS 1.3 session ticket is no end).
+  ASSERT_TRUE(session.ConnectOnce(&retry_in).ok());
+  EXPECT_EQ(session.generation(), first);
+  server.Run({"CLIENT", "KILL", "ID", std::to_string(id->view().Integer())});
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return session.ConnectOnce(&retry_in).ok() && session.generation() == first + 1; },
+      Millis(2000)));
+  EXPECT_TRUE(session.Run(Command("PING")).ok());
+  EXPECT_EQ(session.lost_connections(), 0u);
 }
 
 TEST(Tls, UntrustedServerIsRefusedClearly) {
