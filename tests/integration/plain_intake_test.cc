@@ -224,25 +224,33 @@ TEST(PlainIntake, APeersPendingEntryDeletedIsCountedByTheReclaimBeat) {
   EXPECT_EQ(PendingCount(server), 1);
 }
 
-TEST(PlainIntake, StopEndsABlockingReadAtOnce) {
-  RedisServer server;
-  Harness h(server);
+// Starts the source and holds one entry: the read that brought it ended, and the next read
+// started in the same turn of the loop, so it has its whole BLOCK period ahead when this returns.
+void BlockWithOneEntryHeld(Harness& h, const RedisServer& server) {
   h.source().Start();
   ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
-  // An entry ends the read in progress; the next read starts in the same turn of the loop, so it
-  // has its whole BLOCK period ahead when the stop comes.
   const std::string first = Add(server, "first");
   ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
   ASSERT_TRUE(h.source().reading());
   ASSERT_TRUE(h.RunUntil([&] { return Blocked(server); }));
-  // CLIENT UNBLOCK goes on the command connection, once it is up (the test below).
+}
+
+// Stops the source; how long until it said it had stopped.
+Millis TimeTheStop(Harness& h) {
   bool stopped = false;
   const SteadyTime begin = SteadyClock::now();
   h.source().Stop([&] { stopped = true; });
   EXPECT_FALSE(stopped) << "never inside Stop";
-  ASSERT_TRUE(h.RunUntil([&] { return stopped; }));
-  const auto took = std::chrono::duration_cast<Millis>(SteadyClock::now() - begin);
-  EXPECT_LT(took.count(), 500) << "waited for the BLOCK to run out";
+  EXPECT_TRUE(h.RunUntil([&] { return stopped; }));
+  return std::chrono::duration_cast<Millis>(SteadyClock::now() - begin);
+}
+
+TEST(PlainIntake, StopEndsABlockingReadAtOnce) {
+  RedisServer server;
+  Harness h(server);
+  BlockWithOneEntryHeld(h, server);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_LT(TimeTheStop(h).count(), 500) << "waited for the BLOCK to run out";
   EXPECT_FALSE(h.source().reading());
   // Nothing is read after the stop.
   Add(server, "late");
@@ -257,19 +265,12 @@ TEST(PlainIntake, StopEndsABlockingReadAtOnce) {
 TEST(PlainIntake, StopEndsABlockingReadOnceTheCommandConnectionIsBack) {
   RedisServer server;
   Harness h(server);
-  h.source().Start();
-  ASSERT_TRUE(h.RunUntil([&] { return h.source().drained() && h.source().reading(); }));
-  const std::string first = Add(server, "first");
-  ASSERT_TRUE(h.RunUntil([&] { return h.ledger().Holds(first); }));
-  ASSERT_TRUE(h.RunUntil([&] { return Blocked(server) && h.command().ready(); }));
+  BlockWithOneEntryHeld(h, server);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(h.RunUntil([&] { return h.command().ready(); }));
   server.Run({"CLIENT", "KILL", "ID", std::to_string(*h.command().client_id())});
   ASSERT_TRUE(h.RunUntil([&] { return !h.command().connected(); }));
-  bool stopped = false;
-  const SteadyTime begin = SteadyClock::now();
-  h.source().Stop([&] { stopped = true; });
-  ASSERT_TRUE(h.RunUntil([&] { return stopped; }));
-  const auto took = std::chrono::duration_cast<Millis>(SteadyClock::now() - begin);
-  EXPECT_LT(took.count(), 500) << "waited for the BLOCK to run out";
+  EXPECT_LT(TimeTheStop(h).count(), 500) << "waited for the BLOCK to run out";
   EXPECT_TRUE(h.command().ready());
 }
 
