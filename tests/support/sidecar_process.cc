@@ -191,7 +191,7 @@ std::string SidecarProcess::ThreadStacks() const {
   if (!WaitFor(gdb, std::chrono::seconds(60))) {
     ::kill(gdb, SIGKILL);
     WaitFor(gdb, std::chrono::seconds(10));
-    return "(gdb took over 60 s)";
+    return kernel + "(gdb took over 60 s)";
   }
   const std::string stacks = ReadFile(out);
   return kernel + (stacks.empty() ? "(no stacks from gdb: is it installed?)" : stacks);
